@@ -1,0 +1,60 @@
+/* Small helpers every bpf/NAME.c shares. Filters arrive as -D cflags (set by metrics/bcctool.py), so
+ * an unset filter compiles to nothing and a set one returns in the probe's first lines. */
+#ifndef PROFILER_COMMON_H
+#define PROFILER_COMMON_H
+
+#include <uapi/linux/ptrace.h>
+
+#define TASK_COMM_LEN 16
+
+/* 1 when the current task is excluded by --pid / --tid (FILTER_PID, FILTER_TID). */
+static __always_inline int skip_task(u64 pid_tgid)
+{
+#ifdef FILTER_PID
+    if ((u32)(pid_tgid >> 32) != FILTER_PID)
+        return 1;
+#endif
+#ifdef FILTER_TID
+    if ((u32)pid_tgid != FILTER_TID)
+        return 1;
+#endif
+    return 0;
+}
+
+/* 1 when a tid/tgid pair read from tracepoint fields is excluded by --pid / --tid. */
+static __always_inline int skip_ids(u32 tgid, u32 tid)
+{
+#ifdef FILTER_PID
+    if (tgid != FILTER_PID)
+        return 1;
+#endif
+#ifdef FILTER_TID
+    if (tid != FILTER_TID)
+        return 1;
+#endif
+    return 0;
+}
+
+/* 1 when the current command does not equal --comm (FILTER_COMM, a string literal). */
+static __always_inline int skip_comm(void)
+{
+#ifdef FILTER_COMM
+    char want[TASK_COMM_LEN] = FILTER_COMM;
+    char comm[TASK_COMM_LEN];
+    bpf_get_current_comm(&comm, sizeof(comm));
+#pragma unroll
+    for (int i = 0; i < TASK_COMM_LEN; i++) {
+        if (comm[i] != want[i])
+            return 1;
+        if (want[i] == 0)
+            break;
+    }
+#endif
+    return 0;
+}
+
+/* BCC's rewriter cannot see map methods inside macros or helper functions, so lookup-or-init and
+ * lost counters are written out in each probe; a map of lost events is a one-slot per-CPU array. */
+#define LOST_COUNTER(name) BPF_PERCPU_ARRAY(name, u64, 1)
+
+#endif

@@ -1,0 +1,137 @@
+/* sysnest: syscall count, total, max latency and errors per (process, syscall).
+ *
+ * raw_syscalls sys_enter/sys_exit as raw tracepoints (args[1] is the syscall number at entry and the
+ * return value at exit). The entry timestamp lives in task-local storage when the kernel has it (no
+ * hash lookup by tid), else in a hash. Totals go to a per-CPU hash that is never cleared while a
+ * process lives: the user side takes deltas, so no increment is lost to a read/clear race. */
+#include "common.h"
+
+struct start_t {
+    u64 ts;
+    u64 nr;
+};
+
+struct key_t {
+    u32 tgid;
+    u32 nr;
+};
+
+struct val_t {
+    u64 count;
+    u64 total_ns;
+    u64 errors;
+    u64 max_ns;    /* max within epoch `epoch` */
+    u64 epoch;
+};
+
+#ifndef MAX_KEYS
+#define MAX_KEYS 32768
+#endif
+
+BPF_PERCPU_HASH(stats, struct key_t, struct val_t, MAX_KEYS);
+struct comm_t {
+    char comm[TASK_COMM_LEN];
+};
+
+BPF_HASH(comms, u32, struct comm_t, 16384);
+BPF_ARRAY(epoch, u64, 1);   /* bumped by the user side each interval, so max_ns is per interval */
+LOST_COUNTER(full);          /* (tgid, syscall) pairs not counted because `stats` was full */
+
+#ifdef USE_TASK_STORAGE
+BPF_TASK_STORAGE(start, struct start_t);
+#else
+BPF_HASH(start, u32, struct start_t, 65536);
+#endif
+
+#ifdef FILTER_PPID
+BPF_HASH(children, u32, u32, 65536);   /* tgid -> parent tgid, seeded from /proc */
+
+TRACEPOINT_PROBE(sched, sched_process_fork)
+{
+    u32 child = args->child_pid;
+    u32 parent = bpf_get_current_pid_tgid() >> 32;
+    children.update(&child, &parent);
+    return 0;
+}
+#endif
+
+RAW_TRACEPOINT_PROBE(sys_enter)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    if (skip_task(id))
+        return 0;
+#ifdef FILTER_PPID
+    u32 tgid = id >> 32;
+    u32 *parent = children.lookup(&tgid);
+    if (!parent || *parent != FILTER_PPID)
+        return 0;
+#endif
+#ifdef USE_TASK_STORAGE
+    struct start_t *s = start.task_storage_get((struct task_struct *)bpf_get_current_task_btf(), 0,
+                                               BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (!s)
+        return 0;
+    s->ts = bpf_ktime_get_ns();
+    s->nr = ctx->args[1];
+#else
+    u32 tid = id;
+    struct start_t s = {.ts = bpf_ktime_get_ns(), .nr = ctx->args[1]};
+    start.update(&tid, &s);
+#endif
+    return 0;
+}
+
+RAW_TRACEPOINT_PROBE(sys_exit)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    if (skip_task(id))
+        return 0;
+#ifdef USE_TASK_STORAGE
+    struct start_t *s = start.task_storage_get((struct task_struct *)bpf_get_current_task_btf(), 0, 0);
+    if (!s || !s->ts)
+        return 0;
+    u64 delta = bpf_ktime_get_ns() - s->ts;
+    struct key_t key = {.tgid = id >> 32, .nr = s->nr};
+    s->ts = 0;
+#else
+    u32 tid = id;
+    struct start_t *s = start.lookup(&tid);
+    if (!s)
+        return 0;
+    u64 delta = bpf_ktime_get_ns() - s->ts;
+    struct key_t key = {.tgid = id >> 32, .nr = s->nr};
+    start.delete(&tid);
+#endif
+    int zero = 0;
+    u64 *cur = epoch.lookup(&zero);
+    u64 now_epoch = cur ? *cur : 0;
+
+    struct val_t *v = stats.lookup(&key);
+    if (!v) {
+        struct val_t init = {};
+        stats.insert(&key, &init);
+        v = stats.lookup(&key);
+        if (!v) {
+            u64 *lost = full.lookup(&zero);
+            if (lost)
+                (*lost)++;
+            return 0;
+        }
+        struct comm_t c = {};
+        bpf_get_current_comm(&c.comm, sizeof(c.comm));
+        comms.update(&key.tgid, &c);
+    }
+    v->count++;
+    v->total_ns += delta;
+    if ((long)ctx->args[1] < 0)
+        v->errors++;
+    if (v->epoch != now_epoch) {
+        /* a new window; window 0 (before the user side set one) folds into window 1 */
+        if (v->epoch != 0)
+            v->max_ns = 0;
+        v->epoch = now_epoch;
+    }
+    if (delta > v->max_ns)
+        v->max_ns = delta;
+    return 0;
+}

@@ -1,0 +1,222 @@
+"""The registry: one entry per metric script — what it is, its arguments, and how to show its output.
+
+A student adding a metric writes bpf/NAME.c, metrics/NAME.py and one MetricSpec below; the contract
+test (tests/test_registry_contract.py) checks every entry against the real script. The GUI builds
+argument forms, tables and charts from these declarations, and the collector stores any metric's
+records, so neither needs code per metric (see docs/adding-a-metric.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+RECORD_KINDS = ("meta", "row", "hist", "event", "summary", "lost")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One command-line argument of a metric script, as the GUI shows and validates it.
+
+    type: "int", "float", "str", "choice" or "flag". flag None means positional (in declared order).
+    sample: a valid value the contract test passes to the script (defaults to `default`)."""
+
+    name: str
+    flag: str | None
+    type: str
+    help: str
+    default: Any = None
+    required: bool = False
+    choices: tuple = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    sample: Any = None
+
+    def validate(self, value: Any) -> tuple[Any, str | None]:
+        """(converted value, None) or (None, reason). Empty optional values convert to None."""
+        if value is None or value == "":
+            return (None, f"{self.name} is required") if self.required else (None, None)
+        if self.type == "flag":
+            return bool(value), None
+        if self.type in ("int", "float"):
+            try:
+                number = int(value) if self.type == "int" else float(value)
+            except (TypeError, ValueError):
+                return None, f"{self.name} must be {'an integer' if self.type == 'int' else 'a number'}"
+            if self.minimum is not None and number < self.minimum:
+                return None, f"{self.name} must be at least {self.minimum:g}"
+            if self.maximum is not None and number > self.maximum:
+                return None, f"{self.name} must be at most {self.maximum:g}"
+            return number, None
+        if self.type == "choice":
+            return (value, None) if value in self.choices else (None, f"{self.name} must be one of {', '.join(self.choices)}")
+        text = str(value)
+        if any(c in text for c in "\0\n"):
+            return None, f"{self.name} has a control character"
+        return text, None
+
+
+@dataclass(frozen=True)
+class Field:
+    """A field of the records the GUI tables show; unit is one of '', 'count', 'us', 'ms', 'ns',
+    'bytes', 'pct', '/s'."""
+
+    name: str
+    label: str
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Chart:
+    """What to draw for a metric.
+
+    kind: "timeseries" (y over time, one point per record of `kind`), "histogram" (log2 buckets from
+    `hist` records named `series`), "scatter" (y per event), "stacks" (top stacks, folded export).
+    series: field whose value splits lines (e.g. per-device), or the hist name for histograms."""
+
+    kind: str
+    y: str
+    record_kind: str = "summary"
+    label: str = ""
+    unit: str = ""
+    series: str | None = None
+
+
+def parse_ndjson(line: str) -> dict | None:
+    """The default output_parser: one NDJSON envelope line -> dict; anything else -> None (a log line)."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("kind") not in RECORD_KINDS or "metric" not in record:
+        return None
+    return record
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    file: str
+    description: str
+    args: tuple[Arg, ...]
+    probes: tuple[str, ...]                      # tracepoints required, "category:event"
+    fields: tuple[Field, ...]                    # table columns, from records of table_kind
+    chart: Chart
+    table_kind: str = "row"                      # "row" (per interval) or "event" (per event)
+    optional_probes: tuple[str, ...] = ()        # used when present (e.g. a kprobe alternative)
+    output_parser: Callable[[str], dict | None] = parse_ndjson
+    doc: str = ""
+
+    @property
+    def path(self) -> str:
+        return os.path.join(ROOT, self.file)
+
+    def validate(self, values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """(converted values, {arg name: reason}) for a form's raw values."""
+        converted, errors = {}, {}
+        for arg in self.args:
+            value, error = arg.validate(values.get(arg.name, arg.default))
+            if error:
+                errors[arg.name] = error
+            else:
+                converted[arg.name] = value
+        return converted, errors
+
+    def command(self, values: dict[str, Any], python: str | None = None, json_output: bool = True) -> list[str]:
+        """argv that runs this metric with validated values (raises ValueError on a bad value)."""
+        converted, errors = self.validate(values)
+        if errors:
+            raise ValueError("; ".join(errors.values()))
+        argv = [python or sys.executable, self.path]
+        positionals = []
+        for arg in self.args:
+            value = converted.get(arg.name)
+            if value is None or value is False:
+                if arg.flag is None:
+                    positionals.append(None)
+                continue
+            if arg.flag is None:
+                positionals.append(str(value))
+            elif arg.type == "flag":
+                argv.append(arg.flag)
+            else:
+                argv += [arg.flag, str(value)]
+        # positionals are [interval] [count]: a later one needs the earlier ones present
+        while positionals and positionals[-1] is None:
+            positionals.pop()
+        if None in positionals:
+            raise ValueError("a positional argument is missing before a later one")
+        argv += positionals
+        if json_output:
+            argv.append("--json")
+        return argv
+
+
+# --- shared argument declarations ------------------------------------------------------------------
+def interval_args(default: float = 1.0) -> tuple[Arg, ...]:
+    return (
+        Arg("interval", None, "float", "seconds between outputs", default=default, minimum=0.01, maximum=3600),
+        Arg("count", None, "int", "number of outputs, then exit (empty: until stopped)", minimum=1, sample=3),
+    )
+
+
+PID = Arg("pid", "--pid", "int", "trace this process id only", minimum=1, sample=1)
+TID = Arg("tid", "--tid", "int", "trace this thread id only", minimum=1, sample=1)
+
+
+# --- the metrics -----------------------------------------------------------------------------------
+METRICS: list[MetricSpec] = [
+    MetricSpec(
+        name="sysnest",
+        file="metrics/sysnest.py",
+        description="Syscall counts and latency per process and syscall, nested by process or by syscall.",
+        args=(
+            *interval_args(),
+            PID,
+            TID,
+            Arg("ppid", "--ppid", "int", "trace children of this parent pid only", minimum=1, sample=1),
+            Arg("duration", "--duration", "float", "total seconds to run", minimum=0.1, sample=5),
+            Arg("group_by", "--group-by", "choice", "top level of the nesting", default="process",
+                choices=("process", "syscall")),
+            Arg("top", "--top", "int", "groups shown", default=10, minimum=1, maximum=1000),
+            Arg("details_top", "--details-top", "int", "members under each group", default=5, minimum=1,
+                maximum=1000),
+            Arg("sort", "--sort", "choice", "order by total time or count", default="time",
+                choices=("time", "count")),
+            Arg("milliseconds", "--milliseconds", "flag", "human output in ms (JSON stays in us)",
+                default=False),
+        ),
+        probes=("raw_syscalls:sys_enter", "raw_syscalls:sys_exit"),
+        optional_probes=("sched:sched_process_fork",),
+        fields=(
+            Field("level", "Level"),
+            Field("pid", "PID"),
+            Field("comm", "Command"),
+            Field("syscall", "Syscall"),
+            Field("count", "Count", "count"),
+            Field("errors", "Errors", "count"),
+            Field("total_us", "Total", "us"),
+            Field("avg_us", "Avg", "us"),
+            Field("max_us", "Max", "us"),
+        ),
+        chart=Chart("timeseries", y="per_sec", record_kind="summary", label="syscalls/s", unit="/s"),
+        doc="docs/metrics/sysnest.md",
+    ),
+]
+
+# The original design's name for the same list.
+AVAILABLE_SCRIPTS = METRICS
+
+
+def get(name: str) -> MetricSpec:
+    for spec in METRICS:
+        if spec.name == name:
+            return spec
+    raise KeyError(f"no metric named {name!r}; known: {', '.join(s.name for s in METRICS)}")

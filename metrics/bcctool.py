@@ -1,0 +1,455 @@
+"""The harness every metric script shares, so each script reads like a BCC tool.
+
+It gives a script: BCC's argument conventions ([interval] [count], -p, -h with examples, --json), its BPF
+C loaded from bpf/NAME.c with filters as -D cflags, the NDJSON envelope (docs/ndjson.md), lost-event
+accounting, and a clean stop: SIGINT or SIGTERM ends the current interval early, prints it, detaches
+every probe and exits 0. Bad arguments print one line and exit 2. Nothing here needs root or bcc until
+load() is called, so --help works anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import selectors
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import kernelfeatures
+
+SCHEMA_VERSION = 1
+KINDS = ("meta", "row", "hist", "event", "summary", "lost")
+BPF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bpf")
+
+
+# --- argument types: each raises ArgumentTypeError, which becomes a one-line error ----------------
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text}")
+    return value
+
+
+def nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text}")
+    return value
+
+
+def comm_name(text: str) -> str:
+    if not text or len(text.encode()) > 15:
+        raise argparse.ArgumentTypeError(f"a command name is 1 to 15 bytes: {text!r}")
+    return text
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad argument as a single line on stderr and exits 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class Tool:
+    """One metric script's life: arguments, BPF load, output, the interval loop and a clean stop."""
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        examples: list[tuple[str, str]],
+        interval: float | None = 1.0,
+    ) -> None:
+        self.name = name
+        width = max((len(cmd) for cmd, _ in examples), default=0)
+        epilog = "examples:\n" + "\n".join(
+            f"    {cmd.ljust(width)}  # {note}" for cmd, note in examples
+        )
+        self.parser = OneLineParser(
+            prog=name,
+            description=description,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        self.has_interval = interval is not None
+        if self.has_interval:
+            self.parser.add_argument(
+                "interval", nargs="?", type=positive_float, default=interval,
+                help=f"seconds between outputs (default {interval:g})",
+            )
+            self.parser.add_argument(
+                "count", nargs="?", type=positive_int, default=None,
+                help="number of outputs, then exit (default: until Ctrl-C)",
+            )
+            self.parser.add_argument(
+                "-i", "--interval", dest="interval_opt", type=positive_float, metavar="SECONDS",
+                help="same as the interval positional",
+            )
+        self.parser.add_argument("--json", action="store_true", help="print NDJSON records (docs/ndjson.md)")
+        self.parser.add_argument("--validate-args", action="store_true", help=argparse.SUPPRESS)
+        self.args: argparse.Namespace | None = None
+        self.json = False
+        self.bpf: Any = None
+        self.stopping = False
+        self._wake_r: socket.socket | None = None
+        self._lost: dict[str, int] = {}
+        self._lost_reported: dict[str, int] = {}
+        self._filters: dict[str, Any] = {}
+        self.interval_index = 0
+        self.variant = ""
+
+    # --- arguments ------------------------------------------------------------------------------
+    def add_pid_filters(self, tid: bool = False, ppid: bool = False, comm: bool = False) -> None:
+        """-p/--pid, and where it makes sense --tid, --ppid, --comm."""
+        self.parser.add_argument("-p", "--pid", type=positive_int, help="trace this process id only")
+        if tid:
+            self.parser.add_argument("--tid", type=positive_int, help="trace this thread id only")
+        if ppid:
+            self.parser.add_argument("--ppid", type=positive_int, help="trace children of this parent pid only")
+        if comm:
+            self.parser.add_argument("--comm", type=comm_name, help="trace this command name only")
+
+    def add_duration(self) -> None:
+        self.parser.add_argument(
+            "-d", "--duration", type=positive_float, help="total seconds to run, then exit"
+        )
+
+    def parse_args(self, argv: list[str] | None = None) -> argparse.Namespace:
+        args = self.parser.parse_args(argv)
+        if getattr(args, "interval_opt", None):
+            args.interval = args.interval_opt
+        self.args = args
+        self.json = bool(args.json)
+        if args.validate_args:
+            # Contract hook: show what the script understood, touch nothing else.
+            shown = {k: v for k, v in vars(args).items() if k not in ("validate_args", "interval_opt")}
+            print(json.dumps(shown, default=str))
+            sys.exit(0)
+        return args
+
+    # --- filters become -D cflags, so the probe returns in its first lines ---------------------------
+    def filter_cflags(self, **filters: Any) -> list[str]:
+        """-DNAME=value for each filter that is set; also recorded for the meta record."""
+        flags = []
+        for key, value in filters.items():
+            if value is None or value is False:
+                continue
+            self._filters[key.lower()] = value
+            if isinstance(value, str):
+                flags.append(f'-D{key.upper()}="{value}"')
+            elif value is True:
+                flags.append(f"-D{key.upper()}=1")
+            else:
+                flags.append(f"-D{key.upper()}={int(value)}")
+        return flags
+
+    def load(
+        self, cflags: list[str] | None = None, src: str | None = None, variants: list[list[str]] | None = None
+    ) -> Any:
+        """Compile and load bpf/<src or name>.c; tracepoint and raw-tracepoint probes attach here.
+
+        `variants` are extra cflag sets tried in order (e.g. a faster path the kernel may refuse);
+        the one that loaded is kept in self.variant and reported in the meta record."""
+        self._install_signals()
+        try:
+            from bcc import BPF  # noqa: PLC0415 - only needed once arguments are good
+        except ImportError:
+            self.die("bcc is not importable: install the distro's python3-bpfcc (make setup)")
+        ok, how = kernelfeatures.privileges()
+        if not ok:
+            self.die(f"loading BPF needs root or CAP_BPF+CAP_PERFMON ({how})")
+        path = os.path.join(BPF_DIR, f"{src or self.name}.c")
+        base = [f"-I{BPF_DIR}", "-Wno-macro-redefined", "-Wno-unused-function", *(cflags or [])]
+        tries = variants or [[]]
+        for n, extra in enumerate(tries):
+            last = n == len(tries) - 1
+            try:
+                self.bpf = _quiet_load(BPF, path, base + extra, show_errors=last)
+                self.variant = " ".join(extra)
+                return self.bpf
+            except Exception as exc:  # noqa: BLE001 - BCC raises bare Exception on compile/attach errors
+                if last:
+                    self.die(f"could not load {os.path.basename(path)}: {str(exc).splitlines()[0]}")
+        return None
+
+    def attached_probes(self) -> list[dict[str, str]]:
+        """Every probe this script has attached, by type, read back from BCC's own bookkeeping."""
+        b = self.bpf
+        if b is None:
+            return []
+        probes = [{"name": _s(tp), "type": "tracepoint"} for tp in b.tracepoint_fds]
+        probes += [{"name": _s(tp), "type": "raw_tracepoint"} for tp in b.raw_tracepoint_fds]
+        probes += [{"name": _s(k), "type": "kprobe"} for k in b.kprobe_fds]
+        probes += [{"name": _s(k[0] if isinstance(k, tuple) else k), "type": "perf_event"} for k in b.open_perf_events]
+        return probes
+
+    # --- output -----------------------------------------------------------------------------------
+    def emit(self, kind: str, **fields: Any) -> None:
+        """One NDJSON record in the envelope: metric, ts, kind, interval, then the fields."""
+        if not self.json:
+            return
+        record = {"metric": self.name, "ts": round(time.time(), 6), "kind": kind, "interval": self.interval_index}
+        record.update(fields)
+        sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
+
+    def meta(self, **extra: Any) -> None:
+        """The first record: kernel, probes attached and of what type, filters, arguments."""
+        hidden = ("json", "validate_args", "interval_opt")
+        args = {k: v for k, v in vars(self.args or argparse.Namespace()).items() if k not in hidden}
+        self.emit(
+            "meta",
+            schema=SCHEMA_VERSION,
+            kernel=platform.release(),
+            pid=os.getpid(),
+            probes=self.attached_probes(),
+            filters=self._filters,
+            variant=self.variant,
+            args=args,
+            **extra,
+        )
+        self.flush()
+
+    def say(self, text: str) -> None:
+        """Human output only (a header, a table): silent under --json."""
+        if not self.json:
+            print(text)
+
+    def flush(self) -> None:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            self.stopping = True
+
+    # --- lost events ------------------------------------------------------------------------------
+    def lost_callback(self, source: str) -> Callable[[int], None]:
+        """A perf-buffer lost_cb that counts what the kernel dropped for `source`."""
+        self._lost.setdefault(source, 0)
+
+        def on_lost(count: int) -> None:
+            self._lost[source] += count
+
+        return on_lost
+
+    def add_lost(self, source: str, count: int) -> None:
+        """Count events lost by other means (a full map, a failed ring-buffer reserve)."""
+        self._lost[source] = self._lost.get(source, 0) + count
+
+    def report_lost(self) -> None:
+        """Emit a `lost` record (or a stderr line) for whatever was lost since the last report."""
+        for source, total in self._lost.items():
+            new = total - self._lost_reported.get(source, 0)
+            if new > 0:
+                self._lost_reported[source] = total
+                if self.json:
+                    self.emit("lost", source=source, count=new, total=total)
+                else:
+                    print(f"WARNING: {new} events lost ({source}), {total} in all", file=sys.stderr)
+
+    # --- the loop -----------------------------------------------------------------------------------
+    def _install_signals(self) -> None:
+        if self._wake_r is not None:
+            return
+        self._wake_r, wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        wake_w.setblocking(False)
+        signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+        self._wake_w = wake_w
+
+        def on_signal(signum: int, frame: Any) -> None:
+            self.stopping = True
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGHUP, on_signal)
+        # Writing to a closed pipe ends the tool quietly instead of a traceback.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`; False as soon as a stop was asked for."""
+        self._install_signals()
+        if self.stopping:
+            return False
+        sel = selectors.DefaultSelector()
+        sel.register(self._wake_r, selectors.EVENT_READ)
+        deadline = time.monotonic() + seconds
+        try:
+            while not self.stopping:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                sel.select(left)
+        finally:
+            sel.close()
+        return not self.stopping
+
+    def intervals(self, duration: float | None = None) -> Iterator[int]:
+        """Yield 1, 2, ... once per interval; after a stop signal, once more (the partial interval)."""
+        args = self.args
+        interval = args.interval if self.has_interval else 1.0
+        count = args.count if self.has_interval else None
+        end = time.monotonic() + duration if duration else None
+        while True:
+            step = interval if end is None else max(0.0, min(interval, end - time.monotonic()))
+            completed = self.wait(step)
+            self.interval_index += 1
+            yield self.interval_index
+            self.report_lost()
+            self.flush()
+            if not completed or self.stopping:
+                return
+            if count is not None and self.interval_index >= count:
+                return
+            if end is not None and time.monotonic() >= end:
+                return
+
+    def poll_until_stopped(
+        self, on_tick: Callable[[], None] | None = None, tick: float | None = None, timeout_ms: int = 100
+    ) -> None:
+        """For event tools: poll perf/ring buffers until stopped; call on_tick every `tick` seconds."""
+        b = self.bpf
+        next_tick = time.monotonic() + tick if tick else None
+        count = getattr(self.args, "count", None) if self.has_interval else None
+        while not self.stopping:
+            if b.perf_buffers:
+                b.perf_buffer_poll(timeout=timeout_ms)
+            if b._ringbuf_manager:
+                b.ring_buffer_poll(timeout=timeout_ms)
+            if next_tick is not None and time.monotonic() >= next_tick:
+                next_tick += tick
+                self.interval_index += 1
+                if on_tick:
+                    on_tick()
+                self.report_lost()
+                self.flush()
+                if count is not None and self.interval_index >= count:
+                    break
+        # drain what is already in the buffers before detaching
+        if b.perf_buffers:
+            b.perf_buffer_consume()
+        if on_tick and self.stopping:
+            self.interval_index += 1
+            on_tick()
+        self.report_lost()
+        self.flush()
+
+    def finish(self) -> None:
+        """Detach everything now (not at interpreter exit) and leave with status 0."""
+        if self.bpf is not None:
+            try:
+                self.bpf.cleanup()
+            except Exception:  # noqa: BLE001 - detaching at exit must never turn into a traceback
+                pass
+            self.bpf = None
+        self.flush()
+        sys.exit(0)
+
+    def die(self, message: str, status: int = 1) -> None:
+        print(f"{self.name}: error: {message}", file=sys.stderr)
+        sys.exit(status)
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _quiet_load(bpf_cls: Any, path: str, cflags: list[str], show_errors: bool = True) -> Any:
+    """Load a BPF program; the compiler's chatter about the fallback headers stays off the terminal
+    unless the load fails, when it is shown so the user sees the real compiler error."""
+    saved = os.dup(2)
+    with _TempErr() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            return bpf_cls(src_file=path.encode(), cflags=cflags)
+        except Exception:
+            if not show_errors:
+                raise
+            os.dup2(saved, 2)
+            tmp.seek(0)
+            errors = [ln for ln in tmp.read().splitlines() if "error" in ln.lower()]
+            for line in errors[:5]:
+                print(line, file=sys.stderr)
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+class _TempErr:
+    def __enter__(self):
+        import tempfile  # noqa: PLC0415
+
+        self.f = tempfile.TemporaryFile(mode="w+")
+        return self.f
+
+    def __exit__(self, *exc: Any) -> None:
+        self.f.close()
+
+
+# --- shared formatting helpers for human output ----------------------------------------------------
+def table(columns: list[tuple[str, int]], rows: list[list[Any]]) -> str:
+    """Columns (header, width; negative width = left-aligned) and rows as one block of text."""
+    def fmt(values: list[Any]) -> str:
+        cells = []
+        for (_, width), value in zip(columns, values):
+            text = str(value)
+            cells.append(text.ljust(-width) if width < 0 else text.rjust(width))
+        return " ".join(cells).rstrip()
+
+    return "\n".join([fmt([h for h, _ in columns]), *(fmt(r) for r in rows)])
+
+
+def log2_buckets(values: dict[int, int]) -> list[dict[str, int]]:
+    """Log2 slots {slot: count} as [{lo, hi, count}], lowest first. Slot s >= 1 holds values
+    2^(s-1) .. 2^s - 1 and slot 1 also holds 0, as BCC's bpf_log2l() assigns them."""
+    if not values:
+        return []
+    out = []
+    for slot in range(1, max(values) + 1):
+        lo, hi = (1 << slot) >> 1, (1 << slot) - 1
+        if lo == hi:
+            lo = 0
+        out.append({"lo": lo, "hi": hi, "count": int(values.get(slot, 0))})
+    return out
+
+
+def print_log2(title: str, unit: str, buckets: list[dict[str, int]]) -> None:
+    """A log2 histogram the way BCC's print_log2_hist shows it."""
+    print(f"\n{title}")
+    print(f"{unit:>20} : count     distribution")
+    if not buckets:
+        print("    (no events)")
+        return
+    peak = max(b["count"] for b in buckets) or 1
+    for b in buckets:
+        bar = "*" * int(40 * b["count"] / peak)
+        print(f"{b['lo']:>10} -> {b['hi']:<10}: {b['count']:<9} |{bar:<40}|")
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "K", "M", "G", "T"):
+        if abs(n) < 1024 or unit == "T":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    return str(n)

@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""sysnest: syscall counts and latency, nested by process or by syscall.
+
+Traces raw_syscalls sys_enter/sys_exit (raw tracepoints). Per (process, syscall) the kernel keeps a
+count, total and max latency and errors in a per-CPU map; each interval prints the top groups (processes
+or syscalls) with their top members.
+"""
+
+import os
+import time
+
+import bcctool
+import kernelfeatures
+from bcctool import Tool, positive_int
+
+EXAMPLES = [
+    ("sysnest", "top 10 processes and their top 5 syscalls, every second"),
+    ("sysnest 5 3", "three 5-second summaries"),
+    ("sysnest -p 185", "only process 185"),
+    ("sysnest --group-by syscall --top 5", "top 5 syscalls, top processes under each"),
+    ("sysnest --ppid 1 --duration 30", "children of PID 1, for 30 seconds"),
+    ("sysnest -m --json", "milliseconds; NDJSON records for the app"),
+]
+
+tool = Tool("sysnest", __doc__.strip().splitlines()[0], EXAMPLES)
+tool.add_pid_filters(tid=True, ppid=True)
+tool.add_duration()
+parser = tool.parser
+parser.add_argument("-g", "--group-by", choices=["process", "syscall"], default="process",
+                    help="top level of the nesting (default process)")
+parser.add_argument("-T", "--top", type=positive_int, default=10, help="groups shown (default 10)")
+parser.add_argument("--details-top", type=positive_int, default=5,
+                    help="members shown under each group (default 5)")
+parser.add_argument("-s", "--sort", choices=["time", "count"], default="time",
+                    help="order groups and members by total time or by count (default time)")
+parser.add_argument("-m", "--milliseconds", action="store_true", help="show latency in ms (default us)")
+args = tool.parse_args()
+
+# --- probes ----------------------------------------------------------------------------------------
+cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid, filter_ppid=args.ppid)
+variants = [["-DUSE_TASK_STORAGE"], []] if kernelfeatures.task_storage_available() else [[]]
+b = tool.load(cflags, variants=variants)
+stats, comms, epoch = b["stats"], b["comms"], b["epoch"]
+
+if args.ppid:
+    # Children that already exist; the fork tracepoint adds the ones born while tracing.
+    children = b["children"]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == args.ppid:
+                children[children.Key(int(entry))] = children.Leaf(ppid)
+
+epoch[epoch.Key(0)] = epoch.Leaf(1)
+tool.meta(group_by=args.group_by, entry_storage="task_storage" if tool.variant else "hash")
+unit, div = ("ms", 1e6) if args.milliseconds else ("us", 1e3)
+tool.say(f"Tracing syscalls, grouped by {args.group_by}, top {args.top}... Ctrl-C to end.")
+
+try:
+    from bcc.syscall import syscall_name
+except ImportError:  # pragma: no cover - bcc always ships it
+    def syscall_name(nr: int) -> bytes:
+        return b"sys_%d" % nr
+
+
+def read_totals(min_epoch: int) -> dict[tuple[int, int], tuple[int, int, int, int]]:
+    """(tgid, nr) -> (count, total_ns, errors, max_ns in windows >= min_epoch), summed over CPUs."""
+    totals = {}
+    try:
+        items = stats.items_lookup_batch()
+    except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
+        items = stats.items()
+    for key, per_cpu in items:
+        count = total = errors = mx = 0
+        for v in per_cpu:
+            count += v.count
+            total += v.total_ns
+            errors += v.errors
+            if v.epoch >= min_epoch and v.max_ns > mx:
+                mx = v.max_ns
+        totals[(key.tgid, key.nr)] = (count, total, errors, mx)
+    return totals
+
+
+def process_name(tgid: int) -> str:
+    try:
+        with open(f"/proc/{tgid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        leaf = comms.get(comms.Key(tgid))
+        return leaf.comm.decode(errors="replace") if leaf else "[gone]"
+
+
+def forget_exited(seen: dict, delta_keys: set) -> None:
+    """Delete keys of processes that have exited and had nothing new this interval."""
+    for key in [k for k in seen if k not in delta_keys and not os.path.exists(f"/proc/{k[0]}")]:
+        seen.pop(key, None)
+        try:
+            del stats[stats.Key(*key)]
+        except KeyError:
+            pass
+        try:
+            del comms[comms.Key(key[0])]
+        except KeyError:
+            pass
+
+
+def nest(rows: list[dict]) -> list[tuple[dict, list[dict]]]:
+    """Group rows by process or syscall; top groups, each with its top members."""
+    by = "pid" if args.group_by == "process" else "syscall"
+    order = "total_ns" if args.sort == "time" else "count"
+    groups: dict = {}
+    for r in rows:
+        g = groups.setdefault(r[by], {"count": 0, "total_ns": 0, "errors": 0, "max_ns": 0, "members": []})
+        g["count"] += r["count"]
+        g["total_ns"] += r["total_ns"]
+        g["errors"] += r["errors"]
+        g["max_ns"] = max(g["max_ns"], r["max_ns"])
+        g["members"].append(r)
+        g.update({k: r[k] for k in (("pid", "comm") if by == "pid" else ("syscall", "nr"))})
+    top = sorted(groups.values(), key=lambda g: g[order], reverse=True)[: args.top]
+    return [(g, sorted(g.pop("members"), key=lambda r: r[order], reverse=True)[: args.details_top]) for g in top]
+
+
+def latency_fields(r: dict) -> dict:
+    """JSON keeps microseconds whatever --milliseconds says, so records compare across runs."""
+    avg = r["total_ns"] / r["count"] if r["count"] else 0
+    return {"total_us": round(r["total_ns"] / 1e3, 3), "avg_us": round(avg / 1e3, 3),
+            "max_us": round(r["max_ns"] / 1e3, 3)}
+
+
+def print_human(nested: list, total: int, nprocs: int, elapsed: float) -> None:
+    print(f"\n[{time.strftime('%H:%M:%S')}] {total} syscalls ({total / elapsed:.0f}/s), {nprocs} processes")
+    first = "PID   COMM" if args.group_by == "process" else "SYSCALL"
+    print(f"{first:<28} {'COUNT':>10} {'ERRORS':>7} {'TOTAL(' + unit + ')':>14} "
+          f"{'AVG(' + unit + ')':>11} {'MAX(' + unit + ')':>11}")
+    for group, members in nested:
+        label = f"{group['pid']:<5} {group['comm']}" if args.group_by == "process" else group["syscall"]
+        print(line(label, group))
+        for r in members:
+            label = r["syscall"] if args.group_by == "process" else f"{r['pid']:<7} {r['comm']}"
+            print(line("  " + label, r))
+
+
+def line(label: str, r: dict) -> str:
+    avg = r["total_ns"] / r["count"] / div if r["count"] else 0
+    return (f"{label[:28]:<28} {r['count']:>10} {r['errors']:>7} {r['total_ns'] / div:>14.3f} "
+            f"{avg:>11.3f} {r['max_ns'] / div:>11.3f}")
+
+
+# --- loop ------------------------------------------------------------------------------------------
+seen: dict[tuple[int, int], tuple[int, int, int]] = {}
+last = time.monotonic()
+for interval in tool.intervals(args.duration):
+    now = time.monotonic()
+    elapsed, last = max(now - last, 1e-9), now
+    rows, changed = [], set()
+    for key, (count, total_ns, errors, max_ns) in read_totals(0 if interval == 1 else interval).items():
+        old = seen.get(key, (0, 0, 0))
+        dc, dt, de = count - old[0], total_ns - old[1], errors - old[2]
+        seen[key] = (count, total_ns, errors)
+        if dc <= 0:
+            continue
+        changed.add(key)
+        name = syscall_name(key[1]).decode(errors="replace")
+        rows.append({"pid": key[0], "comm": process_name(key[0]), "nr": key[1], "syscall": name,
+                     "count": dc, "total_ns": dt, "errors": de, "max_ns": max_ns})
+    # Read first, then open the next max window: a key hit between the two keeps its max in the window
+    # just read, which is a smaller loss than the reverse order (the read's own bpf() calls would reset it).
+    epoch[epoch.Key(0)] = epoch.Leaf(interval + 1)
+    forget_exited(seen, changed)
+    total = sum(r["count"] for r in rows)
+    nprocs = len({r["pid"] for r in rows})
+    nested = nest(rows)
+    if tool.json:
+        tool.emit("summary", syscalls=total, per_sec=round(total / elapsed, 1), processes=nprocs,
+                  errors=sum(r["errors"] for r in rows), interval_s=round(elapsed, 3))
+        for rank, (group, members) in enumerate(nested, 1):
+            ident = {"pid": group["pid"], "comm": group["comm"]} if args.group_by == "process" else \
+                {"syscall": group["syscall"], "nr": group["nr"]}
+            tool.emit("row", level="group", group_by=args.group_by, rank=rank, **ident,
+                      count=group["count"], errors=group["errors"], **latency_fields(group))
+            for r in members:
+                tool.emit("row", level="detail", group_by=args.group_by, rank=rank, pid=r["pid"],
+                          comm=r["comm"], syscall=r["syscall"], nr=r["nr"], count=r["count"],
+                          errors=r["errors"], **latency_fields(r))
+    else:
+        print_human(nested, total, nprocs, elapsed)
+    stats_full = b["full"]
+    lost_now = sum(stats_full[stats_full.Key(0)])
+    if lost_now:
+        tool.add_lost("stats_map_full", lost_now - tool._lost.get("stats_map_full", 0))
+
+tool.finish()

@@ -1,0 +1,84 @@
+"""The kernel preflight (`python main_app.py --doctor`): can this machine run each registered metric?
+
+Reads only files and the registry; never loads BPF and never raises on a kernel without a feature.
+The GUI uses metric_verdicts() to disable metrics that cannot run, with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass
+
+import config
+from metrics import kernelfeatures as kf
+
+
+@dataclass
+class Verdict:
+    name: str
+    runnable: bool
+    reason: str               # why not, or "" when runnable
+    probes: list[str]         # required probes
+    missing: list[str]        # of those, not on this kernel
+
+
+def metric_verdicts() -> list[Verdict]:
+    privileged, how = kf.privileges()
+    has_bcc = kf.bcc_version() is not None
+    verdicts = []
+    for spec in config.METRICS:
+        missing = kf.missing_probes(list(spec.probes))
+        if not os.path.exists(spec.path):
+            reason = f"script {spec.file} is missing"
+        elif not has_bcc:
+            reason = "bcc is not importable"
+        elif kf.tracefs_root() is None:
+            reason = "tracefs is not mounted"
+        elif missing:
+            reason = "missing tracepoints: " + ", ".join(missing)
+        elif not privileged:
+            reason = f"needs root or CAP_BPF+CAP_PERFMON ({how}); the app elevates with sudo -n"
+        else:
+            reason = ""
+        verdicts.append(Verdict(spec.name, not reason, reason, list(spec.probes), missing))
+    return verdicts
+
+
+def report() -> tuple[list[str], int]:
+    """Lines of the doctor's report, and its exit status (0 when at least one metric can run)."""
+    lines = [f"kernel        {platform.release()} ({platform.machine()})"]
+    privileged, how = kf.privileges()
+    lines.append(f"privileges    {'ok' if privileged else 'NO'}: {how}")
+    version = kf.bcc_version()
+    lines.append(f"bcc           {version or 'NOT importable (install python3-bpfcc)'}")
+    state, path = kf.kernel_headers()
+    note = {"matching": "matching the running kernel",
+            "fallback": "FALLBACK (another version): only tracepoint-based probes are trustworthy",
+            "missing": "MISSING: BCC cannot compile"}[state]
+    lines.append(f"headers       {path}: {note}")
+    root = kf.tracefs_root()
+    lines.append(f"tracefs       {root or 'NOT mounted (mount -t tracefs tracefs /sys/kernel/tracing)'}")
+    lines.append(f"kprobes       {'available' if kf.kprobes_available() else 'unavailable (tracepoint paths only)'}")
+    lines.append(f"btf           {'available' if kf.btf_available() else 'unavailable'}")
+    lines.append(f"task storage  {'available' if kf.task_storage_available() else 'unavailable'}")
+    stats = kf.bpf_stats_enabled()
+    lines.append(f"bpf_stats     {'unknown' if stats is None else ('on' if stats else 'off')}")
+    lines.append("")
+    lines.append(f"{'METRIC':<12} {'VERDICT':<10} PROBES")
+    verdicts = metric_verdicts()
+    for v in verdicts:
+        verdict = "runnable" if v.runnable else "NO"
+        lines.append(f"{v.name:<12} {verdict:<10} {', '.join(v.probes)}")
+        if v.reason:
+            lines.append(f"{'':<12} {'':<10} -> {v.reason}")
+    runnable = sum(v.runnable for v in verdicts)
+    lines.append("")
+    lines.append(f"{runnable} of {len(verdicts)} metrics can run here.")
+    return lines, 0 if runnable else 1
+
+
+def main() -> int:
+    lines, status = report()
+    print("\n".join(lines))
+    return status

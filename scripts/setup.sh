@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# One idempotent setup for `make run` and `make test`: distro packages (BCC included), kernel headers
+# (the running kernel's, else the distro's nearest generic ones, linked), tracefs/debugfs, and a venv
+# made from the system Python so the distro's `bcc` imports. A second run does nothing, quickly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV="$ROOT/.venv"
+SYS_PY=/usr/bin/python3
+say()  { echo "setup: $*"; }
+warn() { echo "setup: WARNING: $*" >&2; }
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi; }
+
+# --- distro packages -------------------------------------------------------------------------------
+wanted=$(grep -hv '^\s*#' scripts/apt-packages.txt | awk 'NF{print $1}' | sort -u)
+missing=()
+for p in $wanted; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -qq
+  as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- kernel headers ----------------------------------------------------------------------------------
+KREL=$(uname -r)
+MODDIR=/lib/modules/$KREL
+if [ ! -e "$MODDIR/build/Makefile" ]; then
+  if apt-cache show "linux-headers-$KREL" >/dev/null 2>&1; then
+    say "installing linux-headers-$KREL"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "linux-headers-$KREL" >/dev/null
+  fi
+fi
+if [ ! -e "$MODDIR/build/Makefile" ]; then
+  arch=$(dpkg --print-architecture)
+  generic=$(ls -d /usr/src/linux-headers-*-"$arch" 2>/dev/null | sort -V | tail -n 1 || true)
+  if [ -z "$generic" ]; then
+    say "installing the distro's generic headers (linux-headers-$arch)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "linux-headers-$arch" >/dev/null
+    generic=$(ls -d /usr/src/linux-headers-*-"$arch" 2>/dev/null | sort -V | tail -n 1)
+  fi
+  common=${generic%-"$arch"}-common
+  as_root mkdir -p "$MODDIR"
+  as_root ln -sfn "$generic" "$MODDIR/build"
+  [ -d "$common" ] && as_root ln -sfn "$common" "$MODDIR/source"
+fi
+if [ "$(basename "$(readlink -f "$MODDIR/build")")" != "linux-headers-$KREL" ]; then
+  warn "no headers for kernel $KREL; linked $(readlink "$MODDIR/build") instead."
+  warn "struct layouts in those headers do not match this kernel: only tracepoint-based probes are trustworthy."
+fi
+
+# --- tracefs / debugfs -------------------------------------------------------------------------------
+if [ ! -d /sys/kernel/tracing/events ]; then
+  as_root mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || warn "could not mount tracefs"
+fi
+if [ ! -d /sys/kernel/debug/tracing ] && ! mountpoint -q /sys/kernel/debug; then
+  as_root mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null || warn "could not mount debugfs"
+fi
+
+# --- virtualenv --------------------------------------------------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating $VENV from $SYS_PY (with system site-packages, for the distro's bcc)"
+  "$SYS_PY" -m venv --system-site-packages "$VENV"
+fi
+stamp="$VENV/.requirements.sha256"
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing requirements.txt into the venv"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
+  echo "$want" >"$stamp"
+fi
+
+# --- optional extras that other parts add (PostgreSQL for tests, browser, ...) ----------------------
+for extra in scripts/setup.d/*.sh; do
+  [ -e "$extra" ] && bash "$extra"
+done
+"$VENV/bin/python" -c 'import bcc' || { echo "setup: bcc does not import in $VENV" >&2; exit 1; }
+say "ready"

@@ -1,0 +1,45 @@
+"""Shared fixtures. BPF tests need root and bcc; where the machine cannot run them they skip, except
+under CI (CI set), where a BPF test that cannot run fails the run instead."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "metrics"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from helpers import bpf_unavailable_reason  # noqa: E402
+
+IN_CI = bool(os.environ.get("CI"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "bpf: loads real BPF programs (root, bcc); never skipped in CI")
+
+
+@pytest.fixture(autouse=True)
+def _bpf_gate(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("bpf") is None:
+        return
+    reason = bpf_unavailable_reason()
+    if reason:
+        if IN_CI:
+            pytest.fail(f"BPF test cannot run in CI: {reason}")
+        pytest.skip(reason)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """In CI a skipped BPF test is a failure, whatever skipped it."""
+    if not IN_CI:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    bpf_skips = [r for r in skipped if "bpf" in getattr(r, "keywords", {})]
+    if bpf_skips:
+        reporter.write_line(f"CI: {len(bpf_skips)} BPF test(s) skipped; failing the run", red=True)
+        session.exitstatus = 1

@@ -1,0 +1,143 @@
+"""Helpers for tests that run metric scripts: start them, read their NDJSON, stop them, and check
+that no BPF program they loaded is left in the kernel."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+if not os.path.exists(PYTHON):
+    PYTHON = sys.executable
+
+
+def bpf_unavailable_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "not root"
+    try:
+        import bcc  # noqa: F401
+    except ImportError:
+        return "bcc not importable"
+    if not os.path.isdir("/sys/kernel/tracing/events") and not os.path.isdir("/sys/kernel/debug/tracing/events"):
+        return "tracefs not mounted"
+    return None
+
+
+def script(name: str) -> str:
+    return os.path.join(ROOT, "metrics", f"{name}.py")
+
+
+class MetricProcess:
+    """A metric script running with --json; records are read as they come."""
+
+    def __init__(self, name: str, *args: str, json_output: bool = True) -> None:
+        argv = [PYTHON, script(name), *args] + (["--json"] if json_output else [])
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     cwd=ROOT, start_new_session=True)
+        self.records: list[dict] = []
+        self.prog_ids: set[int] = set()
+        self._buf = ""
+
+    def read_until(self, predicate, timeout: float = 60.0) -> dict:
+        """Read records until one satisfies predicate; returns it (fails the test on timeout/exit)."""
+        deadline = time.monotonic() + timeout
+        for rec in self.records:
+            if predicate(rec):
+                return rec
+        while time.monotonic() < deadline:
+            line = self._readline(deadline - time.monotonic())
+            if line is None:
+                break
+            rec = json.loads(line)
+            self.records.append(rec)
+            if predicate(rec):
+                return rec
+        err = self.proc.stderr.read() if self.proc.poll() is not None else ""
+        raise AssertionError(f"no matching record within {timeout}s (exit={self.proc.poll()}): {err[-2000:]}")
+
+    def wait_meta(self, timeout: float = 90.0) -> dict:
+        meta = self.read_until(lambda r: r["kind"] == "meta", timeout)
+        self.prog_ids = prog_ids_of(self.proc.pid)
+        return meta
+
+    def _readline(self, timeout: float) -> str | None:
+        fd = self.proc.stdout
+        while "\n" not in self._buf:
+            ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
+            if not ready:
+                return None
+            chunk = os.read(fd.fileno(), 65536).decode()
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split("\n", 1)
+        return line
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 10.0) -> tuple[int, float]:
+        """Signal, then read everything left; (exit status, seconds it took to exit)."""
+        start = time.monotonic()
+        self.proc.send_signal(sig)
+        out, err = self.proc.communicate(timeout=timeout)
+        took = time.monotonic() - start
+        self.stderr = err
+        for line in (self._buf + out).splitlines():
+            if line.strip():
+                self.records.append(json.loads(line))
+        self._buf = ""
+        return self.proc.returncode, took
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def of_kind(self, kind: str) -> list[dict]:
+        return [r for r in self.records if r["kind"] == kind]
+
+
+def prog_ids_of(pid: int) -> set[int]:
+    """IDs of the BPF programs a process holds open (from /proc/PID/fdinfo)."""
+    ids = set()
+    fd_dir = f"/proc/{pid}/fdinfo"
+    try:
+        entries = os.listdir(fd_dir)
+    except OSError:
+        return ids
+    for fd in entries:
+        try:
+            with open(os.path.join(fd_dir, fd)) as f:
+                for line in f:
+                    if line.startswith("prog_id:"):
+                        ids.add(int(line.split()[1]))
+        except OSError:
+            continue
+    return ids
+
+
+def loaded_prog_ids() -> set[int]:
+    """Every BPF program id the kernel has loaded now."""
+    out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True, check=True).stdout
+    return {p["id"] for p in json.loads(out or "[]")}
+
+
+def run_workload(code: str, *args: str) -> subprocess.Popen:
+    """A Python child that waits for a line on stdin before its work, so tracing can start first."""
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def progs_released(ids: set[int], timeout: float = 3.0) -> bool:
+    """True once none of `ids` is loaded; the kernel frees a program shortly after its last fd closes
+    (deferred work), so this polls briefly rather than asking once."""
+    deadline = time.monotonic() + timeout
+    while ids & loaded_prog_ids():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

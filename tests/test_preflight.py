@@ -1,0 +1,51 @@
+"""The kernel preflight on this machine, and on a kernel missing features (simulated)."""
+
+import subprocess
+import sys
+
+import config
+import preflight
+import pytest
+from helpers import ROOT
+from metrics import kernelfeatures
+
+
+@pytest.mark.bpf
+def test_doctor_on_this_machine():
+    result = subprocess.run([sys.executable, "main_app.py", "--doctor"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "bcc           0." in out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.split()}
+    assert "runnable" in lines["sysnest"]
+    expected = "available" if kernelfeatures.kprobes_available() else "unavailable"
+    assert lines["kprobes"].split()[1] == expected
+    for spec in config.METRICS:
+        assert spec.name in lines, f"doctor does not list {spec.name}"
+
+
+def test_kprobe_detection_matches_the_kernel(tmp_path):
+    import os
+    has_pmu = os.path.isdir("/sys/bus/event_source/devices/kprobe")
+    root = kernelfeatures.tracefs_root()
+    has_events = bool(root) and os.path.exists(os.path.join(root, "kprobe_events"))
+    assert kernelfeatures.kprobes_available() == (has_pmu or has_events)
+
+
+def test_doctor_without_tracefs_does_not_crash(monkeypatch):
+    monkeypatch.setattr(kernelfeatures, "TRACEFS_ROOTS", ("/nonexistent/tracing",))
+    lines, status = preflight.report()
+    assert status == 1
+    text = "\n".join(lines)
+    assert "NOT mounted" in text
+    assert all(not v.runnable for v in preflight.metric_verdicts())
+
+
+def test_missing_tracepoint_is_named(monkeypatch):
+    monkeypatch.setattr(kernelfeatures, "tracepoint_exists", lambda c, e: c != "raw_syscalls")
+    monkeypatch.setattr(kernelfeatures, "privileges", lambda: (True, "root"))
+    verdict = next(v for v in preflight.metric_verdicts() if v.name == "sysnest")
+    if kernelfeatures.tracefs_root() and kernelfeatures.bcc_version():
+        assert not verdict.runnable
+        assert "raw_syscalls:sys_enter" in verdict.reason

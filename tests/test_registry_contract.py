@@ -1,0 +1,143 @@
+"""The registry contract: every entry's script exists, --help works without root, the arguments it
+declares are accepted by the script, and its parser turns the script's recorded real output into
+records. A wrong entry fails here with a message naming the entry and the problem."""
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import config
+import pytest
+
+SAMPLES = os.path.join(os.path.dirname(__file__), "samples")
+IDS = [spec.name for spec in config.METRICS]
+
+
+@pytest.fixture(scope="module")
+def unprivileged_copy():
+    """metrics/ and bpf/ copied where an unprivileged user can read them (the checkout may not be)."""
+    dest = pathlib.Path(tempfile.mkdtemp(prefix="contract-"))
+    for sub in ("metrics", "bpf"):
+        shutil.copytree(os.path.join(config.ROOT, sub), dest / sub)
+    for path in [dest, *dest.rglob("*")]:
+        os.chmod(path, 0o755)
+    yield dest
+    shutil.rmtree(dest, ignore_errors=True)
+
+
+def test_names_are_unique():
+    assert len(IDS) == len(set(IDS))
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=IDS)
+def test_entry_is_complete(spec):
+    assert os.path.isfile(spec.path), f"{spec.name}: file {spec.file} does not exist"
+    bpf_c = os.path.join(config.ROOT, "bpf", f"{spec.name}.c")
+    assert os.path.isfile(bpf_c), f"{spec.name}: bpf/{spec.name}.c does not exist"
+    assert spec.description and spec.fields and spec.probes, f"{spec.name}: description, fields, probes"
+    assert spec.chart.kind in ("timeseries", "histogram", "scatter", "stacks"), spec.chart.kind
+    assert spec.table_kind in ("row", "event"), f"{spec.name}: table_kind {spec.table_kind}"
+    for arg in spec.args:
+        assert arg.type in ("int", "float", "str", "choice", "flag"), f"{spec.name}.{arg.name}: type {arg.type}"
+        if arg.type == "choice":
+            assert arg.default is None or arg.default in arg.choices, f"{spec.name}.{arg.name}: default"
+        if arg.default is not None:
+            _, error = arg.validate(arg.default)
+            assert error is None, f"{spec.name}.{arg.name}: its default is invalid: {error}"
+    if spec.doc:
+        assert os.path.isfile(os.path.join(config.ROOT, spec.doc)), f"{spec.name}: doc {spec.doc} missing"
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=IDS)
+def test_help_works_without_root(spec, unprivileged_copy):
+    script = unprivileged_copy / spec.file
+    cmd = ["/usr/bin/python3", str(script), "--help"]
+    if os.geteuid() == 0 and shutil.which("setpriv"):
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"{spec.name}: --help failed: {result.stderr[-500:]}"
+    assert "usage:" in result.stdout and "examples:" in result.stdout, f"{spec.name}: --help lacks examples"
+
+
+def sample_values(spec):
+    values = {}
+    for arg in spec.args:
+        value = arg.sample if arg.sample is not None else arg.default
+        if arg.type == "flag":
+            value = True
+        if value is not None:
+            values[arg.name] = value
+    return values
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=IDS)
+def test_declared_args_are_accepted(spec):
+    values = sample_values(spec)
+    argv = spec.command(values, python=sys.executable) + ["--validate-args"]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"{spec.name}: script refused its declared args {argv[2:]}: {result.stderr}"
+    parsed = json.loads(result.stdout)
+    for arg in spec.args:
+        assert arg.name in parsed, f"{spec.name}: declared arg {arg.name!r} is not an argument of the script"
+        if arg.name in values and arg.type != "flag":
+            assert str(parsed[arg.name]) == str(values[arg.name]) or float(parsed[arg.name]) == float(
+                values[arg.name]), f"{spec.name}.{arg.name}: script read {parsed[arg.name]!r}"
+        if arg.type == "flag":
+            assert parsed[arg.name] is True, f"{spec.name}.{arg.name}: flag {arg.flag} not understood"
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=IDS)
+def test_parser_reads_recorded_output(spec):
+    path = os.path.join(SAMPLES, f"{spec.name}.ndjson")
+    assert os.path.isfile(path), f"{spec.name}: record real output into tests/samples/{spec.name}.ndjson"
+    with open(path) as f:
+        lines = f.read().splitlines()
+    records = [spec.output_parser(line) for line in lines]
+    records = [r for r in records if r is not None]
+    assert records, f"{spec.name}: the parser found no records in the sample"
+    assert records[0]["kind"] == "meta", f"{spec.name}: the first record must be meta"
+    assert all(r["metric"] == spec.name for r in records)
+    table = [r for r in records if r["kind"] == spec.table_kind]
+    assert table, f"{spec.name}: no {spec.table_kind} records in the sample"
+    names = {f.name for f in spec.fields}
+    seen = set().union(*(r.keys() for r in table))
+    assert names <= seen, f"{spec.name}: declared fields never appear: {sorted(names - seen)}"
+    chart = spec.chart
+    if chart.kind in ("timeseries", "scatter"):
+        charted = [r for r in records if r["kind"] == chart.record_kind]
+        assert charted and all(chart.y in r for r in charted), f"{spec.name}: chart field {chart.y} missing"
+    if chart.kind == "histogram":
+        assert any(r["kind"] == "hist" for r in records), f"{spec.name}: histogram chart but no hist records"
+
+
+def test_parser_ignores_non_records():
+    assert config.parse_ndjson("WARNING: something") is None
+    assert config.parse_ndjson("{not json") is None
+    assert config.parse_ndjson('{"kind": "row"}') is None
+    assert config.parse_ndjson('[1, 2]') is None
+
+
+def test_bad_values_are_refused_with_reason():
+    spec = config.get("sysnest")
+    _, errors = spec.validate({"top": "abc", "group_by": "nope", "interval": "-1"})
+    assert set(errors) == {"top", "group_by", "interval"}
+    with pytest.raises(ValueError):
+        spec.command({"top": "0"})
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=IDS)
+@pytest.mark.parametrize("bad", [["--pid", "abc"], ["--no-such-option"], ["0"], ["1", "-3"]])
+def test_bad_arguments_exit_2_with_one_line(spec, bad):
+    if bad[0] == "--pid" and not any(a.flag == "--pid" for a in spec.args):
+        bad = ["--no-such-option"]
+    if bad[0] in ("0", "1") and not any(a.flag is None for a in spec.args):
+        bad = ["--bogus"]
+    result = subprocess.run([sys.executable, spec.path, *bad], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, f"{spec.name} {bad}: exit {result.returncode}"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "error" in lines[0], f"{spec.name} {bad}: {result.stderr!r}"
+    assert "Traceback" not in result.stderr
