@@ -256,6 +256,11 @@ class Tool:
         """Count events lost by other means (a full map, a failed ring-buffer reserve)."""
         self._lost[source] = self._lost.get(source, 0) + count
 
+    def set_lost_total(self, source: str, total: int) -> None:
+        """Record the running total of a kernel-side lost counter (e.g. a LOST_COUNTER map's sum)."""
+        if total > self._lost.get(source, 0):
+            self._lost[source] = total
+
     def report_lost(self) -> None:
         """Emit a `lost` record (or a stderr line) for whatever was lost since the last report."""
         for source, total in self._lost.items():
@@ -410,14 +415,16 @@ class _TempErr:
 # --- shared formatting helpers for human output ----------------------------------------------------
 def table(columns: list[tuple[str, int]], rows: list[list[Any]]) -> str:
     """Columns (header, width; negative width = left-aligned) and rows as one block of text."""
-    def fmt(values: list[Any]) -> str:
-        cells = []
-        for (_, width), value in zip(columns, values):
-            text = str(value)
-            cells.append(text.ljust(-width) if width < 0 else text.rjust(width))
-        return " ".join(cells).rstrip()
+    return "\n".join([table_line(columns, [h for h, _ in columns]), *(table_line(columns, r) for r in rows)])
 
-    return "\n".join([fmt([h for h, _ in columns]), *(fmt(r) for r in rows)])
+
+def table_line(columns: list[tuple[str, int]], values: list[Any]) -> str:
+    """One line of a table() (for tools that print rows as events arrive)."""
+    cells = []
+    for (_, width), value in zip(columns, values):
+        text = str(value)
+        cells.append(text.ljust(-width) if width < 0 else text.rjust(width))
+    return " ".join(cells).rstrip()
 
 
 def log2_buckets(values: dict[int, int]) -> list[dict[str, int]]:
