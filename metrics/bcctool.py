@@ -202,7 +202,7 @@ class Tool:
         probes = [{"name": _s(tp), "type": "tracepoint"} for tp in b.tracepoint_fds]
         probes += [{"name": _s(tp), "type": "raw_tracepoint"} for tp in b.raw_tracepoint_fds]
         probes += [{"name": _s(k), "type": "kprobe"} for k in b.kprobe_fds]
-        probes += [{"name": _s(k[0] if isinstance(k, tuple) else k), "type": "perf_event"} for k in b.open_perf_events]
+        probes += [{"name": perf_event_name(k), "type": "perf_event"} for k in b.open_perf_events]
         return probes
 
     # --- output -----------------------------------------------------------------------------------
@@ -373,6 +373,19 @@ class Tool:
     def die(self, message: str, status: int = 1) -> None:
         print(f"{self.name}: error: {message}", file=sys.stderr)
         sys.exit(status)
+
+
+# perf's own names for the events a metric may attach to, by (type, config)
+PERF_EVENT_NAMES = {(1, 0): "cpu-clock", (1, 1): "task-clock", (1, 2): "page-faults",
+                    (1, 3): "context-switches", (1, 4): "cpu-migrations", (1, 5): "minor-faults",
+                    (1, 6): "major-faults", (0, 0): "cycles", (0, 1): "instructions"}
+
+
+def perf_event_name(key: Any) -> str:
+    """A BPF.open_perf_events key ((type, config) or a name) as perf names it, e.g. "minor-faults"."""
+    if isinstance(key, tuple):
+        return PERF_EVENT_NAMES.get(tuple(key[:2]), f"perf:{key[0]}:{key[1]}")
+    return _s(key)
 
 
 def _s(value: Any) -> str:
