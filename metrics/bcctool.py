@@ -363,6 +363,11 @@ class Tool:
         """Detach everything now (not at interpreter exit) and leave with status 0."""
         if self.bpf is not None:
             try:
+                # Close perf buffers while their maps are open: BCC's cleanup() only forgets the
+                # tables, and a script's own reference would close them at exit with a traceback.
+                for perf_table in [t for t in self.bpf.tables.values() if hasattr(t, "_open_key_fds")]:
+                    for key in list(perf_table._open_key_fds):
+                        del perf_table[key]
                 self.bpf.cleanup()
             except Exception:  # noqa: BLE001 - detaching at exit must never turn into a traceback
                 pass
