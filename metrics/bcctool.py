@@ -214,6 +214,11 @@ class Tool:
         record.update(fields)
         sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
 
+    def emit_event(self, **fields: Any) -> None:
+        """An `event` record numbered with the interval it falls in: under poll_until_stopped that is
+        the one not yet closed by a tick (interval_index + 1), never 0, which belongs to `meta`."""
+        self.emit("event", **{**fields, "interval": self.interval_index + 1})
+
     def meta(self, **extra: Any) -> None:
         """The first record: kernel, probes attached and of what type, filters, arguments."""
         hidden = ("json", "validate_args", "interval_opt")
@@ -478,3 +483,68 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f}{unit}"
         n /= 1024
     return str(n)
+
+
+# --- counters a per-CPU hash only ever adds to ------------------------------------------------------
+def _plain(obj: Any) -> Any:
+    """A ctypes map key as a hashable value: the scalar, or the tuple of its non-padding fields."""
+    if hasattr(obj, "_fields_"):
+        return tuple(getattr(obj, name) for name, *_ in obj._fields_ if not name.startswith("pad"))
+    return getattr(obj, "value", obj)
+
+
+def percpu_totals(table: Any) -> dict[Any, tuple[Any, dict[str, int]]]:
+    """{plain key: (ctypes key, {field: value summed over CPUs})} for a BPF_PERCPU_HASH of counters."""
+    try:
+        items = table.items_lookup_batch()
+    except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
+        items = table.items()
+    out = {}
+    for key, per_cpu in items:
+        names = [name for name, *_ in per_cpu[0]._fields_ if not name.startswith("pad")]
+        out[_plain(key)] = (key, {n: sum(getattr(v, n) for v in per_cpu) for n in names})
+    return out
+
+
+class CounterDeltas:
+    """Per-interval deltas of a per-CPU hash the probes only add to (reading and clearing would lose
+    what the probes add in between). Keys of processes that have exited and added nothing new are
+    deleted from the map (and from `comms`, a tgid-keyed map, if given) and forgotten."""
+
+    def __init__(self, table: Any, comms: Any = None, tgid_of: Callable[[Any], int] = lambda k: k[0]) -> None:
+        self.table, self.comms, self.tgid_of = table, comms, tgid_of
+        self.seen: dict[Any, tuple[Any, dict[str, int]]] = {}
+
+    def step(self) -> dict[Any, dict[str, int]]:
+        """{plain key: {field: increase since the last step}} for the keys that changed."""
+        deltas = {}
+        for key, (raw, values) in percpu_totals(self.table).items():
+            old = self.seen.get(key, (None, {}))[1]
+            delta = {n: v - old.get(n, 0) for n, v in values.items()}
+            self.seen[key] = (raw, values)
+            if any(delta.values()):
+                deltas[key] = delta
+        self._forget_exited(deltas)
+        return deltas
+
+    def _forget_exited(self, changed: dict) -> None:
+        for key in [k for k in self.seen if k not in changed and not os.path.exists(f"/proc/{self.tgid_of(k)}")]:
+            raw, _ = self.seen.pop(key)
+            for table, map_key in ((self.table, raw), (self.comms, None)):
+                if table is None:
+                    continue
+                try:
+                    del table[map_key if map_key is not None else table.Key(self.tgid_of(key))]
+                except KeyError:
+                    pass
+
+
+def process_name(tgid: int, comms: Any = None) -> str:
+    """A process's command from /proc, else from a tgid-keyed BPF map of `comm`s, else '[gone]'."""
+    try:
+        with open(f"/proc/{tgid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        pass
+    leaf = comms.get(comms.Key(tgid)) if comms is not None else None
+    return leaf.comm.decode(errors="replace") if leaf else "[gone]"
