@@ -444,7 +444,7 @@ def table(columns: list[tuple[str, int]], rows: list[list[Any]]) -> str:
 def table_line(columns: list[tuple[str, int]], values: list[Any]) -> str:
     """One line of a table() (for tools that print rows as events arrive)."""
     cells = []
-    for (_, width), value in zip(columns, values):
+    for (_, width), value in zip(columns, values, strict=False):
         text = str(value)
         cells.append(text.ljust(-width) if width < 0 else text.rjust(width))
     return " ".join(cells).rstrip()
