@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""tcpconnlat: trace active TCP connects and their latency, from SYN_SENT to ESTABLISHED.
+
+Traces sock:inet_sock_set_state (no kprobes): the connecting task is recorded when a socket enters
+SYN_SENT, and one event per connect is printed when it leaves it, established or failed.
+"""
+
+import argparse
+import socket
+import time
+
+from bcctool import Tool, positive_float, table_line
+
+EXAMPLES = [
+    ("tcpconnlat", "every active TCP connect with its latency"),
+    ("tcpconnlat -t", "with a TIME(s) column"),
+    ("tcpconnlat -p 181", "only connects made by process 181"),
+    ("tcpconnlat --lport 40000", "only connects from local port 40000"),
+    ("tcpconnlat -4", "IPv4 only (-6: IPv6 only)"),
+    ("tcpconnlat -m 10", "only connects slower than 10 ms (failed ones always show)"),
+    ("tcpconnlat --json 5 12", "NDJSON events and a summary every 5 s, for one minute"),
+]
+FAMILIES = {"4": socket.AF_INET, "6": socket.AF_INET6}
+STATUS = {0: "ok", 1: "failed"}
+
+
+def port(text: str) -> int:
+    value = int(text) if text.isdigit() else 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port (1-65535): {text!r}")
+    return value
+
+
+tool = Tool("tcpconnlat", __doc__.strip().splitlines()[0], EXAMPLES)
+tool.add_pid_filters()
+parser = tool.parser
+parser.add_argument("--lport", type=port, help="trace this local (source) port only")
+family = parser.add_mutually_exclusive_group()
+family.add_argument("--family", choices=sorted(FAMILIES), help="trace IPv4 (4) or IPv6 (6) only")
+family.add_argument("-4", "--ipv4", dest="family", action="store_const", const="4", help="IPv4 only")
+family.add_argument("-6", "--ipv6", dest="family", action="store_const", const="6", help="IPv6 only")
+parser.add_argument("-t", "--timestamp", action="store_true", help="include a TIME(s) column")
+parser.add_argument("-m", "--min-ms", type=positive_float, metavar="MS",
+                    help="only connects that took at least MS milliseconds (failed ones always shown)")
+args = tool.parse_args()
+
+# --- probes ----------------------------------------------------------------------------------------
+cflags = tool.filter_cflags(
+    filter_pid=args.pid,
+    filter_lport=args.lport,
+    filter_family=FAMILIES[args.family] if args.family else None,
+    min_ns=round(args.min_ms * 1e6) if args.min_ms else None,
+)
+b = tool.load(cflags)
+events = b["events"]
+start_full = b["start_full"]
+tool.meta(time_origin="first_event", statuses=sorted(STATUS.values()))
+
+columns = [("PID", -7), ("COMM", -16), ("IP", 2), ("SADDR", -26), ("LPORT", 6), ("DADDR", -26),
+           ("DPORT", 6), ("LAT(ms)", 9), ("STATUS", -6)]
+if args.timestamp:
+    columns.insert(0, ("TIME(s)", -9))
+tool.say(f"Tracing active TCP connects{f' from pid {args.pid}' if args.pid else ''}... Ctrl-C to end.")
+tool.say(table_line(columns, [h for h, _ in columns]))
+
+# --- output ----------------------------------------------------------------------------------------
+first_ts: list[int] = []
+interval_lat: list[float] = []
+interval_failed = [0]
+last_tick = [time.monotonic()]
+
+
+def address(family_id: int, raw) -> str:
+    data = bytes(raw)
+    return socket.inet_ntop(socket.AF_INET, data[:4]) if family_id == socket.AF_INET else \
+        socket.inet_ntop(socket.AF_INET6, data)
+
+
+def on_event(cpu: int, data, size: int) -> None:
+    ev = events.event(data)
+    if not first_ts:
+        first_ts.append(ev.ts_ns)
+    ip = 4 if ev.family == socket.AF_INET else 6
+    record = {
+        "time_s": round((ev.ts_ns - first_ts[0]) / 1e9, 6),
+        "pid": ev.pid,
+        "comm": ev.comm.decode(errors="replace"),
+        "ip": ip,
+        "saddr": address(ev.family, ev.saddr),
+        "lport": ev.lport,
+        "daddr": address(ev.family, ev.daddr),
+        "dport": ev.dport,
+        "latency_ms": round(ev.delta_ns / 1e6, 6),
+        "status": STATUS.get(ev.status, "failed"),
+    }
+    if record["status"] == "ok":
+        interval_lat.append(record["latency_ms"])
+    else:
+        interval_failed[0] += 1
+    if tool.json:
+        tool.emit_event(**record)
+        return
+    values = [record["pid"], record["comm"], ip, record["saddr"], record["lport"], record["daddr"],
+              record["dport"], f"{record['latency_ms']:.2f}", record["status"]]
+    if args.timestamp:
+        values.insert(0, f"{record['time_s']:.3f}")
+    print(table_line(columns, values), flush=True)
+
+
+def on_tick() -> None:
+    """A JSON summary of the interval: established and failed connects, their mean and max latency."""
+    now = time.monotonic()
+    elapsed, last_tick[0] = now - last_tick[0], now
+    tool.set_lost_total("start_map_full", sum(start_full[start_full.Key(0)]))
+    lat = interval_lat
+    tool.emit("summary", connects=len(lat), failed=interval_failed[0],
+              avg_ms=round(sum(lat) / len(lat), 6) if lat else 0.0, max_ms=max(lat, default=0.0),
+              interval_s=round(elapsed, 3))
+    lat.clear()
+    interval_failed[0] = 0
+
+
+# --- loop ------------------------------------------------------------------------------------------
+events.open_perf_buffer(on_event, page_cnt=64, lost_cb=tool.lost_callback("events"))
+tool.poll_until_stopped(on_tick=on_tick, tick=args.interval)
+tool.finish()

@@ -1,0 +1,148 @@
+"""tcpconnlat against connects whose count, ports and wall time a child process measured itself."""
+
+import json
+import signal
+import socket
+
+import pytest
+from helpers import MetricProcess, loaded_prog_ids, progs_released, run_workload
+
+N = 50   # connects per address family
+CONNECT_CHILD = """
+import json, socket, sys, time
+v4_port, v6_port, closed4, closed6, bind_port = map(int, sys.argv[1:6])
+n = int(sys.argv[6])
+sys.stdin.readline()
+done = []
+def connect(family, addr, port, bind=0):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    if bind:
+        s.bind((addr, bind))
+    t0 = time.perf_counter()
+    try:
+        s.connect((addr, port))
+        status = "ok"
+    except ConnectionRefusedError:
+        status = "failed"
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    done.append({"ip": 4 if family == socket.AF_INET else 6, "lport": s.getsockname()[1], "dport": port,
+                 "wall_ms": wall_ms, "status": status})
+    s.close()
+for i in range(n):
+    connect(socket.AF_INET, "127.0.0.1", v4_port, bind_port if i == 0 else 0)
+    connect(socket.AF_INET6, "::1", v6_port)
+connect(socket.AF_INET, "127.0.0.1", closed4)
+connect(socket.AF_INET6, "::1", closed6)
+print(json.dumps({"comm": open("/proc/self/comm").read().strip(), "connects": done}), flush=True)
+sys.stdin.readline()
+"""
+
+pytestmark = pytest.mark.bpf
+
+
+def free_port(family: int, addr: str) -> int:
+    """A port nothing listens on (bound, then closed) — a connect to it is refused."""
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def listeners():
+    v4 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    v4.bind(("127.0.0.1", 0))
+    v4.listen(4 * N)
+    v6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    v6.bind(("::1", 0))
+    v6.listen(4 * N)
+    yield v4.getsockname()[1], v6.getsockname()[1]
+    v4.close()
+    v6.close()
+
+
+def traced_connects(listeners, *tool_args: str, lport_filter: bool = False) -> tuple[list, list, int, int]:
+    """(event records, the child's report {comm, connects: its own measurements}, child pid, the port
+    its first IPv4 connect bound)."""
+    bind_port = free_port(socket.AF_INET, "127.0.0.1")
+    if lport_filter:
+        tool_args += ("--lport", str(bind_port))
+    ports = [*listeners, free_port(socket.AF_INET, "127.0.0.1"), free_port(socket.AF_INET6, "::1"), bind_port]
+    child = run_workload(CONNECT_CHILD, *map(str, ports), str(N))
+    tool = MetricProcess("tcpconnlat", "-p", str(child.pid), "0.3", *tool_args)
+    try:
+        tool.wait_meta()
+        child.stdin.write("\n")
+        child.stdin.flush()
+        report = json.loads(child.stdout.readline())
+        seen = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
+        # two full intervals after the child finished: every event has been read from the buffer
+        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= seen + 2)
+        status, _ = tool.stop()
+        assert status == 0, tool.stderr
+    finally:
+        tool.kill()
+        child.stdin.write("\n")
+        child.stdin.close()
+        child.wait()
+    assert not tool.of_kind("lost"), tool.of_kind("lost")
+    return tool.of_kind("event"), report, child.pid, bind_port
+
+
+def test_every_connect_with_pid_ports_family_and_latency(listeners):
+    events, report, pid, _ = traced_connects(listeners)
+    measured = report["connects"]
+    v4_port, v6_port = listeners
+    ok = [e for e in events if e["status"] == "ok"]
+    assert len([e for e in ok if e["ip"] == 4]) == N
+    assert len([e for e in ok if e["ip"] == 6]) == N
+    assert {e["pid"] for e in events} == {pid}
+    assert {e["comm"] for e in events} == {report["comm"]}
+    by_port = {(m["ip"], m["lport"]): m for m in measured}
+    for e in ok:
+        m = by_port[(e["ip"], e["lport"])]            # the child's own local port for this connect
+        assert e["dport"] == (v4_port if e["ip"] == 4 else v6_port)
+        assert (e["saddr"], e["daddr"]) == (("127.0.0.1",) * 2 if e["ip"] == 4 else ("::1",) * 2)
+        assert 0 < e["latency_ms"] < m["wall_ms"], (e, m)
+    failed = [e for e in events if e["status"] == "failed"]
+    refused = [m for m in measured if m["status"] == "failed"]
+    assert len(refused) == 2
+    assert sorted((e["ip"], e["dport"]) for e in failed) == sorted((m["ip"], m["dport"]) for m in refused)
+
+
+def test_family_and_min_latency_filters(listeners):
+    events, report, pid, _ = traced_connects(listeners, "-4", "--min-ms", "5000")
+    measured = report["connects"]
+    # loopback connects take well under 5 s, so only the refused IPv4 connect passes: failures always do
+    assert [(e["ip"], e["status"]) for e in events] == [(4, "failed")]
+    assert events[0]["dport"] == next(m["dport"] for m in measured if m["ip"] == 4 and m["status"] == "failed")
+
+
+def test_local_port_filter(listeners):
+    events, report, pid, bind_port = traced_connects(listeners, lport_filter=True)
+    assert [(e["lport"], e["ip"], e["status"], e["pid"]) for e in events] == [(bind_port, 4, "ok", pid)]
+    assert [m["lport"] for m in report["connects"]].count(bind_port) == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_clean_stop_detaches_everything(sig):
+    tool = MetricProcess("tcpconnlat", "0.3")
+    try:
+        meta = tool.wait_meta()
+        assert {p["type"] for p in meta["probes"]} == {"tracepoint"}
+        assert tool.prog_ids and tool.prog_ids <= loaded_prog_ids()
+        tool.read_until(lambda r: r["kind"] == "summary")
+        status, took = tool.stop(sig)
+    finally:
+        tool.kill()
+    assert status == 0, tool.stderr
+    assert took < 2.0
+    assert "Traceback" not in tool.stderr
+    assert progs_released(tool.prog_ids)
+
+
+def test_human_output_has_figure_3_columns(listeners):
+    tool = MetricProcess("tcpconnlat", "-t", "0.3", "2", json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 0, err
+    header = out.splitlines()[1].split()
+    assert header == ["TIME(s)", "PID", "COMM", "IP", "SADDR", "LPORT", "DADDR", "DPORT", "LAT(ms)", "STATUS"]
