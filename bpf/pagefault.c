@@ -1,0 +1,130 @@
+/* pagefault: minor and major page faults per process.
+ *
+ * Attached to the kernel's software perf events page-faults-min and page-faults-maj with a sample
+ * period of 1, so the program runs once per fault, in the faulting task. The kernel raises these
+ * events in mm_account_fault() right where it increments the task's min_flt / maj_flt, the counters
+ * getrusage() reports, so minor/major here means exactly what rusage means (major = the fault waited
+ * on I/O, VM_FAULT_MAJOR or a retried fault). The exceptions:page_fault_user tracepoint cannot say
+ * that (its error_code is the CPU's: present/write/user bits), so it is only an optional extra count
+ * of user-mode fault traps (TRAPS). Counts go to a per-CPU hash that is never cleared while a process
+ * lives; the user side takes deltas. */
+/* before common.h: it pulls in linux/sched.h, whose enum defines TASK_COMM_LEN */
+#include <uapi/linux/bpf_perf_event.h>
+#include "common.h"
+
+struct val_t {
+    u64 minor;
+    u64 major;
+    u64 traps;
+};
+
+struct comm_t {
+    char comm[TASK_COMM_LEN];
+};
+
+#ifndef MAX_PIDS
+#define MAX_PIDS 32768
+#endif
+
+BPF_PERCPU_HASH(faults, u32, struct val_t, MAX_PIDS);
+BPF_HASH(comms, u32, struct comm_t, MAX_PIDS);   /* names of processes gone before the user side reads */
+LOST_COUNTER(full);                               /* faults not counted because `faults` was full */
+
+/* A process named at its first fault may exec afterwards (fork, exec, exit within one interval is the
+ * common case for short commands): take the new name. */
+TRACEPOINT_PROBE(sched, sched_process_exec)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    if (skip_task(id))
+        return 0;
+    u32 tgid = id >> 32;
+    struct comm_t c = {};
+    bpf_get_current_comm(&c.comm, sizeof(c.comm));
+    comms.update(&tgid, &c);
+    return 0;
+}
+
+/* The three probes differ only in the counter they bump; BCC cannot see map methods in a helper that
+ * takes a map, so each writes the lookup out. */
+int on_minor(struct bpf_perf_event_data *ctx)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    if (skip_task(id))
+        return 0;
+    u32 tgid = id >> 32;
+    struct val_t *v = faults.lookup(&tgid);
+    if (!v) {
+        struct val_t init = {};
+        faults.insert(&tgid, &init);
+        v = faults.lookup(&tgid);
+        if (!v) {
+            int zero = 0;
+            u64 *lost = full.lookup(&zero);
+            if (lost)
+                (*lost)++;
+            return 0;
+        }
+        struct comm_t c = {};
+        bpf_get_current_comm(&c.comm, sizeof(c.comm));
+        comms.update(&tgid, &c);
+    }
+    v->minor++;
+    return 0;
+}
+
+int on_major(struct bpf_perf_event_data *ctx)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    if (skip_task(id))
+        return 0;
+    u32 tgid = id >> 32;
+    struct val_t *v = faults.lookup(&tgid);
+    if (!v) {
+        struct val_t init = {};
+        faults.insert(&tgid, &init);
+        v = faults.lookup(&tgid);
+        if (!v) {
+            int zero = 0;
+            u64 *lost = full.lookup(&zero);
+            if (lost)
+                (*lost)++;
+            return 0;
+        }
+        struct comm_t c = {};
+        bpf_get_current_comm(&c.comm, sizeof(c.comm));
+        comms.update(&tgid, &c);
+    }
+    v->major++;
+    return 0;
+}
+
+#ifdef COUNT_TRAPS
+/* Every user-mode fault exception, including ones the kernel retries or does not account (a fault
+ * that raced, a SIGSEGV); kernel-mode faults on user memory (copy_to_user) are not here but are in
+ * rusage, so TRAPS is a cross-check, not a sum of MINOR and MAJOR. */
+TRACEPOINT_PROBE(exceptions, page_fault_user)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    if (skip_task(id))
+        return 0;
+    u32 tgid = id >> 32;
+    struct val_t *v = faults.lookup(&tgid);
+    if (!v) {
+        struct val_t init = {};
+        faults.insert(&tgid, &init);
+        v = faults.lookup(&tgid);
+        if (!v) {
+            int zero = 0;
+            u64 *lost = full.lookup(&zero);
+            if (lost)
+                (*lost)++;
+            return 0;
+        }
+        struct comm_t c = {};
+        bpf_get_current_comm(&c.comm, sizeof(c.comm));
+        comms.update(&tgid, &c);
+    }
+    v->traps++;
+    return 0;
+}
+#endif

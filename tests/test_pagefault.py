@@ -1,0 +1,204 @@
+"""pagefault against getrusage: children that fault a known way report their own ru_minflt/ru_majflt,
+and the metric's counts for their pid must agree."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+import pytest
+from helpers import ROOT, MetricProcess, loaded_prog_ids, progs_released, run_workload
+
+PAGES = 20_000
+FILE_MB = 64
+
+# Waits for a line, touches PAGES fresh anonymous pages (one byte each), then reports its rusage delta
+# around the touching and its lifetime ru_minflt, and waits for a last line before it exits.
+ANON_CHILD = f"""
+import json, mmap, resource, sys
+sys.stdin.readline()
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+m = mmap.mmap(-1, {PAGES} * 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+for off in range(0, {PAGES} * 4096, 4096):
+    m[off] = 1
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"minflt": r1.ru_minflt - r0.ru_minflt, "majflt": r1.ru_majflt - r0.ru_majflt,
+                  "lifetime_minflt": r1.ru_minflt}}), flush=True)
+sys.stdin.readline()
+"""
+
+# Writes a FILE_MB file, syncs it and drops its pages from the page cache, then (after a line) reads
+# one byte per page through mmap: sequentially (readahead: few major faults) or with MADV_RANDOM
+# (readahead off: one major fault per page).
+FILE_CHILD = f"""
+import json, mmap, os, resource, sys
+path, how = sys.argv[1], sys.argv[2]
+size = {FILE_MB} << 20
+with open(path, "wb") as f:
+    f.write(os.urandom(1 << 20) * {FILE_MB})
+    f.flush()
+    os.fsync(f.fileno())
+    os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+print("ready", flush=True)
+sys.stdin.readline()
+fd = os.open(path, os.O_RDONLY)
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+m = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+if how == "random":
+    m.madvise(mmap.MADV_RANDOM)
+total = 0
+for off in range(0, size, 4096):
+    total += m[off]
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"minflt": r1.ru_minflt - r0.ru_minflt, "majflt": r1.ru_majflt - r0.ru_majflt}}), flush=True)
+sys.stdin.readline()
+"""
+
+pytestmark = pytest.mark.bpf
+
+
+def send_line(child: subprocess.Popen) -> None:
+    child.stdin.write("\n")
+    child.stdin.flush()
+
+
+def finish(child: subprocess.Popen) -> None:
+    try:
+        child.stdin.write("\n")
+        child.stdin.close()
+    except OSError:
+        pass
+    child.wait(timeout=30)
+
+
+def pid_totals(records: list[dict], pid: int) -> dict[str, int]:
+    rows = [r for r in records if r["kind"] == "row" and r["pid"] == pid]
+    return {k: sum(r[k] for r in rows) for k in ("minor", "major", "total")}
+
+
+def block_device_dir() -> str:
+    """A directory on a real block device (page cache and major faults), never tmpfs."""
+    for candidate in ("/var/tmp", ROOT):
+        if filesystem_type(candidate) not in ("tmpfs", "ramfs", "overlay", ""):
+            return candidate
+    pytest.fail("no directory on a block device for the major-fault test")
+
+
+def filesystem_type(path: str) -> str:
+    best, fstype = "", ""
+    with open("/proc/mounts") as f:
+        for line in f:
+            mount, kind = line.split()[1], line.split()[2]
+            if (path == mount or path.startswith(mount.rstrip("/") + "/")) and len(mount) > len(best):
+                best, fstype = mount, kind
+    return fstype
+
+
+def traced_until_reported(tool: MetricProcess, child: subprocess.Popen) -> dict:
+    """Release the child, read its rusage report, let the metric print one more interval, stop it."""
+    meta = tool.wait_meta()
+    assert {p["name"] for p in meta["probes"]} >= {"minor-faults", "major-faults"}
+    send_line(child)
+    report = json.loads(child.stdout.readline())
+    last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
+    tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + 2)
+    status, _ = tool.stop()
+    assert status == 0, tool.stderr
+    return report
+
+
+def test_minor_faults_of_a_pid_match_its_rusage_window():
+    """-p: the metric counts from attach to stop; the child's own delta covers the touching only."""
+    child = run_workload(ANON_CHILD)
+    tool = MetricProcess("pagefault", "-p", str(child.pid), "0.5")
+    try:
+        report = traced_until_reported(tool, child)
+    finally:
+        tool.kill()
+        finish(child)
+    counted = pid_totals(tool.records, child.pid)
+    print("counted", counted, "rusage", report)
+    assert report["minflt"] >= PAGES
+    assert abs(counted["minor"] - report["minflt"]) <= 0.02 * report["minflt"], (counted, report)
+    assert counted["minor"] <= report["lifetime_minflt"] + 50, (counted, report)   # it only counted after attach
+    assert {r["pid"] for r in tool.of_kind("row")} == {child.pid}
+
+
+def test_minor_faults_over_a_child_lifetime_match_rusage():
+    """No filter, metric first: every fault of the child from fork on is counted, as rusage counts them."""
+    tool = MetricProcess("pagefault", "0.5", "--top", "1000")
+    child = None
+    try:
+        tool.wait_meta()
+        child = run_workload(ANON_CHILD)
+        send_line(child)
+        report = json.loads(child.stdout.readline())
+        last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
+        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + 2)
+        status, _ = tool.stop()
+        assert status == 0, tool.stderr
+    finally:
+        tool.kill()
+        if child:
+            finish(child)
+    counted = pid_totals(tool.records, child.pid)
+    print("counted", counted, "rusage", report)
+    lifetime = report["lifetime_minflt"]
+    assert abs(counted["minor"] - lifetime) <= 0.02 * lifetime, (counted, report)
+    summaries = tool.of_kind("summary")
+    assert sum(s["minor"] for s in summaries) >= counted["minor"]
+
+
+@pytest.mark.parametrize("how", ["sequential", "random"])
+def test_major_faults_after_dropping_the_cache_match_rusage(how):
+    path = os.path.join(tempfile.mkdtemp(dir=block_device_dir(), prefix="pagefault-"), "file.bin")
+    child = subprocess.Popen([sys.executable, "-c", FILE_CHILD, path, how], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    tool = None
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        tool = MetricProcess("pagefault", "-p", str(child.pid), "0.5")
+        report = traced_until_reported(tool, child)
+    finally:
+        if tool:
+            tool.kill()
+        finish(child)
+        os.unlink(path)
+        os.rmdir(os.path.dirname(path))
+    counted = pid_totals(tool.records, child.pid)
+    print("counted", counted, "rusage", report)
+    assert report["majflt"] > 0, f"the page cache was not dropped: {report}"
+    assert counted["major"] > 0
+    assert abs(counted["major"] - report["majflt"]) <= 0.10 * report["majflt"], (counted, report)
+    if how == "random":
+        # readahead is off, so every page is its own major fault
+        assert report["majflt"] >= 0.9 * (FILE_MB << 20) // 4096
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_clean_stop_detaches_everything(sig):
+    tool = MetricProcess("pagefault", "0.3", "--traps")
+    try:
+        meta = tool.wait_meta()
+        assert {p["type"] for p in meta["probes"]} == {"perf_event", "tracepoint"}
+        assert tool.prog_ids, "the script holds no BPF program?"
+        assert tool.prog_ids <= loaded_prog_ids()
+        tool.read_until(lambda r: r["kind"] == "summary")
+        status, took = tool.stop(sig)
+    finally:
+        tool.kill()
+    assert status == 0
+    assert took < 2.0
+    assert tool.records[-1]["kind"] in ("summary", "row", "lost")
+    assert progs_released(tool.prog_ids)
+    assert tool.proc.poll() is not None
+
+
+def test_human_output_has_figure_5_columns():
+    tool = MetricProcess("pagefault", "0.3", "2", json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("TIME"))
+    assert header.split() == ["TIME", "COMM", "PID", "MINOR/s", "MAJOR/s", "TOTAL/s"]
