@@ -240,6 +240,33 @@ METRICS: list[MetricSpec] = [
         table_kind="event",
         doc="docs/metrics/tcpconnlat.md",
     ),
+    MetricSpec(
+        name="pagefault",
+        file="metrics/pagefault.py",
+        description="Minor and major page faults per process, per second (as getrusage counts them).",
+        args=(
+            *interval_args(),
+            PID,
+            Arg("top", "--top", "int", "processes shown", default=10, minimum=1, maximum=1000),
+            Arg("sort", "--sort", "choice", "order by total, minor or major faults", default="total",
+                choices=("total", "minor", "major")),
+            Arg("traps", "--traps", "flag", "also count user-mode fault traps (exceptions:page_fault_user)",
+                default=False),
+        ),
+        probes=("perf:minor-faults", "perf:major-faults"),
+        optional_probes=("exceptions:page_fault_user",),
+        fields=(
+            Field("pid", "PID"),
+            Field("comm", "Command"),
+            Field("minor_per_sec", "Minor/s", "/s"),
+            Field("major_per_sec", "Major/s", "/s"),
+            Field("total_per_sec", "Total/s", "/s"),
+            Field("minor", "Minor", "count"),
+            Field("major", "Major", "count"),
+        ),
+        chart=Chart("timeseries", y="faults_per_sec", record_kind="summary", label="page faults/s", unit="/s"),
+        doc="docs/metrics/pagefault.md",
+    ),
 ]
 
 # The original design's name for the same list.
