@@ -509,9 +509,11 @@ def percpu_totals(table: Any) -> dict[Any, tuple[Any, dict[str, int]]]:
 class CounterDeltas:
     """Per-interval deltas of a per-CPU hash the probes only add to (reading and clearing would lose
     what the probes add in between). Keys of processes that have exited and added nothing new are
-    deleted from the map (and from `comms`, a tgid-keyed map, if given) and forgotten."""
+    deleted from the map (and from `comms`, a tgid-keyed map, if given) and forgotten; with
+    tgid_of=None the keys are not processes (devices, buckets) and are kept."""
 
-    def __init__(self, table: Any, comms: Any = None, tgid_of: Callable[[Any], int] = lambda k: k[0]) -> None:
+    def __init__(self, table: Any, comms: Any = None,
+                 tgid_of: Callable[[Any], int] | None = lambda k: k[0]) -> None:
         self.table, self.comms, self.tgid_of = table, comms, tgid_of
         self.seen: dict[Any, tuple[Any, dict[str, int]]] = {}
 
@@ -534,7 +536,8 @@ class CounterDeltas:
                 if table is None:
                     continue
                 try:
-                    del table[map_key if map_key is not None else table.Key(self.tgid_of(key))]
+                    # a scalar key comes back from a batch lookup as a plain int
+                    del table[table.Key(map_key) if isinstance(map_key, int) else map_key]
                 except KeyError:
                     pass
 
@@ -548,3 +551,6 @@ def process_name(tgid: int, comms: Any = None) -> str:
         pass
     leaf = comms.get(comms.Key(tgid)) if comms is not None else None
     return leaf.comm.decode(errors="replace") if leaf else "[gone]"
+        if self.tgid_of is None:
+            return
+                map_key = map_key if map_key is not None else self.tgid_of(key)
