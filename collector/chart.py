@@ -1,0 +1,124 @@
+"""The stream page's chart: which numeric field to draw (the registry's chart.y for a registered
+metric, else the first numeric field found) and the chart itself as inline SVG — no third-party code,
+so the dashboard works offline."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from html import escape
+
+try:
+    import config  # the metric registry, beside server.py
+except ImportError:  # the collector can run without the profiler's files
+    config = None
+
+ENVELOPE_KEYS = {"ts", "interval", "schema", "pid"}  # numbers that are not the measurement
+WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 860, 280, 64, 16, 16, 36
+MAX_POINTS = 2000  # per series; more only blurs the line
+MAX_SERIES = 8
+COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+
+@dataclass(frozen=True)
+class Plot:
+    field: str
+    kind: str | None  # record kind to draw; None: any
+    label: str
+    unit: str = ""
+    series: str | None = None  # field whose value splits lines
+    registered: bool = False
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def choose(source: str, sample: list[dict]) -> Plot | None:
+    """What to chart for a stream, given a sample of its stored rows (with the record as JSON text)."""
+    records = [(row["kind"], json.loads(row["data"])) for row in sample]
+    spec = None
+    if config is not None:
+        try:
+            spec = config.get(source)
+        except KeyError:
+            spec = None
+    if spec is not None and any(k == spec.chart.record_kind and _is_number(r.get(spec.chart.y)) for k, r in records):
+        c = spec.chart
+        return Plot(c.y, c.record_kind, c.label or c.y, c.unit, c.series if c.kind == "timeseries" else None, True)
+    for kind, record in records:
+        if kind == "meta":
+            continue
+        for key, value in record.items():
+            if key not in ENVELOPE_KEYS and _is_number(value):
+                return Plot(key, kind, key)
+    return None
+
+
+def points(plot: Plot, rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    """{series name: [(ts, y), ...]} in time order; at most MAX_SERIES lines."""
+    lines: dict[str, list[tuple[float, float]]] = {}
+    for row in rows:
+        record = json.loads(row["data"])
+        value = record.get(plot.field)
+        if not _is_number(value):
+            continue
+        name = str(record.get(plot.series, "")) if plot.series else plot.label
+        if name in lines or len(lines) < MAX_SERIES:
+            lines.setdefault(name, []).append((row["ts"], float(value)))
+    for name, pts in lines.items():
+        if len(pts) > MAX_POINTS:
+            step = len(pts) / MAX_POINTS
+            lines[name] = [pts[int(i * step)] for i in range(MAX_POINTS)] + [pts[-1]]
+    return lines
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
+
+
+def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> str:
+    """The chart as an <svg> element (escaped; safe to embed)."""
+    all_pts = [p for pts in lines.values() for p in pts]
+    if not all_pts:
+        return ""
+    t0, t1 = min(p[0] for p in all_pts), max(p[0] for p in all_pts)
+    y0, y1 = min(0.0, min(p[1] for p in all_pts)), max(p[1] for p in all_pts)
+    if t1 == t0:
+        t0, t1 = t0 - 1, t1 + 1
+    if y1 == y0:
+        y1 = y0 + 1
+    plot_w, plot_h = WIDTH - PAD_L - PAD_R, HEIGHT - PAD_T - PAD_B
+
+    def x(t: float) -> float:
+        return PAD_L + (t - t0) / (t1 - t0) * plot_w
+
+    def y(v: float) -> float:
+        return PAD_T + plot_h - (v - y0) / (y1 - y0) * plot_h
+
+    title = f"{plot.label}" + (f" ({plot.unit})" if plot.unit else "")
+    parts = [f'<svg class="chart" data-field="{escape(plot.field)}" xmlns="http://www.w3.org/2000/svg" '
+             f'viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" '
+             f'aria-label="{escape(title)} over time">',
+             f'<rect x="{PAD_L}" y="{PAD_T}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ccc"/>']
+    for frac in (0.0, 0.5, 1.0):
+        value = y0 + frac * (y1 - y0)
+        parts.append(f'<text x="{PAD_L - 6}" y="{y(value) + 4:.1f}" text-anchor="end" font-size="11">{_fmt(value)}</text>')
+    for t, anchor in ((t0, "start"), (t1, "end")):
+        label = time.strftime("%H:%M:%S", time.gmtime(t))
+        parts.append(f'<text x="{x(t):.1f}" y="{HEIGHT - 18}" text-anchor="{anchor}" font-size="11">{label}Z</text>')
+    parts.append(f'<text x="{PAD_L + plot_w / 2:.0f}" y="{HEIGHT - 4}" text-anchor="middle" font-size="12">'
+                 f'{escape(title)} over time</text>')
+    for i, (name, pts) in enumerate(lines.items()):
+        colour = COLOURS[i % len(COLOURS)]
+        coords = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
+        parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="1.5" points="{coords}">'
+                     f'<title>{escape(name)}</title></polyline>')
+        if len(pts) == 1:
+            parts.append(f'<circle cx="{x(pts[0][0]):.1f}" cy="{y(pts[0][1]):.1f}" r="3" fill="{colour}"/>')
+        if len(lines) > 1:
+            parts.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 14 + 14 * i}" font-size="11" fill="{colour}">'
+                         f'{escape(name)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,86 @@
+"""POST /data: authenticate, read and validate the batch, store it once, answer with the stream's
+gaps. A rejected request stores nothing (only a rejection counter moves) and gets a 4xx JSON reason."""
+
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, request
+from sqlalchemy.exc import SQLAlchemyError
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from collector.payload import Batch, Rejected, bad, decode_body, parse_batch, parse_json
+from collector.state import ACCEPTS, Collector, error, state
+from collector.store import IngestResult, Stream
+from collector.tokens import TOKEN_QUERY_PARAM, authenticate
+
+bp = Blueprint("ingest", __name__)
+
+
+def _read(app: Collector) -> tuple[Batch, str | None]:
+    settings = app.settings
+    token_name = None
+    if settings.auth_required:
+        token_name = authenticate(request.headers.get("Authorization"), request.args.get(TOKEN_QUERY_PARAM),
+                                  settings.tokens)
+        if token_name is None:
+            raise Rejected(401, "unauthorized", "missing or unknown token (send Authorization: Bearer <token>)")
+    try:
+        raw = request.get_data(cache=False)
+    except RequestEntityTooLarge:
+        raise bad("too_large", f"body is over the limit of {settings.max_body} bytes") from None
+    body = decode_body(raw, request.headers.get("Content-Encoding"), settings.max_body)
+    return parse_batch(parse_json(body)), token_name
+
+
+@bp.post("/data")
+def receive():
+    app = state()
+    remote = request.remote_addr or "unknown"
+    try:
+        batch, token_name = _read(app)
+    except Rejected as e:
+        try:
+            app.store.count("rejected:" + e.reason)
+        except SQLAlchemyError as db_error:
+            app.log.error("could not count a rejection: %s", type(db_error).__name__)
+        app.log.warning("rejected %s from %s: %s", e.reason, remote, e.detail)
+        response, status = error(e.status, e.reason, e.detail)
+        if e.status == 401:
+            response.headers["WWW-Authenticate"] = "Bearer"
+        return response, status, ACCEPTS
+    if batch.legacy:
+        batch.host = remote  # the original client says nothing about itself
+    try:
+        result = app.store.ingest(batch, token_name, remote, app.settings.legacy_slack_s)
+        stream = app.store.stream(result.host, result.run_id, result.source)
+    except SQLAlchemyError as db_error:
+        # not the client's fault: 503 so it keeps the batch and retries
+        app.log.error("storage failed for batch %s: %s", batch.batch_id, db_error.__class__.__name__)
+        return (*error(503, "storage_unavailable", "the database did not take the batch; retry later"), ACCEPTS)
+    _log_batch(app, batch.batch_id, result, stream, token_name, remote)
+    return jsonify(_answer(result, stream)), 200, ACCEPTS
+
+
+def _answer(result: IngestResult, stream: Stream | None) -> dict:
+    body = {"status": "ok", "duplicate": result.duplicate, "host": result.host, "run_id": result.run_id,
+            "source": result.source, "sequence": result.sequence, "stored_records": result.stored_records,
+            "highest": -1, "missing": [], "missing_count": 0, "missing_truncated": False}
+    if stream is not None:
+        summary = stream.as_dict()
+        body.update({k: summary[k] for k in ("highest", "missing", "missing_count", "missing_truncated")})
+    return body
+
+
+def _log_batch(app: Collector, batch_id: str, result: IngestResult, stream: Stream | None, token_name: str | None,
+               remote: str) -> None:
+    missing = stream.missing_count if stream else 0
+    line = (f"batch {batch_id} seq={result.sequence} source={result.source} host={result.host} run={result.run_id} "
+            f"records={result.stored_records} from={remote}")
+    if token_name:
+        line += f" by={token_name}"
+    if result.duplicate:
+        line += " duplicate"
+    if missing:
+        line += f" missing={missing}"
+        app.log.warning(line)
+    else:
+        app.log.info(line)

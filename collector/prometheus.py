@@ -1,0 +1,52 @@
+"""GET /metrics in the Prometheus text exposition format (version 0.0.4). Counters come from the
+database, so every server process behind a load balancer reports the same, lab-wide values."""
+
+from __future__ import annotations
+
+from collector.payload import REASONS
+from collector.store import Stream
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{_label(v)}"' for k, v in labels.items()) + "}"
+
+
+def _family(lines: list[str], name: str, kind: str, help_text: str) -> None:
+    lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+
+
+def render(batches: int, records: int, counters: dict[str, int], streams: list[Stream]) -> str:
+    lines: list[str] = []
+    _family(lines, "collector_batches_total", "counter", "Batches stored (a retried batch counts once).")
+    lines.append(f"collector_batches_total {batches}")
+    _family(lines, "collector_records_total", "counter", "Metric records stored.")
+    lines.append(f"collector_records_total {records}")
+    _family(lines, "collector_duplicates_total", "counter", "Batches received again (same batch_id), acknowledged, not stored.")
+    lines.append(f"collector_duplicates_total {counters.get('duplicates', 0)}")
+    _family(lines, "collector_rejected_total", "counter", "Requests to /data rejected, by reason.")
+    for reason in REASONS:
+        lines.append(f"collector_rejected_total{_labels(reason=reason)} {counters.get('rejected:' + reason, 0)}")
+    _family(lines, "collector_missing_sequences", "gauge", "Sequences missing across all streams.")
+    lines.append(f"collector_missing_sequences {sum(s.missing_count for s in streams)}")
+    per_stream = [
+        ("collector_stream_batches", "gauge", "Batches stored per stream.", lambda s: s.batches),
+        ("collector_stream_records", "gauge", "Records stored per stream.", lambda s: s.records),
+        ("collector_stream_missing_sequences", "gauge", "Sequences below the highest seen not received yet.",
+         lambda s: s.missing_count),
+        ("collector_stream_highest_sequence", "gauge", "Highest sequence received per stream.", lambda s: s.highest),
+        ("collector_stream_client_dropped_records", "gauge", "Records the client reported it dropped.",
+         lambda s: s.dropped),
+        ("collector_stream_last_seen_timestamp_seconds", "gauge", "When the stream's last batch arrived.",
+         lambda s: repr(s.last_seen)),
+    ]
+    for name, kind, help_text, value in per_stream:
+        _family(lines, name, kind, help_text)
+        for s in streams:
+            lines.append(f"{name}{_labels(host=s.host, run_id=s.run_id, source=s.source)} {value(s)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,64 @@
+"""The collector's configuration: defaults, then a mapping (create_app's argument) or COLLECTOR_*
+environment variables (for `gunicorn "server:create_app()"`), with the database URL normalised."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+DEFAULT_DB = "sqlite:///collector.db"
+DEFAULT_MAX_BODY = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_url: str = DEFAULT_DB
+    log_file: str | None = None
+    tokens: dict[str, str] = field(default_factory=dict)  # token -> name (student or machine)
+    max_body: int = DEFAULT_MAX_BODY  # bytes, of the body and of its decompressed form
+    legacy_slack_s: float = 2.0  # clock tolerance when placing an original-client batch in a run
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.tokens)
+
+
+def normalise_db_url(url: str) -> str:
+    """A plain path means an SQLite file; postgresql:// means the psycopg 3 driver (the one installed)."""
+    if "://" not in url:
+        return "sqlite:///" + os.path.abspath(url)
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def from_mapping(config: Mapping[str, Any] | None) -> Settings:
+    """Settings from create_app's mapping (keys are Settings fields); None reads the environment."""
+    if config is None:
+        config = from_environment()
+    known = {k: v for k, v in config.items() if k in Settings.__dataclass_fields__}
+    unknown = set(config) - set(known)
+    if unknown:
+        raise ValueError(f"unknown collector setting(s): {', '.join(sorted(unknown))}")
+    settings = Settings(**known)
+    if settings.max_body < 1024:
+        raise ValueError("max_body must be at least 1024 bytes")
+    return Settings(**{**known, "db_url": normalise_db_url(settings.db_url)})
+
+
+def from_environment() -> dict[str, Any]:
+    from collector.tokens import load_tokens  # late: tokens imports nothing from here, keep it that way
+
+    env = os.environ
+    config: dict[str, Any] = {}
+    if env.get("COLLECTOR_DB"):
+        config["db_url"] = env["COLLECTOR_DB"]
+    if env.get("COLLECTOR_LOG_FILE"):
+        config["log_file"] = env["COLLECTOR_LOG_FILE"]
+    if env.get("COLLECTOR_MAX_BODY"):
+        config["max_body"] = int(env["COLLECTOR_MAX_BODY"])
+    if env.get("COLLECTOR_TOKENS_FILE") or env.get("COLLECTOR_TOKEN"):
+        config["tokens"] = load_tokens(env.get("COLLECTOR_TOKEN"), env.get("COLLECTOR_TOKENS_FILE"))
+    return config
