@@ -266,6 +266,10 @@ class Tool:
         if total > self._lost.get(source, 0):
             self._lost[source] = total
 
+    def lost_total(self, source: str, total: int) -> None:
+        """Count events lost by other means, given as a running total (e.g. a per-CPU counter map)."""
+        self._lost[source] = max(int(total), self._lost.get(source, 0))
+
     def report_lost(self) -> None:
         """Emit a `lost` record (or a stderr line) for whatever was lost since the last report."""
         for source, total in self._lost.items():
@@ -530,11 +534,14 @@ class CounterDeltas:
         return deltas
 
     def _forget_exited(self, changed: dict) -> None:
+        if self.tgid_of is None:
+            return
         for key in [k for k in self.seen if k not in changed and not os.path.exists(f"/proc/{self.tgid_of(k)}")]:
             raw, _ = self.seen.pop(key)
             for table, map_key in ((self.table, raw), (self.comms, None)):
                 if table is None:
                     continue
+                map_key = map_key if map_key is not None else self.tgid_of(key)
                 try:
                     # a scalar key comes back from a batch lookup as a plain int
                     del table[table.Key(map_key) if isinstance(map_key, int) else map_key]
@@ -551,6 +558,3 @@ def process_name(tgid: int, comms: Any = None) -> str:
         pass
     leaf = comms.get(comms.Key(tgid)) if comms is not None else None
     return leaf.comm.decode(errors="replace") if leaf else "[gone]"
-        if self.tgid_of is None:
-            return
-                map_key = map_key if map_key is not None else self.tgid_of(key)
