@@ -6,10 +6,9 @@ which the kernel raises where it counts rusage's ru_minflt/ru_majflt; a per-CPU 
 counts and each interval prints the top processes by faults per second.
 """
 
-import os
 import time
 
-from bcctool import Tool, positive_int
+from bcctool import CounterDeltas, Tool, positive_int, process_name
 
 EXAMPLES = [
     ("pagefault", "top 10 faulting processes, every second"),
@@ -53,43 +52,6 @@ tool.meta(classification="perf software events page-faults-min/-maj (= getrusage
 tool.say("Monitoring page fault rates. Press Ctrl+C to stop.")
 
 
-def read_counts() -> dict[int, tuple[int, int, int]]:
-    """tgid -> (minor, major, traps) since tracing began, summed over CPUs."""
-    counts = {}
-    try:
-        items = faults.items_lookup_batch()
-    except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
-        items = faults.items()
-    for key, per_cpu in items:
-        k = key.value if hasattr(key, "value") else key
-        counts[k] = (sum(v.minor for v in per_cpu), sum(v.major for v in per_cpu),
-                     sum(v.traps for v in per_cpu))
-    return counts
-
-
-def process_name(tgid: int) -> str:
-    """The name the kernel recorded last (at first fault or exec): right even after the process exits."""
-    leaf = comms.get(comms.Key(tgid))
-    if leaf:
-        return leaf.comm.decode(errors="replace")
-    try:
-        with open(f"/proc/{tgid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return "[gone]"
-
-
-def forget_exited(seen: dict[int, tuple], active: set[int]) -> None:
-    """Drop processes that have exited and faulted no more this interval (their last counts were shown)."""
-    for tgid in [t for t in seen if t not in active and not os.path.exists(f"/proc/{t}")]:
-        seen.pop(tgid)
-        for table in (faults, comms):
-            try:
-                del table[table.Key(tgid)]
-            except KeyError:
-                pass
-
-
 def print_table(rows: list[dict]) -> None:
     stamp = time.strftime("%H:%M:%S")
     print()
@@ -102,25 +64,20 @@ def print_table(rows: list[dict]) -> None:
 
 
 # --- loop ------------------------------------------------------------------------------------------
-seen: dict[int, tuple[int, int, int]] = {}
+counters = CounterDeltas(faults, comms, tgid_of=lambda tgid: tgid)
 last = time.monotonic()
 for _ in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
     rows = []
-    for tgid, counts in read_counts().items():
-        old = seen.get(tgid, (0, 0, 0))
-        minor, major, traps = (c - o for c, o in zip(counts, old))
-        seen[tgid] = counts
-        if minor + major + traps <= 0:
-            continue
-        row = {"pid": tgid, "comm": process_name(tgid), "minor": minor, "major": major,
+    for tgid, d in counters.step().items():
+        minor, major = d["minor"], d["major"]
+        row = {"pid": tgid, "comm": process_name(tgid, comms), "minor": minor, "major": major,
                "total": minor + major, "minor_per_sec": round(minor / elapsed, 1),
                "major_per_sec": round(major / elapsed, 1), "total_per_sec": round((minor + major) / elapsed, 1)}
         if args.traps:
-            row.update(traps=traps, traps_per_sec=round(traps / elapsed, 1))
+            row.update(traps=d["traps"], traps_per_sec=round(d["traps"] / elapsed, 1))
         rows.append(row)
-    forget_exited(seen, {r["pid"] for r in rows})
     rows.sort(key=lambda r: (r[args.sort], r["total"]), reverse=True)
     minor, major = sum(r["minor"] for r in rows), sum(r["major"] for r in rows)
     top = rows[: args.top]
