@@ -269,6 +269,42 @@ METRICS: list[MetricSpec] = [
     ),
 ]
 
+METRICS.append(
+    MetricSpec(
+        name="cpuschedrun",
+        file="metrics/cpuschedrun.py",
+        description="CPU run time and run-queue latency: log2 histograms, and per thread CPU%, run and wait ms.",
+        args=(
+            *interval_args(),
+            PID,
+            TID,
+            Arg("per_process", "--per-process", "flag", "the per-thread table (CPU%, run ms, wait ms, priority)",
+                default=True),
+            Arg("milliseconds", "--milliseconds", "flag", "histograms in ms (the hist records say their unit)",
+                default=False),
+            Arg("timestamp", "--timestamp", "flag", "a timestamp before each interval", default=False),
+            Arg("sort", "--sort", "choice", "order of the table", default="priority",
+                choices=("priority", "run", "wait")),
+            Arg("top", "--top", "int", "table rows per interval", default=20, minimum=1, maximum=100000),
+        ),
+        probes=("sched:sched_switch", "sched:sched_wakeup", "sched:sched_wakeup_new"),
+        optional_probes=("task:task_newtask",),
+        fields=(
+            Field("pid", "PID"),
+            Field("tid", "TID"),
+            Field("comm", "Command"),
+            Field("cpu_pct", "CPU%", "pct"),
+            Field("run_ms", "Run", "ms"),
+            Field("wait_ms", "Wait", "ms"),
+            Field("priority", "Priority score"),
+            Field("runs", "Runs", "count"),
+            Field("waits", "Waits", "count"),
+        ),
+        chart=Chart("histogram", y="count", record_kind="hist", label="run time", unit="us", series="run_time"),
+        doc="docs/metrics/cpuschedrun.md",
+    )
+)
+
 # The original design's name for the same list.
 AVAILABLE_SCRIPTS = METRICS
 

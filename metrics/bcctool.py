@@ -10,6 +10,7 @@ load() is called, so --help works anywhere.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import platform
@@ -471,7 +472,7 @@ def log2_buckets(values: dict[int, int]) -> list[dict[str, int]]:
 def print_log2(title: str, unit: str, buckets: list[dict[str, int]]) -> None:
     """A log2 histogram the way BCC's print_log2_hist shows it."""
     print(f"\n{title}")
-    print(f"{unit:>20} : count     distribution")
+    print(f"{unit:>23} : count     distribution")   # the colon under the rows' colons
     if not buckets:
         print("    (no events)")
         return
@@ -508,6 +509,24 @@ def percpu_totals(table: Any) -> dict[Any, tuple[Any, dict[str, int]]]:
         names = [name for name, *_ in per_cpu[0]._fields_ if not name.startswith("pad")]
         out[_plain(key)] = (key, {n: sum(getattr(v, n) for v in per_cpu) for n in names})
     return out
+
+
+def percpu_array_sums(table: Any) -> dict[int, int]:
+    """{index: value summed over CPUs} of a BPF_PERCPU_ARRAY of u64 counters, zeros left out."""
+    out = {}
+    for key, per_cpu in table.items():
+        total = sum(per_cpu)
+        if total:
+            out[key.value] = total
+    return out
+
+
+def insert_new(table: Any, key: Any, leaf: Any) -> bool:
+    """Add key -> leaf unless the key is there already (BPF_NOEXIST): seeding from /proc must not
+    overwrite what a probe has stored since it attached. False when the key existed or the map is full."""
+    from bcc.libbcc import lib  # noqa: PLC0415 - only after load(), which needs bcc anyway
+
+    return lib.bpf_update_elem(table.map_fd, ctypes.byref(key), ctypes.byref(leaf), 1) == 0
 
 
 class CounterDeltas:

@@ -1,0 +1,215 @@
+/* cpuschedrun: on-CPU run time and run-queue latency per thread, as log2 histograms.
+ *
+ * sched_wakeup / sched_wakeup_new start a thread's wait on the run queue; sched_switch ends the wait of
+ * `next` (its run starts) and the run of `prev`. A `prev` switched out while still runnable (preempted,
+ * or yielding) goes straight back on the run queue, so its wait starts at that switch. Only tracepoint
+ * fields are read: tids come from the fields; the -p filter compares the tgid of `prev`, the current
+ * task, and looks up membership for the others.
+ *
+ * `tasks` holds one state per thread seen. With -p its entries double as the member set: user space
+ * seeds the process's threads, task_newtask adds the threads it creates, so no other lookup filters.
+ * Totals (-DPER_THREAD) and histograms only grow; user space takes deltas, so no update is lost to a
+ * read/clear race. */
+#include "common.h"
+
+#define S_UNKNOWN 0   /* sleeping, or seeded: no interval open */
+#define S_QUEUED 1    /* runnable, waiting for a CPU since ts */
+#define S_RUNNING 2   /* on a CPU since ts */
+
+/* sched_switch prev_state: TASK_REPORT bits 0..7 (S D T t X Z P I); 0 is running, and a preempted
+ * task is reported as TASK_REPORT_MAX (0x100, "R+"). Both are still runnable. */
+#define REPORT_STATE_MASK 0xff
+#define REPORT_EXITED (0x10 | 0x20)   /* X (dead), Z (zombie): the thread's last switch */
+#define CLONE_THREAD 0x10000
+#define ERR_MAP_FULL (-7)   /* -E2BIG: what insert into a full hash map returns */
+
+#ifndef MAX_TASKS
+#define MAX_TASKS 65536
+#endif
+
+struct task_t {
+    u64 ts;
+    u32 state;
+};
+
+BPF_HASH(tasks, u32, struct task_t, MAX_TASKS);
+BPF_PERCPU_ARRAY(run_hist, u64, 64);    /* log2 slots of run time (us, or ms with -DMILLISECONDS) */
+BPF_PERCPU_ARRAY(wait_hist, u64, 64);   /* log2 slots of run-queue latency */
+LOST_COUNTER(full);                      /* threads not tracked because a map was full */
+
+#ifdef PER_THREAD
+struct stat_t {
+    u64 run_ns;
+    u64 wait_ns;
+    u64 runs;
+    u64 waits;
+};
+
+struct ident_t {
+    u32 tgid;
+    char comm[TASK_COMM_LEN];
+};
+
+BPF_PERCPU_HASH(stats, u32, struct stat_t, MAX_TASKS);
+/* who an exited thread was, for its last row (/proc answers for the living); written once per exit */
+BPF_TABLE("lru_hash", u32, struct ident_t, exited, 4096);
+#endif
+
+#ifdef MILLISECONDS
+#define HIST_DIV 1000000
+#else
+#define HIST_DIV 1000
+#endif
+
+static __always_inline void count_lost(void)
+{
+    int zero = 0;
+    u64 *lost = full.lookup(&zero);
+    if (lost)
+        (*lost)++;
+}
+
+/* A wakeup queues a thread that was not runnable; one already queued keeps its earlier start, and one
+ * still on its CPU (woken before it finished going to sleep) is not queued at all. */
+static __always_inline int on_wakeup(u32 tid)
+{
+#ifdef FILTER_TID
+    if (tid != FILTER_TID)
+        return 0;
+#endif
+    if (tid == 0)
+        return 0;
+    struct task_t *t = tasks.lookup(&tid);
+    if (!t) {
+#ifdef FILTER_PID
+        return 0;   /* not a member */
+#else
+        struct task_t init = {.ts = bpf_ktime_get_ns(), .state = S_QUEUED};
+        if (tasks.insert(&tid, &init) == ERR_MAP_FULL)
+            count_lost();
+        return 0;
+#endif
+    }
+    if (t->state == S_UNKNOWN) {
+        t->ts = bpf_ktime_get_ns();
+        t->state = S_QUEUED;
+    }
+    return 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_wakeup)
+{
+    return on_wakeup(args->pid);
+}
+
+TRACEPOINT_PROBE(sched, sched_wakeup_new)
+{
+    return on_wakeup(args->pid);
+}
+
+#ifdef FILTER_PID
+/* A thread created by the traced process becomes a member before its first wakeup. */
+TRACEPOINT_PROBE(task, task_newtask)
+{
+    if ((u32)(bpf_get_current_pid_tgid() >> 32) != FILTER_PID || !(args->clone_flags & CLONE_THREAD))
+        return 0;
+    u32 tid = args->pid;
+    struct task_t init = {.state = S_UNKNOWN};
+    if (tasks.insert(&tid, &init) == ERR_MAP_FULL)
+        count_lost();
+    return 0;
+}
+#endif
+
+TRACEPOINT_PROBE(sched, sched_switch)
+{
+    u64 now = bpf_ktime_get_ns();
+    u32 prev = args->prev_pid, next = args->next_pid;
+
+    /* prev: the current task, so its tgid is known and the filter is a compare */
+    u64 id = bpf_get_current_pid_tgid();
+    if (prev != 0 && !skip_task(id)) {
+        long state = args->prev_state;
+        u32 new_state = (state & REPORT_STATE_MASK) == 0 ? S_QUEUED : S_UNKNOWN;
+        struct task_t *t = tasks.lookup(&prev);
+        if (t) {
+            if (t->state == S_RUNNING) {
+                u64 delta = now - t->ts;
+                u32 slot = bpf_log2l(delta / HIST_DIV);
+                u64 *bucket = run_hist.lookup(&slot);
+                if (bucket)
+                    (*bucket)++;
+#ifdef PER_THREAD
+                struct stat_t *s = stats.lookup(&prev);
+                if (!s) {
+                    struct stat_t init = {};
+                    stats.insert(&prev, &init);
+                    s = stats.lookup(&prev);
+                }
+                if (s) {
+                    s->run_ns += delta;
+                    s->runs++;
+                } else {
+                    count_lost();
+                }
+#endif
+            }
+            if (state & REPORT_EXITED) {
+                tasks.delete(&prev);
+#ifdef PER_THREAD
+                struct ident_t who = {.tgid = id >> 32};
+                __builtin_memcpy(&who.comm, args->prev_comm, TASK_COMM_LEN);
+                exited.update(&prev, &who);
+#endif
+            } else {
+                t->ts = now;
+                t->state = new_state;
+            }
+        } else if (!(state & REPORT_EXITED)) {
+            struct task_t init = {.ts = now, .state = new_state};
+            if (tasks.insert(&prev, &init) == ERR_MAP_FULL)
+                count_lost();
+        }
+    }
+
+    /* next: its wait ends and its run starts */
+    if (next == 0)
+        return 0;
+#ifdef FILTER_TID
+    if (next != FILTER_TID)
+        return 0;
+#endif
+    struct task_t *t = tasks.lookup(&next);
+    if (!t) {
+#ifndef FILTER_PID
+        struct task_t init = {.ts = now, .state = S_RUNNING};
+        if (tasks.insert(&next, &init) == ERR_MAP_FULL)
+            count_lost();
+#endif
+        return 0;
+    }
+    if (t->state == S_QUEUED) {
+        u64 delta = now - t->ts;
+        u32 slot = bpf_log2l(delta / HIST_DIV);
+        u64 *bucket = wait_hist.lookup(&slot);
+        if (bucket)
+            (*bucket)++;
+#ifdef PER_THREAD
+        struct stat_t *s = stats.lookup(&next);
+        if (!s) {
+            struct stat_t init = {};
+            stats.insert(&next, &init);
+            s = stats.lookup(&next);
+        }
+        if (s) {
+            s->wait_ns += delta;
+            s->waits++;
+        } else {
+            count_lost();
+        }
+#endif
+    }
+    t->ts = now;
+    t->state = S_RUNNING;
+    return 0;
+}

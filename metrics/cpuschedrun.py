@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""cpuschedrun: CPU run time and run-queue latency, as histograms and per thread.
+
+Traces sched_wakeup, sched_wakeup_new and sched_switch: a thread waits on the run queue from its wakeup
+(or from being preempted) until it is switched in, and runs until it is switched out. Each interval
+prints log2 histograms of both and, with -P, a table per thread with CPU%, run and wait time.
+"""
+
+import time
+
+import bcctool
+import taskinfo
+from bcctool import CounterDeltas, Tool, positive_int
+
+EXAMPLES = [
+    ("cpuschedrun", "run-time and run-queue histograms, every second"),
+    ("cpuschedrun -P 5 3", "three 5-second intervals with the per-thread table"),
+    ("cpuschedrun -P -p 185", "only process 185 and its threads"),
+    ("cpuschedrun -m --timestamp", "histograms in milliseconds, each interval timestamped"),
+    ("cpuschedrun -P --json", "NDJSON records for the app"),
+]
+
+tool = Tool("cpuschedrun", __doc__.strip().splitlines()[0], EXAMPLES)
+tool.add_pid_filters(tid=True)
+parser = tool.parser
+parser.add_argument("-P", "--per-process", action="store_true",
+                    help="also a table per thread: CPU%%, run ms, wait ms, priority score, runs")
+parser.add_argument("-m", "--milliseconds", action="store_true", help="histograms in ms (default us)")
+parser.add_argument("-T", "--timestamp", action="store_true", help="print a timestamp before each interval")
+parser.add_argument("-s", "--sort", choices=["priority", "run", "wait"], default="priority",
+                    help="order of the table (default priority, as the paper)")
+parser.add_argument("--top", type=positive_int, default=20, help="table rows per interval (default 20)")
+args = tool.parse_args()
+
+if args.pid and not taskinfo.thread_ids(args.pid):
+    tool.die(f"no process with pid {args.pid}")
+
+# --- probes ----------------------------------------------------------------------------------------
+cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
+cflags += ["-DPER_THREAD"] * args.per_process + ["-DMILLISECONDS"] * args.milliseconds
+b = tool.load(cflags)
+if args.pid:
+    # Threads that exist now join the member set; task_newtask adds the ones born while tracing.
+    tasks = b["tasks"]
+    for tid in taskinfo.thread_ids(args.pid):
+        bcctool.insert_new(tasks, tasks.Key(tid), tasks.Leaf())
+
+exited = b["exited"] if args.per_process else None
+hist_unit = "ms" if args.milliseconds else "us"
+tool.meta(per_thread=args.per_process, hist_unit=hist_unit)
+tool.say("Tracing run time and run-queue latency... Hit Ctrl-C to end.")
+
+
+class HistDeltas:
+    """Per-interval counts of a per-CPU log2 histogram the probes only add to."""
+
+    def __init__(self, table) -> None:
+        self.table, self.seen = table, {}
+
+    def step(self) -> dict[int, int]:
+        now = bcctool.percpu_array_sums(self.table)
+        delta = {slot: n - self.seen.get(slot, 0) for slot, n in now.items() if n != self.seen.get(slot, 0)}
+        self.seen = now
+        return delta
+
+
+def identity(tid: int, exited) -> tuple[int, str]:
+    """(tgid, comm) of a thread: /proc while it lives, else what the probe kept at its exit."""
+    tgid, comm = taskinfo.tgid_of(tid), taskinfo.comm_of(tid)
+    if tgid is not None and comm is not None:
+        return tgid, comm
+    leaf = exited.get(exited.Key(tid)) if exited is not None else None
+    return (leaf.tgid, leaf.comm.decode(errors="replace")) if leaf else (0, "[gone]")
+
+
+def thread_rows(deltas: dict[int, dict[str, int]]) -> list[dict]:
+    rows = []
+    for tid, d in deltas.items():
+        busy = d["run_ns"] + d["wait_ns"]
+        cpu_pct = 100.0 * d["run_ns"] / busy if busy else 0.0
+        tgid, comm = identity(tid, exited)
+        # The paper's priority score: the share of its runnable time a thread spent on a CPU, 0..100.
+        rows.append({"pid": tgid, "tid": tid, "comm": comm, "cpu_pct": round(cpu_pct, 2),
+                     "run_ms": round(d["run_ns"] / 1e6, 4), "wait_ms": round(d["wait_ns"] / 1e6, 4),
+                     "priority": int(round(cpu_pct, 2)), "runs": d["runs"], "waits": d["waits"]})
+    order = {"priority": lambda r: (r["priority"], r["run_ms"]), "run": lambda r: r["run_ms"],
+             "wait": lambda r: r["wait_ms"]}[args.sort]
+    return sorted(rows, key=order, reverse=True)
+
+
+COLUMNS = [("PID", 7), ("TID", 7), ("COMM", -16), ("CPU%", 6), ("RUN(ms)", 10), ("WAIT(ms)", 10),
+           ("PRIO", 4), ("RUNS", 6)]
+
+
+def print_interval(rows: list[dict], hists: dict[str, list[dict]]) -> None:
+    if args.timestamp:
+        print(f"\n{time.strftime('%H:%M:%S')}")
+    if args.per_process:
+        print()
+        print(bcctool.table(COLUMNS, [[r["pid"], r["tid"], r["comm"], f"{r['cpu_pct']:.2f}", f"{r['run_ms']:.4f}",
+                                        f"{r['wait_ms']:.4f}", r["priority"], r["runs"]] for r in rows]))
+    label = "milliseconds" if args.milliseconds else "microseconds"
+    bcctool.print_log2(f"CPU Runtime Distribution ({label}):", f"{hist_unit}ecs", hists["run_time"])
+    bcctool.print_log2(f"Run Queue Latency Distribution ({label}):", f"{hist_unit}ecs", hists["runq_latency"])
+
+
+# --- loop ------------------------------------------------------------------------------------------
+run_hist, wait_hist = HistDeltas(b["run_hist"]), HistDeltas(b["wait_hist"])
+stats = CounterDeltas(b["stats"], comms=exited, tgid_of=lambda tid: tid) if args.per_process else None
+lost = b["full"]
+last = time.monotonic()
+for _interval in tool.intervals():
+    now = time.monotonic()
+    elapsed, last = max(now - last, 1e-9), now
+    hists = {"run_time": bcctool.log2_buckets(run_hist.step()),
+             "runq_latency": bcctool.log2_buckets(wait_hist.step())}
+    deltas = stats.step() if stats else {}
+    rows = thread_rows(deltas)
+    runs = sum(bucket["count"] for bucket in hists["run_time"])
+    waits = sum(bucket["count"] for bucket in hists["runq_latency"])
+    if tool.json:
+        summary = {"runs": runs, "waits": waits, "interval_s": round(elapsed, 3)}
+        if stats:
+            summary.update(threads=len(rows), run_ms=round(sum(r["run_ms"] for r in rows), 3),
+                           wait_ms=round(sum(r["wait_ms"] for r in rows), 3))
+        tool.emit("summary", **summary)
+        for name, buckets in hists.items():
+            tool.emit("hist", name=name, unit=hist_unit, total=sum(x["count"] for x in buckets), buckets=buckets)
+        for rank, row in enumerate(rows[: args.top], 1):
+            tool.emit("row", rank=rank, **row)
+    else:
+        print_interval(rows[: args.top], hists)
+    tool.set_lost_total("map_full", sum(lost[lost.Key(0)]))
+
+tool.finish()

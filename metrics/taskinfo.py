@@ -1,0 +1,83 @@
+"""What /proc says about a thread: its thread group, name, scheduling parameters and counters.
+
+BPF here reads tracepoint fields only, which carry thread ids; these fill in what the fields lack (the
+process a thread belongs to, the parameters a thread had before tracing started) and give the tests
+their ground truth. Every function returns None (or empty) for a thread that has gone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def thread_ids(pid: int) -> list[int]:
+    """Thread ids of process `pid` ([] when it has gone)."""
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
+    except OSError:
+        return []
+
+
+def all_threads() -> Iterator[tuple[int, int]]:
+    """(tgid, tid) of every thread alive now."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            for tid in thread_ids(int(entry)):
+                yield int(entry), tid
+
+
+def _thread_file(tid: int, name: str) -> str | None:
+    # /proc/TID/task/TID is the thread's own view for any thread; /proc/TID sums some fields per process
+    return _read(f"/proc/{tid}/task/{tid}/{name}")
+
+
+def status(tid: int) -> dict[str, str]:
+    """/proc/.../status of thread `tid` as {key: value}."""
+    text = _thread_file(tid, "status") or ""
+    fields = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return fields
+
+
+def tgid_of(tid: int) -> int | None:
+    value = status(tid).get("Tgid")
+    return int(value) if value else None
+
+
+def comm_of(tid: int) -> str | None:
+    text = _thread_file(tid, "comm")
+    return text.strip() if text is not None else None
+
+
+def stat(tid: int) -> dict[str, int] | None:
+    """Scheduling fields of the thread's stat: ppid, prio (kernel priority), nice, cpu, rt_priority,
+    policy (the SCHED_* number)."""
+    text = _thread_file(tid, "stat")
+    if not text:
+        return None
+    rest = text.rsplit(")", 1)[1].split()   # rest[0] is field 3 (state): field n is rest[n - 3]
+    try:
+        return {"ppid": int(rest[1]), "prio": int(rest[15]), "nice": int(rest[16]), "cpu": int(rest[36]),
+                "rt_priority": int(rest[37]), "policy": int(rest[38])}
+    except (IndexError, ValueError):
+        return None
+
+
+def schedstat(tid: int) -> tuple[int, int, int] | None:
+    """(on-CPU ns, run-queue wait ns, timeslices) from the thread's schedstat."""
+    text = _thread_file(tid, "schedstat")
+    if not text:
+        return None
+    run, wait, slices = (int(x) for x in text.split()[:3])
+    return run, wait, slices

@@ -1,0 +1,129 @@
+"""cpuschedrun against the kernel's own per-thread accounting: /proc/PID/task/TID/schedstat gives the
+on-CPU ns (field 1) and the run-queue wait ns (field 2) of each thread."""
+
+import json
+import signal
+
+import pytest
+from helpers import MetricProcess, loaded_prog_ids, progs_released, run_workload
+
+# Two threads pinned to one CPU, busy for ~2 s, so each waits on the run queue while the other runs.
+# hashlib releases the GIL while it hashes a large buffer, so both are runnable at once. The threads
+# are parked (blocked) while the parent reads their schedstat before and after the busy phase.
+PINNED_CHILD = """
+import hashlib, json, os, sys, threading, time
+sys.stdin.readline()
+cpu = min(os.sched_getaffinity(0))
+data = b"x" * (1 << 20)
+ready, done = threading.Barrier(3), threading.Barrier(3)
+go, leave = threading.Event(), threading.Event()
+tids = []
+
+def busy():
+    os.sched_setaffinity(0, {cpu})
+    tids.append(threading.get_native_id())
+    ready.wait()
+    go.wait()
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:
+        hashlib.sha256(data).digest()
+    done.wait()
+    leave.wait()
+
+def schedstat(tid):
+    with open(f"/proc/{os.getpid()}/task/{tid}/schedstat") as f:
+        return [int(x) for x in f.read().split()[:2]]
+
+threads = [threading.Thread(target=busy) for _ in range(2)]
+for t in threads:
+    t.start()
+ready.wait()
+time.sleep(0.05)   # both threads are asleep in go.wait()
+before = {tid: schedstat(tid) for tid in tids}
+go.set()
+done.wait()
+time.sleep(0.05)   # both threads are asleep in leave.wait()
+after = {tid: schedstat(tid) for tid in tids}
+print(json.dumps({tid: [after[tid][0] - before[tid][0], after[tid][1] - before[tid][1]] for tid in tids}),
+      flush=True)
+sys.stdin.readline()
+leave.set()
+for t in threads:
+    t.join()
+"""
+
+pytestmark = pytest.mark.bpf
+
+
+def test_pinned_threads_match_schedstat():
+    child = run_workload(PINNED_CHILD)
+    tool = MetricProcess("cpuschedrun", "-P", "-p", str(child.pid), "--top", "1000", "0.5")
+    try:
+        tool.wait_meta()
+        child.stdin.write("\n")
+        child.stdin.flush()
+        truth = {int(tid): v for tid, v in json.loads(child.stdout.readline()).items()}
+        last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
+        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + 2)
+        status, _ = tool.stop()
+        assert status == 0, tool.stderr
+    finally:
+        tool.kill()
+        child.stdin.write("\n")
+        child.stdin.close()
+        child.wait()
+
+    rows = tool.of_kind("row")
+    assert {r["pid"] for r in rows} == {child.pid}
+    for tid, (run_ns, wait_ns) in truth.items():
+        mine = [r for r in rows if r["tid"] == tid]
+        run_ms, wait_ms = sum(r["run_ms"] for r in mine), sum(r["wait_ms"] for r in mine)
+        print(f"tid {tid}: run {run_ms:.1f} ms (schedstat {run_ns / 1e6:.1f}), "
+              f"wait {wait_ms:.1f} ms (schedstat {wait_ns / 1e6:.1f})")
+        assert run_ns > 500e6 and wait_ns > 300e6, "the workload did not contend for its CPU"
+        assert run_ms == pytest.approx(run_ns / 1e6, rel=0.10)
+        assert wait_ms == pytest.approx(wait_ns / 1e6, rel=0.10)
+
+    # Every run behind the table is one count in the run-time histogram, and every wait one in the
+    # run-queue histogram (-p: both cover exactly the traced process's threads).
+    hists = tool.of_kind("hist")
+    run_hist = sum(h["total"] for h in hists if h["name"] == "run_time")
+    assert run_hist == sum(sum(b["count"] for b in h["buckets"]) for h in hists if h["name"] == "run_time")
+    assert run_hist == sum(r["runs"] for r in rows) == sum(s["runs"] for s in tool.of_kind("summary"))
+    wait_hist = sum(h["total"] for h in hists if h["name"] == "runq_latency")
+    assert wait_hist == sum(r["waits"] for r in rows)
+    print(f"runs {run_hist}, waits {wait_hist}")
+    assert all(h["unit"] == "us" for h in hists)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_clean_stop_detaches_everything(sig):
+    tool = MetricProcess("cpuschedrun", "-P", "0.3")
+    try:
+        meta = tool.wait_meta()
+        assert {p["name"] for p in meta["probes"]} >= {"sched:sched_switch", "sched:sched_wakeup"}
+        assert tool.prog_ids and tool.prog_ids <= loaded_prog_ids()
+        tool.read_until(lambda r: r["kind"] == "summary")
+        status, took = tool.stop(sig)
+    finally:
+        tool.kill()
+    assert status == 0, tool.stderr
+    assert took < 2.0
+    assert tool.records[-1]["kind"] in ("summary", "hist", "row", "lost")
+    assert tool.proc.poll() is not None
+    assert progs_released(tool.prog_ids)
+
+
+def test_human_output_has_columns():
+    tool = MetricProcess("cpuschedrun", "-P", "0.3", "2", json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 0, err
+    assert "CPU%" in out and "RUN(ms)" in out and "WAIT(ms)" in out and "PRIO" in out
+    assert "CPU Runtime Distribution (microseconds)" in out and "Run Queue Latency Distribution" in out
+
+
+def test_missing_pid_is_one_line_error():
+    tool = MetricProcess("cpuschedrun", "-p", "999999999", json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode != 0
+    assert len(err.strip().splitlines()) == 1 and "999999999" in err
