@@ -1,32 +1,429 @@
 #!/usr/bin/env python3
-"""The profiler's entry point: the window by default, `--doctor` for the kernel preflight.
+"""The profiler's entry point and the window's behaviour: `python main_app.py` opens the window,
+`--doctor` checks the machine.
 
-Until the window lands, running without --doctor prints the preflight and a short live sysnest
-summary so `make run` shows real data.
+The window (layout in ui_main_window.py) lists the registered metrics, builds each one's argument form
+from config.py, starts every checked metric through the MonitorController (controller.py: one worker
+per metric, the transport to the collector) and shows a tab per metric with a live chart and table,
+the transport's state, a bounded log and what the BPF programs cost (bpf_overhead.py). Records are
+queued as they arrive and applied by one 5 Hz timer, so a busy metric never floods the event loop;
+nothing here does network or subprocess I/O on the GUI thread.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
+import time
+from collections import deque
+from typing import Any
+
+from PySide6.QtCore import QSettings, QSortFilterProxyModel, Qt, QTimer
+from PySide6.QtGui import QBrush, QCloseEvent, QColor
+from PySide6.QtWidgets import QApplication, QHeaderView, QMainWindow, QTreeWidgetItem
 
 import config
 import preflight
+from bpf_overhead import BpfStatsSwitch, OverheadSampler
+from gui_forms import ArgForm
+from gui_metric_tab import MetricTab
+from gui_models import SORT_ROLE, OverheadModel
+from ui_main_window import Ui_MainWindow
+
+STATE_COLOURS = {"running": "#2e7d32", "starting": "#6d6d6d", "stopping": "#6d6d6d", "failed": "#c62828",
+                 "unavailable": "#9e9e9e"}
+
+
+class MainWindow(QMainWindow):
+    REFRESH_MS = 200          # tables, charts and the log: 5 Hz at most, whatever the record rate
+    OVERHEAD_MS = 1000
+
+    def __init__(self, controller: Any, verdicts: list[preflight.Verdict] | None = None,
+                 settings: QSettings | None = None, server_url: str | None = None, token: str | None = None,
+                 sampler: OverheadSampler | None = None, stats_switch: BpfStatsSwitch | None = None) -> None:
+        super().__init__()
+        self.ui = Ui_MainWindow()
+        self.ui.setupUi(self)
+        self.controller = controller
+        self.settings = settings if settings is not None else app_settings()
+        self.verdicts = {v.name: v for v in (verdicts or [])}
+        self.specs = {spec.name: spec for spec in config.METRICS}
+        self.forms: dict[str, ArgForm] = {}
+        self.items: dict[str, QTreeWidgetItem] = {}
+        self.tabs: dict[str, MetricTab] = {}
+        self.running: set[str] = set()
+        self.transport_status: dict = {}
+        self._log_pending: deque[str] = deque(maxlen=1000)
+        self._log_dropped = 0
+        self._closed = False
+
+        self.stats_switch = stats_switch or BpfStatsSwitch()
+        self.sampler = sampler or OverheadSampler(parent=self)
+        self.overhead_model = OverheadModel(self)
+        proxy = QSortFilterProxyModel(self)
+        proxy.setSourceModel(self.overhead_model)
+        proxy.setSortRole(SORT_ROLE)
+        self.ui.overhead_table.setModel(proxy)
+        self.ui.overhead_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+
+        self._build_metric_list()
+        self._load_settings(server_url, token)
+        self._connect()
+        self.refresh_timer = QTimer(self)
+        self.refresh_timer.setInterval(self.REFRESH_MS)
+        self.refresh_timer.timeout.connect(self.refresh)
+        self.refresh_timer.start()
+        self.overhead_timer = QTimer(self)
+        self.overhead_timer.setInterval(self.OVERHEAD_MS)
+        self.overhead_timer.timeout.connect(self._update_overhead_targets)
+        self.overhead_timer.start()
+        self.sampler.start()
+
+    # --- setup ------------------------------------------------------------------------------------
+    def _build_metric_list(self) -> None:
+        for spec in config.METRICS:
+            verdict = self.verdicts.get(spec.name)
+            item = QTreeWidgetItem(self.ui.metric_list, [spec.name, "", spec.description])
+            item.setData(0, Qt.ItemDataRole.UserRole, spec.name)
+            item.setCheckState(0, Qt.CheckState.Unchecked)
+            if verdict is not None and not verdict.runnable:
+                item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEnabled & ~Qt.ItemFlag.ItemIsUserCheckable)
+                for column in range(3):
+                    item.setToolTip(column, f"cannot run here: {verdict.reason}")
+                self._set_item_state(spec.name, "unavailable", verdict.reason, item)
+            else:
+                item.setToolTip(0, spec.description)
+                item.setToolTip(2, spec.description)
+            self.items[spec.name] = item
+            form = ArgForm(spec, self.settings, self.ui.arg_stack)
+            self.forms[spec.name] = form
+            self.ui.arg_stack.addWidget(form)
+        # the list as tall as its rows (up to a dozen), so the form below gets the rest
+        rows = min(len(self.items), 12)
+        row_height = self.ui.metric_list.sizeHintForRow(0) if self.items else 20
+        self.ui.metric_list.setFixedHeight(rows * row_height + self.ui.metric_list.header().sizeHint().height() + 6)
+        first = next((i for i in self.items.values() if i.flags() & Qt.ItemFlag.ItemIsEnabled), None)
+        if first is not None:
+            self.ui.metric_list.setCurrentItem(first)
+            self._show_form(first.data(0, Qt.ItemDataRole.UserRole))
+
+    def _connect(self) -> None:
+        ui, c = self.ui, self.controller
+        ui.metric_list.currentItemChanged.connect(
+            lambda item, _prev: item is not None and self._show_form(item.data(0, Qt.ItemDataRole.UserRole)))
+        ui.start_button.clicked.connect(self.start_checked)
+        ui.stop_all_button.clicked.connect(self.stop_all)
+        ui.reset_args_button.clicked.connect(self._reset_current_form)
+        ui.apply_server_button.clicked.connect(self.apply_server)
+        ui.server_url.returnPressed.connect(self.apply_server)
+        ui.metric_tabs.tabCloseRequested.connect(self._close_tab)
+        c.records.connect(self._on_records)
+        c.log.connect(self._on_log)
+        c.metric_started.connect(self._on_started)
+        c.metric_finished.connect(self._on_finished)
+        c.transport_status.connect(self._on_transport)
+        self.sampler.sampled.connect(self._on_overhead)
+
+    def _load_settings(self, server_url: str | None, token: str | None) -> None:
+        s = self.settings
+        self.ui.server_url.setText(server_url if server_url is not None else str(s.value("transport/url", "") or ""))
+        self.ui.server_token.setText(token if token is not None else str(s.value("transport/token", "") or ""))
+        checked = s.value("metrics/checked", []) or []
+        checked = [checked] if isinstance(checked, str) else list(checked)
+        for name in checked:
+            item = self.items.get(name)
+            if item is not None and item.flags() & Qt.ItemFlag.ItemIsUserCheckable:
+                item.setCheckState(0, Qt.CheckState.Checked)
+        geometry = s.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+
+    def save_settings(self) -> None:
+        s = self.settings
+        s.setValue("transport/url", self.ui.server_url.text().strip())
+        s.setValue("transport/token", self.ui.server_token.text())
+        s.setValue("metrics/checked", self.checked())
+        s.setValue("window/geometry", self.saveGeometry())
+        for form in self.forms.values():
+            form.save()
+        s.sync()
+
+    # --- the metric list and forms ------------------------------------------------------------------
+    def checked(self) -> list[str]:
+        return [name for name, item in self.items.items() if item.checkState(0) == Qt.CheckState.Checked]
+
+    def set_checked(self, names: list[str]) -> None:
+        for name, item in self.items.items():
+            item.setCheckState(0, Qt.CheckState.Checked if name in names else Qt.CheckState.Unchecked)
+
+    def select_metric(self, name: str) -> None:
+        self.ui.metric_list.setCurrentItem(self.items[name])
+        self._show_form(name)
+
+    def _show_form(self, name: str) -> None:
+        form = self.forms.get(name)
+        if form is None:
+            return
+        self.ui.arg_stack.setCurrentWidget(form)
+        self.ui.args_box.setTitle(f"Arguments — {name}")
+        self.ui.arg_description.setText(self.specs[name].description)
+
+    def _reset_current_form(self) -> None:
+        form = self.ui.arg_stack.currentWidget()
+        if isinstance(form, ArgForm):
+            form.reset()
+            form.validate()
+
+    def _set_item_state(self, name: str, state: str, tip: str = "", item: QTreeWidgetItem | None = None) -> None:
+        item = item or self.items.get(name)
+        if item is None:
+            return
+        item.setText(1, "" if state == "stopped" else state)
+        item.setForeground(1, QBrush(QColor(STATE_COLOURS.get(state, "#333"))))
+        item.setToolTip(1, tip or state)
+
+    # --- start and stop -------------------------------------------------------------------------------
+    def start_checked(self) -> list[str]:
+        """Start every checked metric that is not running; nothing starts while any form is invalid.
+        Returns the names handed to the controller."""
+        names = [n for n in self.checked() if n not in self.running]
+        if not names:
+            self.statusBar().showMessage("Nothing to start: check a metric that is not running.", 5000)
+            return []
+        prepared, invalid = {}, []
+        for name in names:
+            values, errors = self.forms[name].validate()
+            if errors:
+                invalid.append(name)
+            else:
+                prepared[name] = values
+        if invalid:
+            self.select_metric(invalid[0])
+            self.statusBar().showMessage(f"Not started: fix the marked arguments of {', '.join(invalid)}.", 10000)
+            return []
+        self.save_settings()
+        self.stats_switch.enable()
+        self._show_stats_state()
+        started = [name for name, values in prepared.items() if self.start_metric(name, values)]
+        if started:
+            self.ui.right_stack.setCurrentWidget(self.ui.metric_tabs)
+            self.ui.metric_tabs.setCurrentWidget(self.tabs[started[0]])
+        return started
+
+    def start_metric(self, name: str, values: dict) -> bool:
+        tab = self._tab(name)
+        tab.reset()
+        tab.set_state("starting")
+        self.running.add(name)
+        self._set_item_state(name, "starting")
+        self._log("", f"{name}: starting")
+        try:
+            self.controller.start_metric(name, values)
+        except Exception as exc:  # noqa: BLE001 - ValueError for bad values; anything else is shown, not raised
+            self.running.discard(name)
+            message = str(exc) or type(exc).__name__
+            self.forms[name].show_message(f"not started: {message}")
+            tab.set_state("failed", f"not started: {message}")
+            self._set_item_state(name, "failed", message)
+            self._log("", f"{name}: not started: {message}")
+            self._stats_off_if_idle()
+            return False
+        return True
+
+    def stop_metric(self, name: str) -> None:
+        if name in self.running:
+            self._set_state(name, "stopping")
+            self.controller.stop_metric(name)
+
+    def stop_all(self) -> None:
+        for name in list(self.running):
+            self._set_state(name, "stopping")
+        self.controller.stop_all()
+
+    def _tab(self, name: str) -> MetricTab:
+        tab = self.tabs.get(name)
+        if tab is None:
+            tab = MetricTab(self.specs[name], parent=self.ui.metric_tabs)
+            tab.stop_requested.connect(self.stop_metric)
+            self.tabs[name] = tab
+            self.ui.metric_tabs.addTab(tab, name)
+        return tab
+
+    def _close_tab(self, index: int) -> None:
+        tab = self.ui.metric_tabs.widget(index)
+        if not isinstance(tab, MetricTab):
+            return
+        self.stop_metric(tab.name)
+        self.ui.metric_tabs.removeTab(index)
+        self.tabs.pop(tab.name, None)
+        tab.deleteLater()
+        if not self.tabs:
+            self.ui.right_stack.setCurrentIndex(0)
+
+    def _set_state(self, name: str, state: str, message: str = "") -> None:
+        if name in self.tabs:
+            self.tabs[name].set_state(state, message)
+        self._set_item_state(name, state, message)
+
+    # --- controller signals ---------------------------------------------------------------------------
+    def _on_records(self, name: str, records: list) -> None:
+        tab = self.tabs.get(name)
+        if tab is not None:
+            tab.feed(records)
+
+    def _on_log(self, name: str, line: str) -> None:
+        self._log(name, line)
+
+    def _on_started(self, name: str) -> None:
+        self.running.add(name)
+        self._set_state(name, "running")
+        if name in self.forms:
+            self.forms[name].show_message("")
+        self._log("", f"{name}: running")
+
+    def _on_finished(self, name: str, status: int, error: str) -> None:
+        self.running.discard(name)
+        if error:
+            self._set_state(name, "failed", f"exit status {status}: {error}")
+            self._log("", f"{name}: FAILED (exit status {status}): {error}")
+        else:
+            self._set_state(name, "stopped")
+            self._log("", f"{name}: stopped (exit status {status})")
+        self._stats_off_if_idle()
+
+    def _on_transport(self, status: dict) -> None:
+        self.transport_status = dict(status)
+        labels = self.ui.transport_labels
+        reachable = status.get("reachable")
+        text, colour = {True: ("● reachable", "#2e7d32"), False: ("● unreachable", "#c62828")}.get(
+            reachable, ("● not checked yet" if status.get("url") else "● none set: records stay local", "#6d6d6d"))
+        labels["reachable"].setText(text)
+        labels["reachable"].setStyleSheet(f"color: {colour};")
+        labels["reachable"].setToolTip(str(status.get("url") or ""))
+        labels["buffered"].setText(f"{status.get('buffered', 0):,} records")
+        labels["sent"].setText(f"{status.get('sent_batches', 0):,} batches, {status.get('sent_records', 0):,} records")
+        labels["pending_outbox"].setText(f"{status.get('pending_outbox', 0):,} batches")
+        dropped = status.get("dropped", 0) or 0
+        labels["dropped"].setText(f"{dropped:,}")
+        labels["dropped"].setStyleSheet("color: #c62828; font-weight: bold;" if dropped else "")
+        error = status.get("last_error") or ""
+        labels["last_error"].setText(error or "none")
+        labels["last_error"].setStyleSheet("color: #c62828;" if error else "color: #6d6d6d;")
+
+    def apply_server(self) -> None:
+        url, token = self.ui.server_url.text().strip() or None, self.ui.server_token.text() or None
+        self.controller.set_server(url, token)
+        self.save_settings()
+        self._log("", f"collector: {url or 'none (records stay local)'}")
+
+    # --- periodic work: one timer applies everything that queued up --------------------------------
+    def refresh(self) -> None:
+        for tab in self.tabs.values():
+            tab.refresh()
+        self._flush_log()
+        running = len(self.running)
+        if running and not self.statusBar().currentMessage().startswith("Not started"):
+            self.statusBar().showMessage(f"{running} metric{'s' if running > 1 else ''} running")
+
+    def _log(self, name: str, line: str) -> None:
+        if len(self._log_pending) == self._log_pending.maxlen:
+            self._log_dropped += 1
+        stamp = time.strftime("%H:%M:%S")
+        self._log_pending.append(f"{stamp}  {name or 'app':<11} {line.rstrip()}")
+
+    def _flush_log(self) -> None:
+        if not self._log_pending:
+            return
+        lines = list(self._log_pending)
+        self._log_pending.clear()
+        if self._log_dropped:
+            lines.insert(0, f"{time.strftime('%H:%M:%S')}  app         ({self._log_dropped:,} log lines skipped)")
+            self._log_dropped = 0
+        self.ui.log_view.appendPlainText("\n".join(lines))
+
+    # --- overhead ---------------------------------------------------------------------------------------
+    def _update_overhead_targets(self) -> None:
+        try:
+            ids = self.controller.bpf_program_ids() or {}
+        except Exception:  # noqa: BLE001 - the panel must never take the window down
+            ids = {}
+        targets = {}
+        for name in set(self.running) | set(ids):
+            tab = self.tabs.get(name)
+            targets[name] = (tab.pid if tab else None, set(ids.get(name, ())))
+        self.sampler.set_targets(targets)
+
+    def _on_overhead(self, rows: list, summary: str) -> None:
+        if rows or self.overhead_model.rows:
+            self.overhead_model.set_rows(rows)
+        self._show_stats_state(summary)
+
+    def _show_stats_state(self, summary: str = "") -> None:
+        text = f"bpf_stats: {self.stats_switch.state}"
+        self.ui.overhead_status.setText(f"{text}  —  {summary}" if summary else text)
+
+    def _stats_off_if_idle(self) -> None:
+        if not self.running:
+            self.stats_switch.restore()
+            self._show_stats_state()
+
+    # --- closing ----------------------------------------------------------------------------------------
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        self.shutdown()
+        event.accept()
+
+    def shutdown(self) -> None:
+        """Stop every metric, flush the transport, put bpf_stats back; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.save_settings()
+        self.statusBar().showMessage("Stopping every metric and flushing to the collector…")
+        self.refresh_timer.stop()
+        self.overhead_timer.stop()
+        try:
+            self.controller.shutdown()
+        finally:
+            self.sampler.stop()
+            self.stats_switch.restore()
+
+
+
+# --- entry point ---------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="main_app.py", description="eBPF performance profiler")
+    parser.add_argument("--doctor", action="store_true", help="check this machine and every metric, then exit")
+    parser.add_argument("--server", metavar="URL", help="collector base URL, e.g. http://127.0.0.1:5000 "
+                        "(default: the last one used, else none: records stay local)")
+    parser.add_argument("--token", metavar="TOKEN", help="bearer token for the collector")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="main_app.py", description="eBPF performance profiler")
-    parser.add_argument("--doctor", action="store_true", help="check this machine and every metric, then exit")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.doctor:
         return preflight.main()
-    status = preflight.main()
-    if status != 0:
-        return status
-    print("\nsysnest, three 1-second intervals:")
-    cmd = config.get("sysnest").command({"count": 3, "top": 5, "details_top": 3}, json_output=False)
-    return subprocess.call(cmd)
+    return run_window(args)
+
+
+def run_window(args: argparse.Namespace) -> int:
+    """The desktop app; returns when the window closes (every metric stopped, transport flushed)."""
+    from controller import MonitorController  # the pipeline (worker, transport) loads only for the window
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("eBPF profiler")
+    verdicts = preflight.metric_verdicts()         # file reads only: quick, before the window shows
+    settings = app_settings()
+    url = args.server if args.server is not None else settings.value("transport/url", "") or None
+    token = args.token if args.token is not None else settings.value("transport/token", "") or None
+    controller = MonitorController(server_url=url, token=token)
+    window = MainWindow(controller, verdicts=verdicts, settings=settings, server_url=url, token=token)
+    window.show()
+    return app.exec()
+
+
+def app_settings() -> QSettings:
+    return QSettings(QSettings.Format.IniFormat, QSettings.Scope.UserScope, "ebpf-profiler", "profiler")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,256 @@
+"""What the profiler itself costs: per BPF program its metrics hold, run count, average run time and CPU
+share, from the kernel's own bpf_stats (the numbers bpftop shows).
+
+bpf_stats is off by default because it costs a little per run. BpfStatsSwitch turns it on while the app
+monitors — by holding a BPF_ENABLE_STATS fd, which the kernel releases even if the app is killed, or else
+through the sysctl, restored afterwards — and back to how it was. Numbers come from /proc/PID/fdinfo of
+the metric process (a bpf-prog fd lists run_time_ns and run_cnt): local file reads, no subprocess; bpftool
+(off the GUI thread) fills in program names and what fdinfo cannot show.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import platform
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, Signal
+
+SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
+BPF_ENABLE_STATS = 32                           # enum bpf_cmd
+BPF_STATS_RUN_TIME = 0                          # enum bpf_stats_type
+BPF_SYSCALL = {"x86_64": 321, "aarch64": 280, "riscv64": 280, "armv7l": 386, "ppc64le": 361, "s390x": 351}
+PROG_TYPES = {1: "socket_filter", 2: "kprobe", 5: "tracepoint", 6: "xdp", 7: "perf_event", 17: "raw_tracepoint",
+              24: "raw_tracepoint_w", 26: "tracing"}
+
+
+def _enable_stats_fd() -> int | None:
+    """An fd that keeps the kernel's run-time stats on while it is open (Linux 5.8+, CAP_SYS_ADMIN)."""
+    number = BPF_SYSCALL.get(platform.machine())
+    if number is None:
+        return None
+    attr = (ctypes.c_uint32 * 4)(BPF_STATS_RUN_TIME, 0, 0, 0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.syscall(number, BPF_ENABLE_STATS, ctypes.byref(attr), ctypes.sizeof(attr))
+    return fd if fd >= 0 else None
+
+
+class BpfStatsSwitch:
+    """bpf_stats on while monitoring, then as it was before. `state` says how, for the panel."""
+
+    def __init__(self, sysctl: str = SYSCTL) -> None:
+        self.sysctl = sysctl
+        self.state = "off"
+        self._fd: int | None = None
+        self._previous: str | None = None       # the sysctl value to write back
+        self._registered = False
+
+    @property
+    def active(self) -> bool:
+        return self._fd is not None or self._previous is not None or self.state.startswith("on (already")
+
+    def enable(self) -> str:
+        if self.active:
+            return self.state
+        self._fd = _enable_stats_fd()
+        if self._fd is not None:
+            self.state = "on (held by the app; off again when it stops)"
+        else:
+            self._enable_sysctl()
+        if not self._registered:
+            atexit.register(self.restore)        # also restored when the app exits through an error
+            self._registered = True
+        return self.state
+
+    def _enable_sysctl(self) -> None:
+        try:
+            with open(self.sysctl) as f:
+                previous = f.read().strip()
+            if previous == "1":
+                self.state = "on (already on before the app)"
+                return
+            with open(self.sysctl, "w") as f:
+                f.write("1")
+            self._previous = previous
+            self.state = f"on (sysctl; back to {previous} when monitoring stops)"
+        except OSError as exc:
+            self.state = f"unavailable: {exc.strerror or exc} (needs root)"
+
+    def restore(self) -> None:
+        """Back to how it was before enable(); safe to call any number of times."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._previous is not None:
+            try:
+                with open(self.sysctl, "w") as f:
+                    f.write(self._previous)
+            except OSError:
+                pass
+            self._previous = None
+        self.state = "off"
+
+
+@dataclass
+class ProgStat:
+    id: int
+    run_time_ns: int
+    run_cnt: int
+    type: str = ""
+    name: str = ""
+
+
+def prog_stats_of_pid(pid: int) -> dict[int, ProgStat] | None:
+    """The BPF programs process `pid` holds, with their counters; None when its fdinfo is unreadable."""
+    base = f"/proc/{pid}/fdinfo"
+    try:
+        entries = os.listdir(base)
+    except OSError:
+        return None
+    stats: dict[int, ProgStat] = {}
+    for entry in entries:
+        try:
+            with open(os.path.join(base, entry)) as f:
+                text = f.read()
+        except OSError:
+            continue
+        if "run_time_ns:" not in text:           # not a bpf-prog fd (links also name a prog_id)
+            continue
+        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+        try:
+            prog_id = int(fields["prog_id"])
+            type_no = int(fields.get("prog_type", "0"))
+            stats[prog_id] = ProgStat(prog_id, int(fields["run_time_ns"]), int(fields["run_cnt"]),
+                                      PROG_TYPES.get(type_no, str(type_no)))
+        except (KeyError, ValueError):
+            continue
+    return stats
+
+
+def prog_stats_bpftool(elevate: list[str] | None = None, timeout: float = 5.0) -> dict[int, ProgStat]:
+    """Every loaded program from `bpftool prog show -j` (a subprocess: never on the GUI thread)."""
+    try:
+        out = subprocess.run([*(elevate or []), "bpftool", "prog", "show", "-j"], capture_output=True,
+                             text=True, timeout=timeout, stdin=subprocess.DEVNULL).stdout
+        progs = json.loads(out or "[]")
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {}
+    return {p["id"]: ProgStat(p["id"], p.get("run_time_ns", 0), p.get("run_cnt", 0), p.get("type", ""),
+                              p.get("name", "")) for p in progs if isinstance(p, dict) and "id" in p}
+
+
+class OverheadTracker:
+    """Turns counter samples into rates: runs/s, average ns per run and CPU share over the last period."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, tuple[float, int, int]] = {}
+
+    def rows(self, now: float, stats: dict[str, dict[int, ProgStat]]) -> list[dict]:
+        rows, seen = [], {}
+        for metric, progs in sorted(stats.items()):
+            for prog_id, s in sorted(progs.items()):
+                row = {"metric": metric, "id": prog_id, "name": s.name, "type": s.type, "run_cnt": s.run_cnt,
+                       "run_time_ns": s.run_time_ns, "runs_per_s": None, "cpu_pct": None,
+                       "avg_ns": s.run_time_ns / s.run_cnt if s.run_cnt else None}
+                last = self._last.get(prog_id)
+                if last and now > last[0] and s.run_cnt >= last[2]:
+                    dt = now - last[0]
+                    d_time, d_cnt = s.run_time_ns - last[1], s.run_cnt - last[2]
+                    row["runs_per_s"] = d_cnt / dt
+                    row["cpu_pct"] = 100.0 * d_time / (dt * 1e9)
+                    if d_cnt:
+                        row["avg_ns"] = d_time / d_cnt
+                seen[prog_id] = (now, s.run_time_ns, s.run_cnt)
+                rows.append(row)
+        self._last = seen
+        return rows
+
+
+def _default_elevate() -> list[str]:
+    return [] if os.geteuid() == 0 else ["sudo", "-n"]
+
+
+class OverheadSampler(QObject):
+    """Samples once a second on its own thread; `sampled` carries the rows and a one-line summary.
+
+    The GUI calls set_targets({metric: (pid or None, prog ids)}) from its own timer: pids come from each
+    metric's meta record, ids from the controller."""
+
+    sampled = Signal(list, str)
+
+    def __init__(self, period: float = 1.0, elevate: list[str] | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.period = period
+        self.elevate = _default_elevate() if elevate is None else elevate
+        self._targets: dict[str, tuple[int | None, set[int]]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._names: dict[int, tuple[str, str]] = {}
+        self._tracker = OverheadTracker()
+
+    def set_targets(self, targets: dict[str, tuple[int | None, set[int]]]) -> None:
+        with self._lock:
+            self._targets = {m: (pid, set(ids)) for m, (pid, ids) in targets.items()}
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="bpf-overhead", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            rows, summary = self.sample()
+            if not self._stop.is_set():
+                self.sampled.emit(rows, summary)
+
+    def sample(self) -> tuple[list[dict], str]:
+        """One sample of every target (also callable directly, e.g. from tests)."""
+        with self._lock:
+            targets = dict(self._targets)
+        now = time.monotonic()
+        stats: dict[str, dict[int, ProgStat]] = {}
+        missing: set[int] = set()
+        for metric, (pid, ids) in targets.items():
+            progs = prog_stats_of_pid(pid) if pid else None
+            progs = {i: s for i, s in (progs or {}).items() if not ids or i in ids}
+            stats[metric] = progs
+            missing |= {i for i in ids if i not in progs}
+            missing |= {i for i in progs if i not in self._names}
+        if missing:
+            self._fill_from_bpftool(stats, targets, missing)
+        for progs in stats.values():
+            for prog_id, s in progs.items():
+                name, kind = self._names.get(prog_id, ("", ""))
+                s.name = s.name or name
+                s.type = kind or s.type
+        rows = self._tracker.rows(now, stats)
+        cpu = sum(r["cpu_pct"] or 0.0 for r in rows)
+        runs = sum(r["runs_per_s"] or 0.0 for r in rows)
+        summary = f"{len(rows)} programs, {runs:,.0f} runs/s, {cpu:.2f}% of one CPU" if rows else ""
+        return rows, summary
+
+    def _fill_from_bpftool(self, stats: dict[str, dict[int, ProgStat]],
+                           targets: dict[str, tuple[int | None, set[int]]], wanted: set[int]) -> None:
+        listed = prog_stats_bpftool(self.elevate)
+        for prog_id, s in listed.items():
+            self._names[prog_id] = (s.name, s.type)
+        for metric, (_, ids) in targets.items():
+            for prog_id in ids & wanted:
+                if prog_id not in stats[metric] and prog_id in listed:
+                    stats[metric][prog_id] = listed[prog_id]
+        for prog_id in wanted - listed.keys():
+            self._names.setdefault(prog_id, ("", ""))   # gone or unreadable: do not ask again each second

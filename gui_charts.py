@@ -1,0 +1,311 @@
+"""A metric's chart, chosen by its registry entry (config.Chart.kind): a time series for rates, bars for
+log2 histograms, a scatter of per-event values, or the top stacks (with folded-stack export).
+
+Every chart keeps a bounded history and only marks itself dirty when records arrive; the owner calls
+redraw() from a timer (a few times a second, and only while the chart is visible), so a metric printing
+thousands of records a second costs one redraw per tick, not one per record.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+import pyqtgraph as pg
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+import config
+from gui_models import UNIT_SUFFIX, format_value
+
+pg.setConfigOptions(background="w", foreground="#333", antialias=False)
+PALETTE = ("#1565c0", "#e65100", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#9e9d24", "#4e342e")
+MAX_SERIES = len(PALETTE)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+class MetricChart(QWidget):
+    """Base: add_records() takes a batch and marks the chart dirty; redraw() draws if it is."""
+
+    def __init__(self, spec: config.MetricSpec, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.spec = spec
+        self.chart = spec.chart
+        self.dirty = False
+        self.redraws = 0
+        self.plot = pg.PlotWidget(self)
+        self.plot.showGrid(x=True, y=True, alpha=0.25)
+        self.plot.setMouseEnabled(x=False, y=False)
+        self.plot.hideButtons()
+        self.plot.setMenuEnabled(False)
+        unit = UNIT_SUFFIX.get(self.chart.unit, "")
+        ylabel = self.chart.label or self.chart.y
+        self.plot.setLabel("left", ylabel if not unit or unit in ylabel else f"{ylabel} ({unit})")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot)
+
+    def wants(self, record: dict) -> bool:
+        return record.get("kind") == self.chart.record_kind
+
+    def add_records(self, records: Iterable[dict]) -> None:
+        for record in records:
+            if self.wants(record):
+                self.take(record)
+                self.dirty = True
+
+    def take(self, record: dict) -> None:
+        raise NotImplementedError
+
+    def redraw(self, force: bool = False) -> bool:
+        """Draw what arrived since the last redraw; False when there was nothing to do."""
+        if not self.dirty or not (force or self.isVisible()):
+            return False
+        self.dirty = False
+        self.redraws += 1
+        self.draw()
+        return True
+
+    def draw(self) -> None:
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        self.dirty = True
+
+    def series_name(self, record: dict) -> str:
+        if self.chart.series:
+            return str(record.get(self.chart.series, "?"))
+        return self.chart.label or self.chart.y
+
+
+class TimeSeriesChart(MetricChart):
+    """y over wall-clock time, one line per series value (at most MAX_SERIES), last `history` points."""
+
+    def __init__(self, spec: config.MetricSpec, history: int = 600, parent: QWidget | None = None) -> None:
+        super().__init__(spec, parent)
+        self.history = history
+        self.plot.setAxisItems({"bottom": pg.DateAxisItem()})
+        self.legend = self.plot.addLegend(offset=(10, 5)) if self.chart.series else None
+        self.points: dict[str, tuple[deque, deque]] = {}
+        self.lines: dict[str, pg.PlotDataItem] = {}
+
+    def take(self, record: dict) -> None:
+        y, ts = _number(record.get(self.chart.y)), _number(record.get("ts"))
+        if y is None or ts is None:
+            return
+        name = self.series_name(record)
+        if name not in self.points:
+            if len(self.points) >= MAX_SERIES:
+                return
+            self.points[name] = (deque(maxlen=self.history), deque(maxlen=self.history))
+        xs, ys = self.points[name]
+        xs.append(ts)
+        ys.append(y)
+
+    def draw(self) -> None:
+        for name, (xs, ys) in self.points.items():
+            line = self.lines.get(name)
+            if line is None:
+                color = PALETTE[len(self.lines) % len(PALETTE)]
+                line = self.plot.plot(pen=pg.mkPen(color, width=2), name=name)
+                self.lines[name] = line
+            line.setData(list(xs), list(ys))
+
+    def clear(self) -> None:
+        super().clear()
+        self.points.clear()
+        for line in self.lines.values():
+            self.plot.removeItem(line)
+        self.lines.clear()
+        if self.legend is not None:
+            self.legend.clear()
+
+
+def bucket_label(lo: Any) -> str:
+    """A log2 bucket by its lower bound: 1, 2, 4 ... 512, 1K, 2K ... (bounds are powers of two)."""
+    n = int(lo)
+    for suffix, size in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{suffix}"
+    return str(n)
+
+
+class HistogramChart(MetricChart):
+    """The latest interval's log2 histogram (records of kind hist named chart.series) as bars."""
+
+    def __init__(self, spec: config.MetricSpec, parent: QWidget | None = None) -> None:
+        super().__init__(spec, parent)
+        self.bars: pg.BarGraphItem | None = None
+        self.latest: dict | None = None
+        self.plot.setLabel("left", "count")
+        unit = self.chart.unit or self.chart.label
+        self.plot.setLabel("bottom", unit)
+
+    def wants(self, record: dict) -> bool:
+        if record.get("kind") != "hist" or not isinstance(record.get("buckets"), list):
+            return False
+        wanted = self.chart.series or (self.latest or record).get("name")
+        return record.get("name") == wanted
+
+    def take(self, record: dict) -> None:
+        self.latest = record
+
+    def draw(self) -> None:
+        buckets = [b for b in (self.latest or {}).get("buckets", []) if isinstance(b, dict)]
+        if self.bars is not None:
+            self.plot.removeItem(self.bars)
+            self.bars = None
+        if not buckets:
+            return
+        heights = [b.get("count", 0) for b in buckets]
+        self.bars = pg.BarGraphItem(x=list(range(len(buckets))), height=heights, width=0.8, brush=PALETTE[0])
+        self.plot.addItem(self.bars)
+        step = max(1, -(-len(buckets) // 12))          # at most a dozen labels
+        ticks = [(i, bucket_label(b.get("lo", 0))) for i, b in enumerate(buckets) if i % step == 0]
+        self.plot.getAxis("bottom").setTicks([ticks])
+        record = self.latest or {}
+        unit = record.get("unit") or self.chart.unit
+        self.plot.setLabel("bottom", f"{record.get('name', '')} ({unit})" if unit else record.get("name", ""))
+        self.plot.setTitle(f"interval {record.get('interval', '')}: {sum(heights):,} in all", size="9pt")
+
+    def clear(self) -> None:
+        super().clear()
+        self.latest = None
+
+
+class ScatterChart(MetricChart):
+    """One dot per event: y against time, coloured by series; the last `history` events."""
+
+    def __init__(self, spec: config.MetricSpec, history: int = 2000, parent: QWidget | None = None) -> None:
+        super().__init__(spec, parent)
+        self.plot.setAxisItems({"bottom": pg.DateAxisItem()})
+        self.legend = self.plot.addLegend(offset=(10, 5)) if self.chart.series else None
+        self.events: deque[tuple[str, float, float]] = deque(maxlen=history)
+        self.items: dict[str, pg.PlotDataItem] = {}
+
+    def take(self, record: dict) -> None:
+        y, ts = _number(record.get(self.chart.y)), _number(record.get("ts"))
+        if y is not None and ts is not None:
+            self.events.append((self.series_name(record), ts, y))
+
+    def draw(self) -> None:
+        per_series: dict[str, tuple[list, list]] = {}
+        for name, ts, y in self.events:
+            if name not in per_series and len(per_series) >= MAX_SERIES:
+                continue
+            xs, ys = per_series.setdefault(name, ([], []))
+            xs.append(ts)
+            ys.append(y)
+        for name, item in self.items.items():
+            if name not in per_series:
+                item.setData([], [])
+        for name, (xs, ys) in per_series.items():
+            item = self.items.get(name)
+            if item is None:
+                color = PALETTE[len(self.items) % len(PALETTE)]
+                item = self.plot.plot(pen=None, symbol="o", symbolSize=5, symbolPen=None, symbolBrush=color,
+                                      name=name)
+                self.items[name] = item
+            item.setData(xs, ys)
+
+    def clear(self) -> None:
+        super().clear()
+        self.events.clear()
+
+
+def folded_stack(record: dict, field: str | None) -> str | None:
+    """A record's stack as one folded line key: 'comm;outer;...;inner' (root first, as flame graphs read).
+
+    The stack field may already be folded text, or a list of frames innermost first (BCC's walk order)."""
+    value = record.get(field or "stack")
+    if value is None:
+        value = record.get("folded")
+    if isinstance(value, list):
+        frames = [str(f) for f in reversed(value)]
+    elif isinstance(value, str) and value:
+        frames = value.split(";")
+    else:
+        return None
+    comm = record.get("comm")
+    if comm and (not frames or frames[0] != comm):
+        frames.insert(0, str(comm))
+    return ";".join(frames)
+
+
+class StacksChart(MetricChart):
+    """The top stacks by accumulated weight (chart.y) as horizontal bars; folded_lines() for export."""
+
+    def __init__(self, spec: config.MetricSpec, top: int = 12, keep: int = 5000, parent: QWidget | None = None) -> None:
+        super().__init__(spec, parent)
+        self.top, self.keep = top, keep
+        self.weights: dict[str, float] = {}
+        self.bars: pg.BarGraphItem | None = None
+        unit = UNIT_SUFFIX.get(self.chart.unit, self.chart.unit)
+        self.plot.setLabel("bottom", f"{self.chart.label or self.chart.y} ({unit})" if unit else self.chart.y)
+        self.plot.setLabel("left", "")
+        self.plot.getAxis("left").setWidth(220)
+
+    def take(self, record: dict) -> None:
+        key, weight = folded_stack(record, self.chart.series), _number(record.get(self.chart.y))
+        if key is None or weight is None:
+            return
+        self.weights[key] = self.weights.get(key, 0.0) + weight
+        if len(self.weights) > self.keep:       # bounded: keep the heaviest half
+            heaviest = sorted(self.weights.items(), key=lambda kv: kv[1], reverse=True)[: self.keep // 2]
+            self.weights = dict(heaviest)
+
+    def top_stacks(self) -> list[tuple[str, float]]:
+        return sorted(self.weights.items(), key=lambda kv: kv[1], reverse=True)[: self.top]
+
+    def draw(self) -> None:
+        top = self.top_stacks()
+        if self.bars is not None:
+            self.plot.removeItem(self.bars)
+            self.bars = None
+        if not top:
+            return
+        ys = list(range(len(top)))[::-1]              # heaviest at the top
+        widths = [w for _, w in top]
+        self.bars = pg.BarGraphItem(x0=0, y=ys, height=0.7, width=widths, brush=PALETTE[1])
+        self.plot.addItem(self.bars)
+        ticks = [(y, _short_stack(key)) for y, (key, _) in zip(ys, top, strict=True)]
+        self.plot.getAxis("left").setTicks([ticks])
+        total = sum(self.weights.values())
+        self.plot.setTitle(f"{len(self.weights):,} stacks, {format_value(total, self.chart.unit)} "
+                           f"{UNIT_SUFFIX.get(self.chart.unit, '')} in all", size="9pt")
+
+    def folded_lines(self) -> list[str]:
+        """'frame;frame;... weight' per stack, heaviest first: what flamegraph.pl and speedscope read."""
+        return [f"{key} {round(weight)}" for key, weight in
+                sorted(self.weights.items(), key=lambda kv: kv[1], reverse=True)]
+
+    def clear(self) -> None:
+        super().clear()
+        self.weights.clear()
+
+
+def _short_stack(key: str, width: int = 34) -> str:
+    frames = key.split(";")
+    text = frames[0] if len(frames) == 1 else f"{frames[0]}: {frames[-1]}"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+CHARTS: dict[str, type[MetricChart]] = {
+    "timeseries": TimeSeriesChart,
+    "histogram": HistogramChart,
+    "scatter": ScatterChart,
+    "stacks": StacksChart,
+}
+
+
+def make_chart(spec: config.MetricSpec, parent: QWidget | None = None) -> QWidget:
+    """The chart the registry entry asks for; a note instead of a crash for a kind this app lacks."""
+    cls = CHARTS.get(spec.chart.kind)
+    if cls is None:
+        return QLabel(f"no chart of kind {spec.chart.kind!r} (known: {', '.join(CHARTS)})", parent)
+    return cls(spec, parent=parent)

@@ -1,0 +1,195 @@
+"""A metric's argument form, generated from its registry entry (config.Arg): a spin box for ints, a combo
+for choices, a check box for flags, a line edit otherwise. Required arguments are marked, help is the
+tooltip, and a bad value is refused with the reason next to its field (checked as it is typed, and again
+before anything starts). Values are kept between sessions in QSettings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QSettings, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QWidget,
+)
+
+import config
+
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+ERROR_STYLE = "color: #c62828;"
+INVALID_STYLE = "border: 1px solid #c62828;"
+
+
+def _unset_text(arg: config.Arg) -> str:
+    return "(until stopped)" if arg.name == "count" else "(not set)"
+
+
+class ArgForm(QWidget):
+    """The form of one metric. raw_values() -> what the widgets hold; validate() -> (values, errors)."""
+
+    changed = Signal()
+
+    def __init__(self, spec: config.MetricSpec, settings: QSettings | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.spec = spec
+        self.settings = settings
+        self.editors: dict[str, QWidget] = {}
+        self.errors: dict[str, QLabel] = {}
+        layout = QFormLayout(self)
+        layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        layout.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
+        self.message = QLabel(self)           # a start error that belongs to no one field
+        self.message.setStyleSheet(ERROR_STYLE)
+        self.message.setWordWrap(True)
+        self.message.hide()
+        layout.addRow(self.message)
+        for arg in spec.args:
+            editor = self._editor(arg)
+            editor.setObjectName(f"arg_{arg.name}")
+            tip = f"{arg.help}\n{arg.flag or 'positional'}" + (f", default {arg.default}" if arg.default not in (None, False) else "")
+            editor.setToolTip(tip)
+            error = QLabel(self)
+            error.setObjectName(f"error_{arg.name}")
+            error.setStyleSheet(ERROR_STYLE)
+            error.hide()
+            row = QHBoxLayout()
+            row.setContentsMargins(0, 0, 0, 0)
+            row.addWidget(editor, 1)
+            row.addWidget(error, 1)
+            label = QLabel(f"<b>{arg.name}</b> *" if arg.required else arg.name, self)
+            label.setToolTip(tip)
+            layout.addRow(label, row)
+            self.editors[arg.name] = editor
+            self.errors[arg.name] = error
+        self.load()
+
+    # --- widgets --------------------------------------------------------------------------------
+    def _editor(self, arg: config.Arg) -> QWidget:
+        if arg.type == "int":
+            box = QSpinBox(self)
+            low = INT_MIN if arg.minimum is None else int(arg.minimum)
+            high = INT_MAX if arg.maximum is None else int(arg.maximum)
+            if arg.default is None:                # one step below the minimum stands for "not set"
+                low -= 1
+                box.setSpecialValueText(_unset_text(arg))
+            box.setRange(low, high)
+            box.setAccelerated(True)
+            box.valueChanged.connect(lambda _v, a=arg: self._check(a))
+            return box
+        if arg.type == "choice":
+            combo = QComboBox(self)
+            if not arg.required and arg.default is None:
+                combo.addItem("")
+            combo.addItems([str(c) for c in arg.choices])
+            combo.currentIndexChanged.connect(lambda _i, a=arg: self._check(a))
+            return combo
+        if arg.type == "flag":
+            check = QCheckBox(self)
+            check.toggled.connect(lambda _b, a=arg: self._check(a))
+            return check
+        edit = QLineEdit(self)
+        if arg.default is not None:
+            edit.setPlaceholderText(str(arg.default))
+        elif arg.name == "count":
+            edit.setPlaceholderText(_unset_text(arg))
+        edit.textChanged.connect(lambda _t, a=arg: self._check(a))
+        return edit
+
+    def _get(self, arg: config.Arg) -> Any:
+        editor = self.editors[arg.name]
+        if isinstance(editor, QSpinBox):
+            unset = editor.specialValueText() and editor.value() == editor.minimum()
+            return None if unset else editor.value()
+        if isinstance(editor, QComboBox):
+            return editor.currentText() or None
+        if isinstance(editor, QCheckBox):
+            return editor.isChecked()
+        text = editor.text().strip()
+        return text if text else arg.default
+
+    def _set(self, arg: config.Arg, value: Any) -> None:
+        editor = self.editors[arg.name]
+        if isinstance(editor, QSpinBox):
+            try:
+                editor.setValue(editor.minimum() if value in (None, "") else int(value))
+            except (TypeError, ValueError):
+                editor.setValue(editor.minimum())
+        elif isinstance(editor, QComboBox):
+            index = editor.findText("" if value is None else str(value))
+            editor.setCurrentIndex(max(index, 0))
+        elif isinstance(editor, QCheckBox):
+            editor.setChecked(value in (True, "true", "1", 1))
+        else:
+            shown = "" if value is None or str(value) == str(arg.default) else str(value)
+            editor.setText(shown)
+
+    # --- values -----------------------------------------------------------------------------------
+    def raw_values(self) -> dict[str, Any]:
+        return {arg.name: self._get(arg) for arg in self.spec.args}
+
+    def set_values(self, values: dict[str, Any]) -> None:
+        for arg in self.spec.args:
+            if arg.name in values:
+                self._set(arg, values[arg.name])
+
+    def reset(self) -> None:
+        for arg in self.spec.args:
+            self._set(arg, arg.default)
+
+    def validate(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """Every field checked; each error shown next to its field. (values to start with, errors)."""
+        self.show_message("")
+        values, errors = self.spec.validate(self.raw_values())
+        for arg in self.spec.args:
+            self._show_error(arg.name, errors.get(arg.name, ""))
+        return values, errors
+
+    def _check(self, arg: config.Arg) -> None:
+        _, error = arg.validate(self._get(arg))
+        self._show_error(arg.name, error or "")
+        self.changed.emit()
+
+    def _show_error(self, name: str, text: str) -> None:
+        label, editor = self.errors[name], self.editors[name]
+        label.setText(text)
+        label.setVisible(bool(text))
+        editor.setStyleSheet(INVALID_STYLE if text else "")
+
+    def show_message(self, text: str) -> None:
+        """An error about the whole start (e.g. the controller refused the values)."""
+        self.message.setText(text)
+        self.message.setVisible(bool(text))
+
+    def error_text(self, name: str) -> str:
+        return self.errors[name].text()
+
+    # --- persistence ---------------------------------------------------------------------------------
+    def _key(self, name: str) -> str:
+        return f"metrics/{self.spec.name}/{name}"
+
+    def load(self) -> None:
+        """Defaults, then whatever the last session saved."""
+        self.reset()
+        if self.settings is None:
+            return
+        for arg in self.spec.args:
+            key = self._key(arg.name)
+            if self.settings.contains(key):
+                value = self.settings.value(key)
+                self._set(arg, None if value == "" else value)
+        for arg in self.spec.args:
+            self._show_error(arg.name, "")
+
+    def save(self) -> None:
+        if self.settings is None:
+            return
+        for name, value in self.raw_values().items():
+            stored = "" if value is None else ("true" if value is True else "false" if value is False else str(value))
+            self.settings.setValue(self._key(name), stored)

@@ -1,0 +1,192 @@
+"""One running metric's tab: its state (running, stopped, failed with the error), its chart, a sortable
+table of its latest interval or events, and a line with the interval's summary and lost counts.
+
+Records are queued by feed() (cheap, any thread-side batch size) and applied by refresh(), which the
+window calls from one timer for all tabs; the queue is bounded, so a burst costs memory once at most.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+import config
+from gui_charts import MetricChart, StacksChart, make_chart
+from gui_models import SORT_ROLE, RecordTableModel, format_value
+
+ENVELOPE = ("metric", "ts", "kind", "interval")
+STATE_STYLE = {
+    "starting": "color: #6d6d6d;",
+    "running": "color: #2e7d32; font-weight: bold;",
+    "stopping": "color: #6d6d6d;",
+    "stopped": "color: #6d6d6d;",
+    "failed": "color: #c62828; font-weight: bold;",
+}
+
+
+def summary_text(record: dict, limit: int = 7) -> str:
+    """'syscalls 742 · per_sec 741 · ...' from a summary record's own fields."""
+    parts = []
+    for key, value in record.items():
+        if key in ENVELOPE or isinstance(value, (dict, list)):
+            continue
+        parts.append(f"{key} {format_value(value)}")
+        if len(parts) == limit:
+            break
+    return "  ·  ".join(parts)
+
+
+class MetricTab(QWidget):
+    stop_requested = Signal(str)
+
+    def __init__(self, spec: config.MetricSpec, max_pending: int = 50_000, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.spec = spec
+        self.name = spec.name
+        self.state = "starting"
+        self.pid: int | None = None                 # the metric script's pid, from its meta record
+        self.pending: deque[dict] = deque(maxlen=max_pending)
+        self.records_seen = 0
+        self.lost = 0
+        self.last_summary: dict | None = None
+
+        self.state_label = QLabel(self)
+        self.summary_label = QLabel(self)
+        self.summary_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.stop_button = QPushButton("Stop", self)
+        self.stop_button.setToolTip(f"stop {spec.name} only")
+        self.stop_button.clicked.connect(lambda: self.stop_requested.emit(self.name))
+        header = QHBoxLayout()
+        header.addWidget(self.state_label)
+        header.addWidget(self.summary_label, 1)
+        self.export_button: QPushButton | None = None
+        self.chart = make_chart(spec, self)
+        if isinstance(self.chart, StacksChart):
+            self.export_button = QPushButton("Export folded…", self)
+            self.export_button.setToolTip("write every stack seen as folded lines (flamegraph.pl, speedscope)")
+            self.export_button.clicked.connect(self.export_folded)
+            header.addWidget(self.export_button)
+        header.addWidget(self.stop_button)
+
+        self.error_label = QLabel(self)
+        self.error_label.setObjectName("metric_error")
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color: #c62828; background: #ffebee; padding: 4px;")
+        self.error_label.hide()
+
+        self.model = RecordTableModel(spec, parent=self)
+        self.proxy = QSortFilterProxyModel(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(SORT_ROLE)
+        self.table = QTableView(self)
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(-1, Qt.SortOrder.AscendingOrder)   # the metric's own order until a click
+        self.table.setAlternatingRowColors(True)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setDefaultSectionSize(22)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.footer = QLabel(self)
+        self.footer.setStyleSheet("color: #6d6d6d;")
+
+        splitter = QSplitter(Qt.Orientation.Vertical, self)
+        splitter.addWidget(self.chart)
+        splitter.addWidget(self.table)
+        splitter.setStretchFactor(0, 1)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([320, 280])
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(header)
+        layout.addWidget(self.error_label)
+        layout.addWidget(splitter, 1)
+        layout.addWidget(self.footer)
+        self._sized_columns = False
+        self.set_state("starting")
+
+    # --- data -------------------------------------------------------------------------------------
+    def feed(self, records: list[dict]) -> None:
+        self.pending.extend(records)
+        self.records_seen += len(records)
+
+    def refresh(self) -> None:
+        """Apply what arrived since the last call: one model reset, one chart redraw at most."""
+        if self.pending:
+            batch = list(self.pending)
+            self.pending.clear()
+            for record in batch:
+                kind = record.get("kind")
+                if kind == "meta" and isinstance(record.get("pid"), int):
+                    self.pid = record["pid"]
+                elif kind == "summary":
+                    self.last_summary = record
+                elif kind == "lost":
+                    self.lost += int(record.get("count") or 0)
+            if self.model.add_records(batch) and not self._sized_columns:
+                self.table.resizeColumnsToContents()
+                self._sized_columns = True
+            if isinstance(self.chart, MetricChart):
+                self.chart.add_records(batch)
+            self._update_labels()
+        if isinstance(self.chart, MetricChart):
+            self.chart.redraw()
+
+    def _update_labels(self) -> None:
+        if self.last_summary:
+            self.summary_label.setText(summary_text(self.last_summary))
+        parts = []
+        if self.model.kind == "row" and self.model.interval is not None:
+            parts.append(f"interval {self.model.interval}")
+        parts.append(f"{self.model.rowCount():,} rows shown")
+        parts.append(f"{self.records_seen:,} records received")
+        if self.lost:
+            parts.append(f"<span style='color:#c62828'>{self.lost:,} events lost in the kernel</span>")
+        self.footer.setText("  ·  ".join(parts))
+
+    def reset(self) -> None:
+        """A new run of the metric: empty table, chart and counters."""
+        self.pending.clear()
+        self.records_seen = self.lost = 0
+        self.pid, self.last_summary = None, None
+        self.model.clear()
+        if isinstance(self.chart, MetricChart):
+            self.chart.clear()
+        self.summary_label.clear()
+        self._update_labels()
+
+    # --- state ------------------------------------------------------------------------------------
+    def set_state(self, state: str, message: str = "") -> None:
+        self.state = state
+        self.state_label.setText(f"● {state}")
+        self.state_label.setStyleSheet(STATE_STYLE.get(state, ""))
+        self.stop_button.setEnabled(state in ("starting", "running"))
+        self.error_label.setText(message)
+        self.error_label.setVisible(bool(message))
+
+    def export_folded(self, path: str | None = None) -> str | None:
+        """Write the folded stacks to `path` (asked for when None); returns the path written."""
+        if not isinstance(self.chart, StacksChart):
+            return None
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(self, "Export folded stacks", f"{self.name}.folded",
+                                                  "Folded stacks (*.folded *.txt)")
+            if not path:
+                return None
+        with open(path, "w") as f:
+            f.write("\n".join(self.chart.folded_lines()) + "\n")
+        return path

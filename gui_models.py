@@ -1,0 +1,174 @@
+"""Table models for the desktop app: a metric's latest records, and the BPF overhead rows.
+
+Columns come from the registry (config.Field), so a new metric needs no code here. Updates arrive in
+batches from a timer (never one signal per record), and every model holds a bounded number of rows.
+Display text is formatted by unit; the raw value is kept under SORT_ROLE so sorting is numeric.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+
+import config
+
+# bcctool imports its sibling modules as top-level names
+sys.path.insert(0, os.path.join(config.ROOT, "metrics"))
+from bcctool import human_bytes  # noqa: E402
+
+SORT_ROLE = Qt.ItemDataRole.UserRole
+UNIT_SUFFIX = {"us": "µs", "ms": "ms", "ns": "ns", "bytes": "bytes", "pct": "%", "/s": "/s"}
+NUMERIC = (int, float)
+
+
+def header_label(label: str, unit: str) -> str:
+    suffix = UNIT_SUFFIX.get(unit)
+    return f"{label} ({suffix})" if suffix else label
+
+
+def format_value(value: Any, unit: str = "") -> str:
+    """A cell's text: thousands separators, a few decimals, bytes in K/M/G, lists joined."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return human_bytes(value) if unit == "bytes" and abs(value) >= 1024 else f"{value:,}"
+    if isinstance(value, float):
+        if unit == "bytes":
+            return human_bytes(value)
+        if value != value:  # NaN
+            return ""
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.3f}".rstrip("0").rstrip(".") if abs(value) < 10 else f"{value:.1f}"
+    if isinstance(value, (list, tuple)):
+        return ";".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
+
+
+def _sort_key(value: Any) -> Any:
+    # Qt compares QVariants of one type; give every cell a comparable value (numbers, else text)
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, NUMERIC):
+        return value
+    return "" if value is None else format_value(value)
+
+
+class ColumnsModel(QAbstractTableModel):
+    """Rows of dicts shown through a fixed list of (key, header, unit) columns."""
+
+    def __init__(self, columns: Sequence[tuple[str, str, str]], parent: Any = None) -> None:
+        super().__init__(parent)
+        self.columns = list(columns)
+        self.rows: list[dict] = []
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
+        return 0 if parent.isValid() else len(self.columns)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
+        if orientation != Qt.Orientation.Horizontal or not 0 <= section < len(self.columns):
+            return None
+        key, label, unit = self.columns[section]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return header_label(label, unit)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return key
+        return None
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        key, _, unit = self.columns[index.column()]
+        value = self.rows[index.row()].get(key)
+        if role == Qt.ItemDataRole.DisplayRole:
+            return format_value(value, unit)
+        if role == SORT_ROLE:
+            return _sort_key(value)
+        if role == Qt.ItemDataRole.TextAlignmentRole and isinstance(value, NUMERIC):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.ToolTipRole and isinstance(value, (list, tuple, str)):
+            text = format_value(value)
+            return text if len(text) > 30 else None
+        return None
+
+    def set_rows(self, rows: list[dict]) -> None:
+        """Replace every row at once: one reset per batch, whatever its size."""
+        self.beginResetModel()
+        self.rows = rows
+        self.endResetModel()
+
+
+class RecordTableModel(ColumnsModel):
+    """A metric's table: the rows of its latest interval (table_kind "row"), or its latest events,
+    newest first (table_kind "event"); at most max_rows either way."""
+
+    def __init__(self, spec: config.MetricSpec, max_rows: int = 1000, parent: Any = None) -> None:
+        super().__init__([(f.name, f.label, f.unit) for f in spec.fields], parent)
+        self.kind = spec.table_kind
+        self.max_rows = max_rows
+        self._events: deque[dict] = deque(maxlen=max_rows)
+        self._interval: Any = None
+        self._interval_rows: list[dict] = []
+        self.interval: Any = None        # the interval shown (row tables)
+        self.total_records = 0           # records of table_kind seen since the last clear
+
+    def add_records(self, records: Iterable[dict]) -> bool:
+        """Take a batch (any kinds; others are ignored); True when the table changed."""
+        changed = False
+        for record in records:
+            if record.get("kind") != self.kind:
+                continue
+            changed = True
+            self.total_records += 1
+            if self.kind == "event":
+                self._events.append(record)
+                continue
+            interval = record.get("interval")
+            if interval != self._interval:
+                self._interval, self._interval_rows = interval, []
+            if len(self._interval_rows) < self.max_rows:
+                self._interval_rows.append(record)
+        if changed:
+            if self.kind == "event":
+                self.set_rows(list(reversed(self._events)))
+            else:
+                self.interval = self._interval
+                self.set_rows(list(self._interval_rows))
+        return changed
+
+    def clear(self) -> None:
+        self._events.clear()
+        self._interval, self._interval_rows, self.interval = None, [], None
+        self.total_records = 0
+        self.set_rows([])
+
+
+OVERHEAD_COLUMNS = (
+    ("metric", "Metric", ""),
+    ("id", "Prog ID", ""),
+    ("name", "Program", ""),
+    ("type", "Type", ""),
+    ("run_cnt", "Runs", "count"),
+    ("runs_per_s", "Runs", "/s"),
+    ("avg_ns", "Avg run", "ns"),
+    ("cpu_pct", "CPU (of one)", "pct"),
+)
+
+
+class OverheadModel(ColumnsModel):
+    """One row per BPF program the app's metrics hold (see bpf_overhead.OverheadSampler)."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(OVERHEAD_COLUMNS, parent)
