@@ -304,6 +304,40 @@ METRICS.append(
         doc="docs/metrics/cpuschedrun.md",
     )
 )
+METRICS.append(
+    MetricSpec(
+        name="biopwise",
+        file="metrics/biopwise.py",
+        description="Block I/O per process: read/write bytes and I/Os, sync/async, average size and latency.",
+        args=(
+            *interval_args(),
+            PID,
+            Arg("sort", "--sort", "choice", "order processes by", default="total",
+                choices=("total", "read", "write", "ios", "latency")),
+            Arg("device", "--device", "str", "only this device (a name in /proc/partitions, e.g. vda)",
+                sample="vda"),
+            Arg("maxrows", "--maxrows", "int", "processes shown", default=20, minimum=1, maximum=100000),
+            Arg("top", "--top", "int", "processes in the top list", default=3, minimum=1, maximum=1000),
+        ),
+        probes=("block:block_rq_issue", "block:block_rq_complete"),
+        optional_probes=("block:block_io_start",),
+        fields=(
+            Field("pid", "PID"),
+            Field("comm", "Command"),
+            Field("devices", "Devices"),
+            Field("read_bytes", "Read", "bytes"),
+            Field("write_bytes", "Write", "bytes"),
+            Field("read_ios", "R I/Os", "count"),
+            Field("write_ios", "W I/Os", "count"),
+            Field("avg_size", "Avg size", "bytes"),
+            Field("sync_ios", "Sync", "count"),
+            Field("async_ios", "Async", "count"),
+            Field("avg_lat_us", "Avg latency", "us"),
+        ),
+        chart=Chart("timeseries", y="bytes_per_s", record_kind="summary", label="block I/O bytes/s", unit="bytes"),
+        doc="docs/metrics/biopwise.md",
+    )
+)
 
 # The original design's name for the same list.
 AVAILABLE_SCRIPTS = METRICS

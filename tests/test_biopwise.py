@@ -1,0 +1,149 @@
+"""biopwise against I/O with a known size: a child writes 32 MiB with O_DIRECT (so every byte goes to
+the disk in its own context), compared with 32 MiB and with the child's own /proc/self/io write_bytes;
+then an O_DIRECT read of the same file (never served from the page cache) must show 32 MiB read."""
+
+import os
+import signal
+import subprocess
+import tempfile
+
+import pytest
+from helpers import PYTHON, ROOT, MetricProcess, loaded_prog_ids, progs_released, run_workload, script
+
+MIB = 1 << 20
+SIZE = 32 * MIB
+DIRECT_CHILD = f"""
+import mmap, os, sys
+path = sys.argv[1]
+buf = mmap.mmap(-1, {MIB})          # page-aligned, as O_DIRECT needs
+buf.write(b"b" * {MIB})
+sys.stdin.readline()
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT)
+for _ in range({SIZE // MIB}):
+    os.write(fd, buf)
+os.fsync(fd)
+os.close(fd)
+io = dict(line.split(": ") for line in open("/proc/self/io").read().splitlines())
+print("written", int(io["write_bytes"]), flush=True)
+sys.stdin.readline()
+fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+total = 0
+while (n := os.readv(fd, [buf])) > 0:
+    total += n
+os.close(fd)
+print("read", total, flush=True)
+sys.stdin.readline()
+"""
+
+pytestmark = pytest.mark.bpf
+
+
+def block_device_dir() -> tuple[str, str]:
+    """A directory on a real block device (not tmpfs/overlay) and that device's name."""
+    names = {}
+    with open("/proc/partitions") as f:
+        for line in f.read().splitlines()[2:]:
+            major, minor, _, name = line.split()
+            names[os.makedev(int(major), int(minor))] = name
+    for candidate in ("/var/tmp", ROOT):
+        dev = os.stat(candidate).st_dev
+        if dev in names:
+            return candidate, names[dev]
+    pytest.fail("no directory on a block device (/var/tmp and the checkout are on tmpfs/overlay)")
+
+
+def go(child: subprocess.Popen) -> list[str]:
+    child.stdin.write("\n")
+    child.stdin.flush()
+    return child.stdout.readline().split()
+
+
+def traced_direct_io(*tool_args: str) -> tuple[MetricProcess, int, int, int]:
+    """(finished tool, child pid, write_bytes from the child's /proc/self/io, bytes read back)."""
+    directory, _ = block_device_dir()
+    with tempfile.TemporaryDirectory(dir=directory, prefix="biopwise-test-") as tmp:
+        child = run_workload(DIRECT_CHILD, os.path.join(tmp, "direct.bin"))
+        tool = MetricProcess("biopwise", "0.5", "--maxrows", "1000",
+                             *[a.replace("CHILD", str(child.pid)) for a in tool_args])
+        try:
+            tool.wait_meta()
+            word, proc_write_bytes = go(child)
+            assert word == "written"
+            word, read_back = go(child)
+            assert word == "read" and int(read_back) == SIZE
+            # completions of the last requests land in the interval after
+            last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
+            tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + 2)
+            status, _ = tool.stop()
+            assert status == 0, tool.stderr
+        finally:
+            tool.kill()
+            child.stdin.close()
+            child.wait()
+    return tool, child.pid, int(proc_write_bytes), int(read_back)
+
+
+def rows_of(tool: MetricProcess, pid: int) -> list[dict]:
+    return [r for r in tool.of_kind("row") if r["pid"] == pid]
+
+
+def test_direct_io_attributed_to_the_child():
+    tool, pid, proc_write_bytes, _ = traced_direct_io()
+    rows = rows_of(tool, pid)
+    written = sum(r["write_bytes"] for r in rows)
+    read = sum(r["read_bytes"] for r in rows)
+    print(f"write_bytes {written} vs {SIZE} and /proc/PID/io {proc_write_bytes}; read_bytes {read} vs {SIZE}")
+    assert abs(written - SIZE) <= 0.02 * SIZE, written
+    assert abs(written - proc_write_bytes) <= 0.02 * proc_write_bytes, (written, proc_write_bytes)
+    assert abs(read - SIZE) <= 0.02 * SIZE, read
+    _, device = block_device_dir()
+    assert all(device in r["devices"].split(",") for r in rows)
+    assert sum(r["write_ios"] for r in rows) >= SIZE // (4 * MIB)    # no request is larger than 4 MiB here
+    assert all(r["avg_lat_us"] > 0 and r["avg_size"] > 0 for r in rows)
+    # the summaries add up the rows
+    summaries = tool.of_kind("summary")
+    assert sum(s["write_bytes"] for s in summaries) >= written
+    assert all(s["bytes_per_s"] >= 0 for s in summaries)
+
+
+def test_pid_and_device_filters():
+    _, device = block_device_dir()
+    tool, pid, proc_write_bytes, _ = traced_direct_io("-p", "CHILD", "--device", device)
+    assert tool.records[0]["filters"]["filter_pid"] == pid
+    assert {r["pid"] for r in tool.of_kind("row")} == {pid}
+    written = sum(r["write_bytes"] for r in rows_of(tool, pid))
+    assert abs(written - SIZE) <= 0.02 * SIZE, written
+
+
+def test_unknown_device_is_a_one_line_error():
+    result = subprocess.run([PYTHON, script("biopwise"), "--device", "nosuchdisk"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0 and "nosuchdisk" in result.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_clean_stop_detaches_everything(sig):
+    tool = MetricProcess("biopwise", "0.3")
+    try:
+        meta = tool.wait_meta()
+        assert {p["type"] for p in meta["probes"]} == {"tracepoint"}
+        assert tool.prog_ids and tool.prog_ids <= loaded_prog_ids()
+        tool.read_until(lambda r: r["kind"] == "summary")
+        status, took = tool.stop(sig)
+    finally:
+        tool.kill()
+    assert status == 0
+    assert took < 2.0
+    assert tool.records[-1]["kind"] in ("summary", "row", "lost")
+    assert tool.proc.poll() is not None
+    assert progs_released(tool.prog_ids)
+
+
+def test_human_output_has_columns():
+    tool = MetricProcess("biopwise", "0.3", "2", json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 0, err
+    for column in ("PID", "COMM", "DEVICES", "READ", "WRITE", "R_IOS", "W_IOS", "AVG_SZ", "SYNC", "ASYNC",
+                   "AVG_LAT(ms)", "Totals: R:"):
+        assert column in out
