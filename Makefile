@@ -13,6 +13,12 @@ run: setup
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# BENCH_QUICK=1: fewer repetitions and shorter runs; BENCH_ARGS: e.g. --only startup,memory
+BENCH_QUICK ?=
+BENCH_ARGS ?=
+bench: setup
+	$(PY) bench/run.py $(if $(BENCH_QUICK),--quick) $(BENCH_ARGS)
+
 doctor: setup
 	$(PY) main_app.py --doctor
 

@@ -1,0 +1,122 @@
+"""Benchmark 1: what tracing every syscall adds to one syscall.
+
+bench/getppid.c makes N raw getppid calls and prints ns/call. Each repetition runs it bare, under
+sysnest, BCC's `syscount -L`, `strace -c -f`, `perf trace -s` and the floor (bench/floor.py: two empty
+raw-tracepoint programs), in a rotated order; a tracer is started fresh for each run. Added ns/call is
+the run minus the same repetition's bare run; ratios are to syscount's added cost in that repetition.
+A separate pass with kernel.bpf_stats_enabled shows what each BPF program costs per run.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+
+import harness
+from harness import PYTHON, BenchError, BpfStats, Tracer
+
+SYSCOUNT = "/usr/sbin/syscount-bpfcc"
+IN_KERNEL = {   # tracers that attach system-wide, then the workload runs: argv, ready line
+    "floor": ([PYTHON, os.path.join(harness.BENCH, "floor.py")], "ready"),
+    "sysnest": ([PYTHON, os.path.join(harness.ROOT, "metrics", "sysnest.py"), "--json"], '"kind":"meta"'),
+    "syscount -L": ([SYSCOUNT, "-L"], "Tracing"),
+}
+WRAPPERS = {    # tracers that run the workload as their child
+    "strace -c -f": ["strace", "-c", "-f", "-o", "/dev/null"],
+    "perf trace -s": ["perf", "trace", "-s", "-o", "/dev/null", "--"],
+}
+CONFIGS = ["bare", *IN_KERNEL, *WRAPPERS]
+TARGET_RATIO = 0.5
+
+
+def measure(binary: str, n: int, runs: int, wrap: list[str] | None = None) -> float:
+    """Median ns/call of `runs` runs of the workload (each its own process)."""
+    return statistics.median(float(harness.run_workload([*(wrap or []), binary, str(n)]).split()[-1])
+                             for _ in range(runs))
+
+
+def run(quick: bool = False, reps: int | None = None) -> dict:
+    binary = harness.compile_c("getppid")
+    reps = reps or (3 if quick else 5)
+    n_fast, n_slow, runs = (500_000, 5_000, 3) if quick else (2_000_000, 20_000, 3)
+    quiet = harness.Quiet(syscalls_only=True)
+
+    def one(config: str, rep: int) -> float:
+        if config == "bare":
+            return quiet.run(lambda: measure(binary, n_fast, runs))
+        if config in WRAPPERS:
+            return quiet.run(lambda: measure(binary, n_slow, runs, WRAPPERS[config]))
+        argv, ready = IN_KERNEL[config]
+        with Tracer(argv, ready, name=config) as tracer:
+            tracer.wait_ready()
+            value = quiet.run(lambda: measure(binary, n_fast, runs), [tracer.proc.pid])
+            if tracer.proc.poll() is not None:
+                raise BenchError(f"{config} exited during the run")
+        return value
+
+    harness.log(f"syscall overhead: {reps} repetitions of {', '.join(CONFIGS)}")
+    values = harness.alternate(CONFIGS, one, reps, harness.log)
+    added = harness.paired(values, "bare")
+    syscount_added = added["syscount -L"]
+    rows = []
+    for config in CONFIGS:
+        ratios = [a / s for a, s in zip(added[config], syscount_added, strict=False) if s > 0]
+        rows.append({
+            "config": config,
+            "ns_per_call": harness.summary(values[config]),
+            "added_ns": harness.summary(added[config]) if config != "bare" else None,
+            "ratio_to_syscount": harness.summary(ratios, 2) if config != "bare" else None,
+        })
+    sysnest_ratio = next(r["ratio_to_syscount"]["median"] for r in rows if r["config"] == "sysnest")
+    return {
+        "title": "Syscall tracing overhead (getppid)",
+        "reps": reps,
+        "n_calls": {"in_kernel": n_fast, "strace_perf": n_slow, "runs_per_rep": runs},
+        "rows": rows,
+        "interference": quiet.note(),
+        "bpf_stats": profile(binary, n_fast),
+        "targets": [harness.target("sysnest added cost vs syscount -L", f"<= {TARGET_RATIO}x",
+                                   sysnest_ratio, TARGET_RATIO, higher_is_better=False, unit="x")],
+    }
+
+
+def profile(binary: str, n: int) -> list[dict]:
+    """Per-program ns/run under kernel.bpf_stats_enabled, for each in-kernel tracer."""
+    out = []
+    for config, (argv, ready) in IN_KERNEL.items():
+        try:
+            with Tracer(argv, ready, name=config) as tracer:
+                tracer.wait_ready()
+                ids = harness.prog_ids_of(tracer.proc.pid)
+                with BpfStats(ids) as stats:
+                    measure(binary, n, 1)
+        except BenchError as exc:
+            harness.log(f"  bpf_stats {config}: {exc}")
+            continue
+        for prog in sorted(stats.result.values(), key=lambda p: p["name"]):
+            if prog["runs"] >= n:   # the syscall programs, not a tool's other probes
+                out.append({"config": config, "program": prog["name"], "runs": prog["runs"],
+                            "ns_per_run": prog["ns_per_run"]})
+    return out
+
+
+def table(result: dict) -> str:
+    rows = [[r["config"], harness.fmt(r["ns_per_call"]), harness.fmt(r["added_ns"]) if r["added_ns"] else "—",
+             harness.fmt(r["ratio_to_syscount"], "x", 2) if r["ratio_to_syscount"] else ""]
+            for r in result["rows"]]
+    out = harness.md_table(["tracer", "ns per getppid", "added ns", "added vs syscount -L"], rows)
+    floor = {p["program"]: p["ns_per_run"] for p in result["bpf_stats"] if p["config"] == "floor"}
+    if result["bpf_stats"]:
+        stats_rows = [[p["config"], p["program"], f"{p['ns_per_run']:.1f}",
+                       f"{p['ns_per_run'] - min(floor.values(), default=0):.1f}" if floor else ""]
+                      for p in result["bpf_stats"]]
+        out += "\n\nWhat each BPF program costs per run (kernel.bpf_stats_enabled, one pass; the floor's empty " \
+               "programs show what the stats themselves add):\n\n"
+        out += harness.md_table(["tracer", "program", "ns per run", "above an empty program"], stats_rows)
+    return out + harness.quiet_note(result)
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(quick=True), indent=1))
