@@ -42,6 +42,7 @@ class ArgForm(QWidget):
         self.settings = settings
         self.editors: dict[str, QWidget] = {}
         self.errors: dict[str, QLabel] = {}
+        self.labels: dict[str, QLabel] = {}
         layout = QFormLayout(self)
         layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         layout.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)
@@ -67,6 +68,7 @@ class ArgForm(QWidget):
             label.setToolTip(tip)
             layout.addRow(label, row)
             self.editors[arg.name] = editor
+            self.labels[arg.name] = label
             self.errors[arg.name] = error
         self.load()
 

@@ -150,7 +150,9 @@ class MainWindow(QMainWindow):
 
     # --- the metric list and forms ------------------------------------------------------------------
     def checked(self) -> list[str]:
-        return [name for name, item in self.items.items() if item.checkState(0) == Qt.CheckState.Checked]
+        """Checked metrics that can run here (a disabled item never counts, whatever its box says)."""
+        return [name for name, item in self.items.items() if item.checkState(0) == Qt.CheckState.Checked
+                and item.flags() & Qt.ItemFlag.ItemIsEnabled]
 
     def set_checked(self, names: list[str]) -> None:
         for name, item in self.items.items():

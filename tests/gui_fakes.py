@@ -1,0 +1,62 @@
+"""A stand-in for controller.MonitorController with the same signals and methods, for GUI tests that
+check the window's own behaviour (forms, refusals, failures shown in place) without running metrics.
+The end-to-end test (test_gui_app.py) uses the real controller."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+
+import config
+
+
+class FakeController(QObject):
+    records = Signal(str, list)
+    log = Signal(str, str)
+    metric_started = Signal(str)
+    metric_finished = Signal(str, int, str)
+    transport_status = Signal(dict)
+
+    def __init__(self, refuse: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.refuse = refuse or {}          # metric -> reason start_metric raises ValueError with
+        self.started: list[tuple[str, dict]] = []
+        self.stopped: list[str] = []
+        self.server: tuple[str | None, str | None] | None = None
+        self.shut_down = False
+        self._running: set[str] = set()
+
+    def set_server(self, url: str | None, token: str | None) -> None:
+        self.server = (url, token)
+
+    def start_metric(self, name: str, values: dict) -> None:
+        if name in self.refuse:
+            raise ValueError(self.refuse[name])
+        config.get(name).command(values)    # the real controller refuses bad values the same way
+        self.started.append((name, values))
+        self._running.add(name)
+        self.metric_started.emit(name)
+
+    def stop_metric(self, name: str) -> None:
+        self.stopped.append(name)
+        if name in self._running:
+            self._running.discard(name)
+            self.metric_finished.emit(name, 0, "")
+
+    def stop_all(self) -> None:
+        for name in sorted(self._running):
+            self.stop_metric(name)
+
+    def running(self) -> list[str]:
+        return sorted(self._running)
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        self.stop_all()
+        self.shut_down = True
+
+    def bpf_program_ids(self) -> dict[str, set[int]]:
+        return {}
+
+    def crash(self, name: str, status: int, error: str) -> None:
+        """What the real controller reports when a metric's script dies."""
+        self._running.discard(name)
+        self.metric_finished.emit(name, status, error)

@@ -1,0 +1,151 @@
+"""The argument forms: one builds for every registry entry, bad values are refused with the reason next to
+the field before anything starts, and values survive a restart (QSettings)."""
+
+
+import dataclasses
+
+import pytest
+from gui_fakes import FakeController
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox
+
+import config
+import preflight
+from gui_forms import ArgForm
+from main_app import MainWindow
+
+WIDGET_FOR = {"int": QSpinBox, "choice": QComboBox, "flag": QCheckBox, "float": QLineEdit, "str": QLineEdit}
+
+
+def settings_in(tmp_path) -> QSettings:
+    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+
+
+def make_window(qtbot, tmp_path, controller=None, verdicts=None) -> MainWindow:
+    window = MainWindow(controller or FakeController(), verdicts=verdicts, settings=settings_in(tmp_path))
+    qtbot.addWidget(window)
+    return window
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=lambda s: s.name)
+def test_every_registry_entry_builds_its_form(qtbot, spec):
+    form = ArgForm(spec)
+    qtbot.addWidget(form)
+    assert list(form.editors) == [a.name for a in spec.args]
+    for arg in spec.args:
+        editor = form.editors[arg.name]
+        assert isinstance(editor, WIDGET_FOR[arg.type]), f"{spec.name}.{arg.name}: {type(editor).__name__}"
+        assert arg.help in editor.toolTip()
+    values, errors = form.validate()
+    assert errors == {}, f"{spec.name}: the registry defaults are refused: {errors}"
+    argv = spec.command(values)                 # what the controller will run
+    assert argv[1] == spec.path and argv[-1] == "--json"
+
+
+def test_required_arguments_are_marked_and_refused_when_empty(qtbot):
+    spec = dataclasses.replace(config.get("sysnest"), args=(
+        config.Arg("target", "--target", "int", "a required number", required=True, minimum=1),
+        config.Arg("mode", "--mode", "choice", "a required choice", required=True, choices=("a", "b")),
+    ))
+    form = ArgForm(spec)
+    qtbot.addWidget(form)
+    form.show()
+    assert form.labels["target"].text().endswith("*") and form.labels["mode"].text().endswith("*")
+    _, errors = form.validate()
+    assert errors == {"target": "target is required"}
+    assert form.error_text("target") == "target is required"
+    form.editors["target"].setValue(5)
+    assert form.validate()[1] == {}
+    assert form.error_text("target") == ""
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("abc", "interval must be a number"),
+    ("0", "interval must be at least 0.01"),
+    ("99999", "interval must be at most 3600"),
+])
+def test_a_bad_value_is_refused_with_the_reason_next_to_its_field(qtbot, text, reason):
+    form = ArgForm(config.get("sysnest"))
+    qtbot.addWidget(form)
+    form.resize(500, 600)
+    form.show()
+    editor = form.editors["interval"]
+    editor.setText(text)                        # checked as it is typed ...
+    error = form.errors["interval"]
+    assert error.isVisible() and error.text() == reason
+    assert abs(error.geometry().center().y() - editor.geometry().center().y()) <= 4   # on the field's row
+    assert error.geometry().left() >= editor.geometry().right()                        # to its right
+    values, errors = form.validate()            # ... and again before a start
+    assert errors == {"interval": reason} and "interval" not in values
+    editor.setText("2.5")
+    assert not error.isVisible() and form.validate()[1] == {}
+
+
+def test_the_window_starts_nothing_while_a_checked_form_is_invalid(qtbot, tmp_path):
+    fake = FakeController()
+    window = make_window(qtbot, tmp_path, fake)
+    names = [s.name for s in config.METRICS][:2]
+    window.set_checked(names)
+    bad = names[-1]
+    interval = window.forms[bad].editors.get("interval")
+    assert isinstance(interval, QLineEdit), f"{bad} has no interval field"
+    interval.setText("-1")
+    assert window.start_checked() == []
+    assert fake.started == [], "a metric started although another checked one was invalid"
+    assert window.forms[bad].error_text("interval") == "interval must be at least 0.01"
+    assert window.ui.arg_stack.currentWidget() is window.forms[bad], "the invalid form is not the one shown"
+    assert "fix the marked arguments" in window.statusBar().currentMessage()
+    interval.setText("0.5")
+    assert window.start_checked() == names
+    assert [n for n, _ in fake.started] == names
+    assert dict(fake.started)[bad]["interval"] == 0.5
+
+
+def test_a_value_the_controller_refuses_is_shown_in_place(qtbot, tmp_path):
+    fake = FakeController(refuse={"sysnest": "pid 77 does not exist"})
+    window = make_window(qtbot, tmp_path, fake)
+    window.set_checked(["sysnest"])
+    assert window.start_checked() == []
+    form = window.forms["sysnest"]
+    assert form.message.text() == "not started: pid 77 does not exist"
+    assert window.tabs["sysnest"].state == "failed"
+    assert window.items["sysnest"].text(1) == "failed"
+
+
+def test_values_server_and_checked_metrics_are_remembered(qtbot, tmp_path):
+    first = make_window(qtbot, tmp_path)
+    form = first.forms["sysnest"]
+    form.editors["interval"].setText("2.5")
+    form.editors["top"].setValue(25)
+    form.editors["pid"].setValue(4242)
+    form.editors["group_by"].setCurrentText("syscall")
+    form.editors["milliseconds"].setChecked(True)
+    first.ui.server_url.setText("http://127.0.0.1:5999")
+    first.ui.server_token.setText("s3cret")
+    first.set_checked(["sysnest"])
+    first.close()
+
+    second = make_window(qtbot, tmp_path)
+    values = second.forms["sysnest"].validate()[0]
+    assert values["interval"] == 2.5 and values["top"] == 25 and values["pid"] == 4242
+    assert values["group_by"] == "syscall" and values["milliseconds"] is True
+    assert values["count"] is None, "an unset optional value came back set"
+    assert second.ui.server_url.text() == "http://127.0.0.1:5999"
+    assert second.ui.server_token.text() == "s3cret"
+    assert second.checked() == ["sysnest"]
+
+
+def test_a_metric_the_preflight_rejects_is_disabled_with_the_reason(qtbot, tmp_path):
+    verdicts = preflight.metric_verdicts()
+    rejected = dataclasses.replace(verdicts[0], runnable=False, reason="missing tracepoints: raw_syscalls:sys_enter")
+    window = make_window(qtbot, tmp_path, verdicts=[rejected, *verdicts[1:]])
+    item = window.items[rejected.name]
+    assert not item.flags() & Qt.ItemFlag.ItemIsEnabled
+    assert not item.flags() & Qt.ItemFlag.ItemIsUserCheckable
+    assert "missing tracepoints: raw_syscalls:sys_enter" in item.toolTip(0)
+    assert item.text(1) == "unavailable"
+    window.set_checked([rejected.name])       # even if forced, it is not started
+    assert window.start_checked() == []
+    others = [v.name for v in verdicts[1:] if v.runnable]
+    for name in others:
+        assert window.items[name].flags() & Qt.ItemFlag.ItemIsEnabled

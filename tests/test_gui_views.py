@@ -1,0 +1,242 @@
+"""Tables, charts and the window's handling of what the controller reports, with recorded samples and a
+fake controller: every registry entry gets the chart it declares and it draws the sample; tables show
+the latest interval and sort numerically; updates are batched and bounded; a failure shows in place."""
+
+import dataclasses
+import json
+import os
+import time
+
+import pytest
+from gui_fakes import FakeController
+from helpers import ROOT
+from PySide6.QtCore import QSettings, QSortFilterProxyModel, Qt
+
+import config
+from gui_charts import CHARTS, HistogramChart, ScatterChart, StacksChart, TimeSeriesChart, make_chart
+from gui_metric_tab import MetricTab
+from gui_models import SORT_ROLE, RecordTableModel, format_value
+from main_app import MainWindow
+
+
+def sample(name: str) -> list[dict]:
+    path = os.path.join(ROOT, "tests", "samples", f"{name}.ndjson")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def make_window(qtbot, tmp_path, controller) -> MainWindow:
+    window = MainWindow(controller, settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
+    window.resize(1400, 900)
+    qtbot.addWidget(window)
+    window.show()
+    return window
+
+
+def chart_points(chart) -> int:
+    if isinstance(chart, TimeSeriesChart):
+        return sum(len(xs) for xs, _ in chart.points.values())
+    if isinstance(chart, HistogramChart):
+        return len((chart.latest or {}).get("buckets", []))
+    if isinstance(chart, ScatterChart):
+        return len(chart.events)
+    if isinstance(chart, StacksChart):
+        return len(chart.weights)
+    raise AssertionError(type(chart))
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=lambda s: s.name)
+def test_each_metric_gets_its_declared_chart_and_table_from_its_sample(qtbot, spec):
+    records = sample(spec.name)
+    tab = MetricTab(spec)
+    qtbot.addWidget(tab)
+    tab.resize(900, 600)
+    tab.show()
+    assert isinstance(tab.chart, CHARTS[spec.chart.kind])
+    tab.feed(records)
+    tab.refresh()
+    charted = [r for r in records if tab.chart.wants(r)]
+    assert not records or charted, f"{spec.name}: its sample has no {spec.chart.record_kind} records to chart"
+    assert chart_points(tab.chart) > 0, f"{spec.name}: chart drew nothing from {len(charted)} records"
+    assert tab.chart.redraws == 1
+    headers = [tab.model.headerData(i, Qt.Orientation.Horizontal) for i in range(tab.model.columnCount())]
+    assert len(headers) == len(spec.fields)
+    table_records = [r for r in records if r["kind"] == spec.table_kind]
+    if table_records:
+        assert tab.model.rowCount() > 0
+        present = set().union(*(set(r) for r in tab.model.rows))
+        assert {f.name for f in spec.fields} <= present, f"{spec.name}: a declared field is in no row"
+
+
+def test_a_row_table_shows_the_latest_interval_and_sorts_by_number(qtbot):
+    spec = config.get("sysnest")
+    records = sample("sysnest")
+    model = RecordTableModel(spec)
+    model.add_records(records)
+    last = max(r["interval"] for r in records if r["kind"] == "row")
+    expected = [r for r in records if r["kind"] == "row" and r["interval"] == last]
+    assert model.rows == expected and model.interval == last
+    proxy = QSortFilterProxyModel()
+    proxy.setSourceModel(model)
+    proxy.setSortRole(SORT_ROLE)
+    column = [f.name for f in spec.fields].index("count")
+    proxy.sort(column, Qt.SortOrder.DescendingOrder)
+    shown = [proxy.data(proxy.index(row, column), SORT_ROLE) for row in range(proxy.rowCount())]
+    assert shown == sorted((r["count"] for r in expected), reverse=True)
+    text = proxy.data(proxy.index(0, column), Qt.ItemDataRole.DisplayRole)
+    assert text == f"{max(shown):,}"
+
+
+def test_an_event_table_keeps_the_newest_events_first_and_is_bounded():
+    spec = dataclasses.replace(config.get("sysnest"), table_kind="event")
+    model = RecordTableModel(spec, max_rows=100)
+    model.add_records([{"kind": "event", "interval": 1, "count": i} for i in range(250)])
+    assert model.rowCount() == 100
+    assert [r["count"] for r in model.rows[:3]] == [249, 248, 247]
+    assert model.total_records == 250
+
+
+def test_charts_keep_a_bounded_history(qtbot):
+    spec = config.get("sysnest")
+    chart = TimeSeriesChart(spec, history=50)
+    qtbot.addWidget(chart)
+    chart.add_records([{"kind": "summary", "ts": 1000.0 + i, "per_sec": float(i)} for i in range(500)])
+    chart.redraw(force=True)
+    xs, ys = chart.points[spec.chart.label]
+    assert len(xs) == 50 and list(ys)[-1] == 499.0
+    line = chart.lines[spec.chart.label]
+    assert len(line.getData()[0]) == 50
+
+
+def test_a_histogram_draws_the_latest_interval_of_its_named_histogram(qtbot):
+    spec = dataclasses.replace(config.get("sysnest"), chart=config.Chart("histogram", y="count", record_kind="hist",
+                                                                         series="run_time", unit="us"))
+    chart = make_chart(spec)
+    qtbot.addWidget(chart)
+    buckets = [{"lo": 1 << i, "hi": (2 << i) - 1, "count": c} for i, c in enumerate([3, 9, 27, 5])]
+    chart.add_records([
+        {"kind": "hist", "interval": 1, "name": "run_time", "unit": "us", "buckets": buckets[:2]},
+        {"kind": "hist", "interval": 2, "name": "run_time", "unit": "us", "buckets": buckets},
+        {"kind": "hist", "interval": 2, "name": "wait_time", "unit": "us", "buckets": buckets[:1]},
+    ])
+    chart.redraw(force=True)
+    assert list(chart.bars.opts["height"]) == [3, 9, 27, 5]
+    ticks = chart.plot.getAxis("bottom")._tickLevels[0]
+    assert [t[1] for t in ticks] == ["1", "2", "4", "8"]
+
+
+def test_top_stacks_and_folded_export(qtbot, tmp_path):
+    spec = dataclasses.replace(config.get("sysnest"), chart=config.Chart("stacks", y="total_us", record_kind="row",
+                                                                         series="stack", unit="us"))
+    tab = MetricTab(spec)
+    qtbot.addWidget(tab)
+    tab.show()
+    tab.feed([
+        {"kind": "row", "interval": 1, "comm": "app", "stack": ["schedule", "do_nanosleep", "main"], "total_us": 700.0},
+        {"kind": "row", "interval": 2, "comm": "app", "stack": ["schedule", "do_nanosleep", "main"], "total_us": 300.0},
+        {"kind": "row", "interval": 2, "comm": "db", "stack": "db;fsync;schedule", "total_us": 250.0},
+    ])
+    tab.refresh()
+    assert tab.chart.top_stacks() == [("app;main;do_nanosleep;schedule", 1000.0), ("db;fsync;schedule", 250.0)]
+    path = tab.export_folded(str(tmp_path / "out.folded"))
+    with open(path) as f:
+        assert f.read().splitlines() == ["app;main;do_nanosleep;schedule 1000", "db;fsync;schedule 250"]
+
+
+def test_values_are_formatted_by_unit():
+    assert format_value(1234567) == "1,234,567"
+    assert format_value(3 * 1024 * 1024, "bytes") == "3.0M"
+    assert format_value(2.345) == "2.345" and format_value(12.34) == "12.3" and format_value(12345.6) == "12,346"
+    assert format_value(None) == "" and format_value(True) == "yes"
+
+
+def test_records_are_applied_in_batches_not_per_signal(qtbot, tmp_path):
+    fake = FakeController()
+    window = make_window(qtbot, tmp_path, fake)
+    window.set_checked(["sysnest"])
+    assert window.start_checked() == ["sysnest"]
+    tab = window.tabs["sysnest"]
+    resets = []
+    tab.model.modelReset.connect(lambda: resets.append(1))
+    window.refresh_timer.stop()                    # drive refresh by hand
+    start = time.monotonic()
+    for i in range(200):                           # 20,000 records in 200 signals
+        fake.records.emit("sysnest", [{"metric": "sysnest", "kind": "row", "interval": i, "ts": 1.0 * i, "count": j,
+                                        "pid": j, "comm": "x"} for j in range(100)])
+    emitted = time.monotonic() - start
+    assert resets == [], "the table changed before the timer applied the batch"
+    start = time.monotonic()
+    window.refresh()
+    applied = time.monotonic() - start
+    assert len(resets) == 1
+    assert tab.model.interval == 199 and tab.model.rowCount() == 100
+    assert tab.records_seen == 20_000
+    # the GUI thread's cost of 20,000 records: queueing plus one refresh, far below a frame budget per record
+    assert emitted + applied < 2.0, f"{emitted:.3f}s to queue, {applied:.3f}s to apply"
+
+
+def test_a_failed_metric_shows_its_error_in_place_and_the_others_keep_running(qtbot, tmp_path):
+    fake = FakeController()
+    window = make_window(qtbot, tmp_path, fake)
+    names = [s.name for s in config.METRICS][:2]
+    window.set_checked(names)
+    assert window.start_checked() == names
+    failed, other = names
+    fake.crash(failed, 1, f"{failed}: error: could not load {failed}.c")
+    tab = window.tabs[failed]
+    assert tab.state == "failed"
+    assert tab.error_label.isVisible() and f"could not load {failed}.c" in tab.error_label.text()
+    assert window.items[failed].text(1) == "failed"
+    assert window.tabs[other].state == "running" and window.items[other].text(1) == "running"
+    assert window.running == {other}
+    window.refresh()
+    assert f"{failed}: FAILED (exit status 1)" in window.ui.log_view.toPlainText()
+    window.tabs[other].stop_button.click()
+    assert fake.stopped == [other] and window.tabs[other].state == "stopped"
+
+
+def test_the_transport_panel_shows_the_controllers_status(qtbot, tmp_path):
+    fake = FakeController()
+    window = make_window(qtbot, tmp_path, fake)
+    fake.transport_status.emit({"buffered": 12, "sent_batches": 1234, "sent_records": 56789, "pending_outbox": 3,
+                                "dropped": 7, "last_error": "connection refused", "reachable": False,
+                                "url": "http://127.0.0.1:9"})
+    labels = window.ui.transport_labels
+    assert labels["reachable"].text() == "● unreachable"
+    assert labels["sent"].text() == "1,234 batches, 56,789 records"
+    assert labels["pending_outbox"].text() == "3 batches" and labels["buffered"].text() == "12 records"
+    assert labels["dropped"].text() == "7" and labels["last_error"].text() == "connection refused"
+    window.ui.server_url.setText("http://127.0.0.1:5001")
+    window.ui.server_token.setText("tok")
+    window.ui.apply_server_button.click()
+    assert fake.server == ("http://127.0.0.1:5001", "tok")
+
+
+def test_the_log_is_bounded_and_timestamped(qtbot, tmp_path):
+    fake = FakeController()
+    window = make_window(qtbot, tmp_path, fake)
+    window.refresh_timer.stop()
+    for i in range(3000):
+        fake.log.emit("sysnest", f"line {i}")
+    window.refresh()
+    text = window.ui.log_view.toPlainText().splitlines()
+    assert "log lines skipped" in text[0]
+    assert text[-1].endswith("line 2999") and time.strftime("%H:") in text[-1]
+    for i in range(3):
+        for j in range(1000):
+            fake.log.emit("", f"more {i} {j}")
+        window.refresh()
+    assert window.ui.log_view.document().blockCount() <= 5000
+
+
+def test_closing_the_window_stops_everything_and_restores_bpf_stats(qtbot, tmp_path):
+    fake = FakeController()
+    window = make_window(qtbot, tmp_path, fake)
+    window.set_checked(["sysnest"])
+    window.start_checked()
+    window.close()
+    assert fake.shut_down and fake.running() == []
+    assert window.stats_switch.state == "off"
+    assert window.sampler._thread is None
