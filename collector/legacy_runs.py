@@ -1,8 +1,8 @@
 """Which run an original-client batch belongs to. That client sends no run id and starts its sequence
-at 0 again when restarted, so a run is inferred per (host, source_script): a batch continues the host's
-latest legacy run when its sequence is still free there and its timestamp fits between its received
-neighbours' (a retried or late batch was made before the later ones); otherwise it starts a new run,
-named after its own timestamp. Known blind spot: a restarted client whose first batches are all lost
+at 0 again when restarted, so a run is inferred per (host, source_script): a batch joins the most
+recent of the host's last few legacy runs where its sequence is still free and its timestamp fits
+between its received neighbours' (a retried or late batch was made before the later ones); otherwise
+it starts a new run, named after its own timestamp. Known blind spot: a restarted client whose first batches are all lost
 and whose next sequence is above the old run's highest is read as a continuation (with a gap)."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from sqlalchemy import Connection, func, select
 
 from collector.payload import Batch
 from collector.schema import batches
+
+RUNS_CONSIDERED = 3  # a late batch may belong to a run just before the latest one
 
 
 def new_run_id(batch: Batch) -> str:
@@ -31,13 +33,14 @@ def assign(conn: Connection, batch: Batch, slack_s: float) -> str:
     if conn.dialect.name == "postgresql":
         # serialise decisions for one (host, source) across server processes until this commits
         conn.execute(select(func.pg_advisory_xact_lock(_lock_key(batch.host, batch.source))))
-    latest = conn.execute(
+    recent = conn.execute(
         select(batches.c.run_id)
         .where(batches.c.host == batch.host, batches.c.source == batch.source, batches.c.schema == 0)
-        .order_by(batches.c.received_at.desc(), batches.c.id.desc()).limit(1)
-    ).scalar()
-    if latest is not None and _fits(conn, latest, batch, slack_s):
-        return latest
+        .group_by(batches.c.run_id).order_by(func.max(batches.c.received_at).desc()).limit(RUNS_CONSIDERED)
+    ).scalars()
+    for run_id in recent:
+        if _fits(conn, run_id, batch, slack_s):
+            return run_id
     return new_run_id(batch)
 
 

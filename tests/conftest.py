@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from helpers import bpf_unavailable_reason  # noqa: E402
+from server_fixtures import collector_app, collector_client, db_url, make_collector, pg_cluster  # noqa: E402,F401
 
 IN_CI = bool(os.environ.get("CI"))
 

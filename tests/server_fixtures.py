@@ -1,0 +1,124 @@
+"""Fixtures for the collector tests (imported by conftest.py): a private PostgreSQL cluster for the
+session, made with the distro's binaries in a temp dir on a unix socket (no system service), a fresh
+database per test on SQLite or PostgreSQL, and the app built on it. In CI a missing PostgreSQL fails."""
+
+from __future__ import annotations
+
+import glob
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+import pytest
+
+IN_CI = bool(os.environ.get("CI"))
+DB_KINDS = ("sqlite", "postgresql")
+_db_numbers = itertools.count(1)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pg_bin() -> str | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(p.split("/")[4]))
+    return os.path.dirname(found[-1]) if found else None
+
+
+@dataclass
+class PgCluster:
+    socket_dir: str
+    port: int
+
+    def url(self, database: str) -> str:
+        return f"postgresql+psycopg://postgres@/{database}?host={self.socket_dir}&port={self.port}"
+
+    def create_database(self) -> str:
+        import psycopg
+
+        name = f"collector_t{os.getpid()}_{next(_db_numbers)}"
+        with psycopg.connect(host=self.socket_dir, port=self.port, user="postgres", dbname="postgres",
+                             autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+
+def _as_postgres(argv: list[str]) -> list[str]:
+    # initdb refuses to run as root; the cluster's files belong to the distro's postgres user
+    return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    bindir = _pg_bin()
+    if bindir is None:
+        message = "PostgreSQL is not installed (scripts/apt-packages.txt lists postgresql; run make setup)"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    base = tempfile.mkdtemp(prefix="collector-pg-")
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres", "postgres")
+    data, log = os.path.join(base, "data"), os.path.join(base, "server.log")
+    port = free_port()
+    run = dict(check=True, capture_output=True, text=True, timeout=120)
+    try:
+        subprocess.run(_as_postgres([f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8",
+                                     "--locale=C", "--no-sync"]), **run)
+        options = (f"-k {base} -p {port} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
+                   "-c full_page_writes=off -c max_connections=200")
+        subprocess.run(_as_postgres([f"{bindir}/pg_ctl", "-D", data, "-l", log, "-o", options, "-w", "-t", "60",
+                                     "start"]), **run)
+    except subprocess.CalledProcessError as e:
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.fail(f"could not start a private PostgreSQL: {e.stderr.strip()[-500:]}")
+    try:
+        yield PgCluster(base, port)
+    finally:
+        subprocess.run(_as_postgres([f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"]),
+                       capture_output=True, timeout=60)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=DB_KINDS)
+def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """A fresh, empty database: an SQLite file, or a new database in the private PostgreSQL cluster."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/collector.db"
+    return request.getfixturevalue("pg_cluster").create_database()
+
+
+@pytest.fixture
+def make_collector(db_url: str):
+    """make_collector(**settings) -> a collector app on this test's database (closed afterwards)."""
+    from server import create_app
+    from collector.state import EXTENSION
+
+    apps = []
+
+    def make(**settings):
+        settings.setdefault("db_url", db_url)
+        app = create_app(settings)
+        app.config["TESTING"] = True
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        app.extensions[EXTENSION].store.close()
+
+
+@pytest.fixture
+def collector_app(make_collector):
+    return make_collector()
+
+
+@pytest.fixture
+def collector_client(collector_app):
+    return collector_app.test_client()
