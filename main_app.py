@@ -398,10 +398,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--server", metavar="URL", help="collector base URL, e.g. http://127.0.0.1:5000 "
                         "(default: the last one used, else none: records stay local)")
     parser.add_argument("--token", metavar="TOKEN", help="bearer token for the collector")
+    parser.add_argument("--headless", action="store_true",
+                        help="run metrics without a window (headless.py; see --headless --help)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--headless" in argv:        # its own options (--metric, --arg, --duration ...) live in headless.py
+        import headless
+
+        return headless.main([a for a in argv if a != "--headless"])
     args = build_parser().parse_args(argv)
     if args.doctor:
         return preflight.main()

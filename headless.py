@@ -1,0 +1,202 @@
+"""`python main_app.py --headless ...`: the window's controller without a window.
+
+Starts the metrics, forwards their records to the collector, prints a progress line every few seconds
+and, at the end (--duration, every metric ended, Ctrl-C or SIGTERM), a summary per metric. Exit status:
+0, 1 when a metric failed to start or ended with an error, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+from typing import Any
+
+import config
+
+PROG = "main_app.py --headless"
+EXAMPLES = """examples:
+    main_app.py --headless --metric sysnest --duration 60 --server http://127.0.0.1:5000
+    main_app.py --headless --metric sysnest --arg sysnest.interval=2 --arg sysnest.group_by=syscall
+    main_app.py --headless --metric sysnest --metric offcpu --server http://lab:5000 --token T"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{PROG}: error: {message}\n")
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str, Any]]]:
+    """Arguments, and the raw values per metric from --arg (exits 2 with one line when bad)."""
+    parser = _Parser(prog=PROG, description="Run metrics without a window and send their records to a collector.",
+                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--metric", action="append", required=True, metavar="NAME",
+                        help=f"a metric to run (repeatable); one of {', '.join(s.name for s in config.METRICS)}")
+    parser.add_argument("--arg", action="append", default=[], metavar="NAME.key=value",
+                        help="an argument of a metric, by its registry name (e.g. sysnest.interval=2)")
+    parser.add_argument("--duration", type=_positive, metavar="S", help="seconds to run (default: until Ctrl-C)")
+    parser.add_argument("--server", metavar="URL", help="collector URL (default: none, records stay local)")
+    parser.add_argument("--token", default=os.environ.get("PROFILER_TOKEN"),
+                        help="collector token (default: $PROFILER_TOKEN)")
+    parser.add_argument("--state-dir", metavar="DIR", help="outbox and pid files (default: XDG state dir)")
+    parser.add_argument("--elevate", metavar="CMD", default="sudo -n",
+                        help="command that runs a metric as root when this is not root (default: 'sudo -n')")
+    parser.add_argument("--progress", type=_positive, default=5.0, metavar="S", help="seconds between progress lines")
+    parser.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON to FILE")
+    args = parser.parse_args(argv)
+
+    known = {s.name: s for s in config.METRICS}
+    for name in args.metric:
+        if name not in known:
+            parser.error(f"unknown metric {name!r} (known: {', '.join(known)})")
+    if len(set(args.metric)) != len(args.metric):
+        parser.error("a metric is given twice")
+    values: dict[str, dict[str, Any]] = {name: {} for name in args.metric}
+    for item in args.arg:
+        name, dot, rest = item.partition(".")
+        key, eq, value = rest.partition("=")
+        if not (dot and eq and key):
+            parser.error(f"--arg {item!r}: expected NAME.key=value")
+        if name not in values:
+            parser.error(f"--arg {item!r}: {name!r} is not one of the --metric names")
+        arg = next((a for a in known[name].args if a.name == key.replace("-", "_")), None)
+        if arg is None:
+            parser.error(f"--arg {item!r}: {name} has no argument {key!r} "
+                         f"(it has: {', '.join(a.name for a in known[name].args)})")
+        if arg.type == "flag":
+            flag = value.strip().lower()
+            if flag not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
+                parser.error(f"--arg {item!r}: {key} is a flag: true or false")
+            value = flag in ("1", "true", "yes", "on")
+        values[name][arg.name] = value
+    for name, raw in values.items():
+        try:
+            known[name].command(raw)
+        except ValueError as exc:
+            parser.error(f"{name}: {exc}")
+    return args, values
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text}")
+    return value
+
+
+class Run:
+    """One headless run: the controller, the timers and what is printed."""
+
+    def __init__(self, args: argparse.Namespace, values: dict[str, dict[str, Any]]) -> None:
+        from PySide6.QtCore import QCoreApplication, QTimer  # noqa: PLC0415 - not needed for --help
+
+        from controller import MonitorController  # noqa: PLC0415
+
+        self.args, self.values = args, values
+        self.app = QCoreApplication.instance() or QCoreApplication([PROG])
+        self.controller = MonitorController(args.server, args.token, state_dir=args.state_dir,
+                                            elevate=shlex.split(args.elevate))
+        self.controller.log.connect(self._on_log)
+        self.controller.metric_finished.connect(self._on_finished)
+        self.started = time.monotonic()
+        self.stop_reason = ""
+        self.signals = 0
+        self._timers = []
+        for interval, slot in ((args.progress, self._progress), (0.2, lambda: None)):
+            # the 0.2 s no-op timer lets Python run its signal handlers while Qt's loop waits
+            timer = QTimer()
+            timer.timeout.connect(slot)
+            timer.start(int(interval * 1000))
+            self._timers.append(timer)
+        if args.duration:
+            QTimer.singleShot(int(args.duration * 1000), lambda: self._quit("duration reached"))
+
+    def exec(self) -> int:
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            for name in self.args.metric:
+                self.controller.start_metric(name, self.values[name])
+            print(f"headless: running {', '.join(self.args.metric)}; collector {self.args.server or 'none'}; "
+                  f"run {self.controller.transport.run_id}", flush=True)
+            self.app.exec()
+            print(f"headless: stopping ({self.stop_reason})", flush=True)
+            self.controller.shutdown()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        summary = self.summary()
+        self._print_summary(summary)
+        if self.args.summary_json:
+            with open(self.args.summary_json, "w") as f:
+                json.dump(summary, f, indent=1)
+        return 1 if any(m["error"] for m in summary["metrics"].values()) else 0
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.signals += 1
+        if self.signals > 1:
+            os._exit(130)           # a second Ctrl-C: leave now (the metrics die with us, PDEATHSIG)
+        self._quit(signal.Signals(signum).name)
+
+    def _quit(self, reason: str) -> None:
+        if not self.stop_reason:
+            self.stop_reason = reason
+            self.app.quit()
+
+    def _on_log(self, name: str, line: str) -> None:
+        print(f"[{name or 'app'}] {line}", file=sys.stderr, flush=True)
+
+    def _on_finished(self, name: str, status: int, error: str) -> None:
+        if not self.controller.running():
+            self._quit("every metric ended")
+
+    def _progress(self) -> None:
+        t = self.controller.transport.status()
+        per_metric = " | ".join(f"{name} {totals['records']} rec" for name, totals in self.controller.totals.items())
+        reach = {True: "collector up", False: "collector DOWN", None: "collector ?"}[t["reachable"]]
+        sending = (f"sent {t['sent_batches']} batches ({t['sent_records']} rec), buffered {t['buffered']}, "
+                   f"pending {t['pending_outbox']}, dropped {t['dropped']}, {reach}") if t["url"] else "no collector"
+        print(f"[{time.monotonic() - self.started:6.1f}s] {per_metric} | {sending}", flush=True)
+
+    def summary(self) -> dict[str, Any]:
+        t = self.controller.transport.status()
+        metrics = {}
+        for name in self.args.metric:
+            totals = self.controller.totals.get(name, {})
+            source = t["sources"].get(name, {})
+            metrics[name] = {"records": totals.get("records", 0), "batches_sent": source.get("sent_batches", 0),
+                             "records_sent": source.get("sent_records", 0),
+                             "batches_created": source.get("created_batches", 0),
+                             "pending": source.get("pending_batches", 0), "dropped": source.get("dropped", 0),
+                             "status": totals.get("status"), "error": totals.get("error", "")}
+        return {"seconds": round(time.monotonic() - self.started, 1), "stopped": self.stop_reason,
+                "run_id": t["run_id"], "server": t["url"], "reachable": t["reachable"],
+                "last_error": t["last_error"], "drop_reasons": t["drop_reasons"], "metrics": metrics}
+
+    @staticmethod
+    def _print_summary(summary: dict[str, Any]) -> None:
+        print(f"summary: {summary['seconds']}s, run {summary['run_id']}, collector {summary['server'] or 'none'}")
+        print(f"  {'METRIC':<14} {'RECORDS':>9} {'BATCHES SENT':>12} {'PENDING':>8} {'DROPPED':>8}  STATUS")
+        for name, m in summary["metrics"].items():
+            state = "ok" if not m["error"] else m["error"].splitlines()[0]
+            print(f"  {name:<14} {m['records']:>9} {m['batches_sent']:>12} {m['pending']:>8} {m['dropped']:>8}  {state}")
+        if summary["drop_reasons"]:
+            print(f"  dropped by reason: {summary['drop_reasons']}")
+        if summary["last_error"]:
+            print(f"  last transport error: {summary['last_error']}")
+        sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, values = parse_args(sys.argv[1:] if argv is None else argv)
+    return Run(args, values).exec()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Process bookkeeping for metric subprocesses, without Qt: the BPF programs a process holds, its
+descendants, dying with the app (PR_SET_PDEATHSIG), and ending what a killed app left behind.
+
+A metric runs in its own process group (pgid = its pid). The pids of running groups are written to
+<state dir>/children/<pid>.json so that, if the app is killed before it can stop them, the next start
+finds and ends them (PR_SET_PDEATHSIG covers most of it, but not a child started through sudo: the
+kernel clears the death signal on a set-uid exec).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+_prctl = _libc.prctl   # resolved now: the pre-exec hook must not load anything after fork
+
+
+def die_with_parent() -> Callable[[], None]:
+    """A preexec_fn: SIGKILL the child when the thread that started it exits (so also when the app
+    dies). If the app is already gone by then, the child exits at once rather than run unsupervised."""
+    parent = os.getpid()
+
+    def hook() -> None:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return hook
+
+
+def prog_ids_of(pid: int) -> set[int]:
+    """IDs of the BPF programs a process holds open (from /proc/PID/fdinfo)."""
+    ids = set()
+    fd_dir = f"/proc/{pid}/fdinfo"
+    try:
+        entries = os.listdir(fd_dir)
+    except OSError:
+        return ids
+    for fd in entries:
+        try:
+            with open(os.path.join(fd_dir, fd)) as f:
+                for line in f:
+                    if line.startswith("prog_id:"):
+                        ids.add(int(line.split()[1]))
+        except (OSError, ValueError):
+            continue
+    return ids
+
+
+def descendants(pid: int) -> list[int]:
+    """pid and every process below it (e.g. sudo's child), from /proc/PID/task/TID/children."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            tids = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{current}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+            except (OSError, ValueError):
+                continue
+    return found
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, pgrp, start time in clock ticks) of a process, or None when it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()    # the command name may contain spaces and ')'
+    return fields[0], int(fields[2]), int(fields[19])
+
+
+def start_time(pid: int) -> int | None:
+    stat = _stat(pid)
+    return stat[2] if stat else None
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in process group pgid."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat and stat[1] == pgid and stat[0] != "Z":
+                members.append(int(entry))
+    return members
+
+
+class ChildRegistry:
+    """The process groups this app has running, on disk, so a later start can end them."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = os.path.join(directory, "children")
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+
+    def _path(self, pid: int) -> str:
+        return os.path.join(self.directory, f"{pid}.json")
+
+    def record(self, pid: int, argv: list[str]) -> None:
+        entry = {"pid": pid, "start": start_time(pid), "app_pid": os.getpid(),
+                 "app_start": start_time(os.getpid()), "argv": argv}
+        tmp = self._path(pid) + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(entry, f)
+        os.replace(tmp, self._path(pid))
+
+    def forget(self, pid: int) -> None:
+        try:
+            os.unlink(self._path(pid))
+        except FileNotFoundError:
+            pass
+
+    def end_leftovers(self, elevate: list[str] | None = None, wait: float = 2.0) -> list[str]:
+        """End the groups of apps that are no longer running; one message per group ended or not."""
+        messages = []
+        for name in sorted(os.listdir(self.directory)):
+            path = os.path.join(self.directory, name)
+            try:
+                with open(path) as f:
+                    entry = json.load(f)
+                pgid = int(entry["pid"])
+            except (OSError, ValueError, KeyError, TypeError):
+                os.unlink(path)
+                continue
+            if entry.get("app_start") and start_time(entry.get("app_pid", 0)) == entry["app_start"]:
+                continue        # its app is still running (another window or headless run): not ours
+            leader_start = start_time(pgid)
+            if leader_start is not None and leader_start != entry.get("start"):
+                os.unlink(path)     # that pid is another process now; the old group is gone
+                continue
+            members = group_members(pgid)
+            if members:
+                messages.append(self._end_group(pgid, members, entry.get("argv", []), elevate, wait))
+            os.unlink(path)
+        return messages
+
+    @staticmethod
+    def _end_group(pgid: int, members: list[int], argv: list[str], elevate: list[str] | None,
+                   wait: float) -> str:
+        what = f"leftover metric process group {pgid} ({' '.join(argv[-3:])})"
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return f"{what} was already gone"
+        except PermissionError:
+            # a group started through sudo runs as root: end it the same way it was started
+            if not elevate:
+                return f"cannot end {what}: not permitted"
+            subprocess.run([*elevate, "kill", "-KILL", "--", f"-{pgid}"], capture_output=True, timeout=10)
+        deadline = time.monotonic() + wait
+        while group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = group_members(pgid)
+        return f"cannot end {what}: pids {left} still alive" if left else f"ended {what}"
