@@ -141,3 +141,18 @@ def progs_released(ids: set[int], timeout: float = 3.0) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def block_device_dir(candidates: tuple[str, ...] = ("/var/tmp", ROOT)) -> tuple[str, str]:
+    """(directory, device name) of the first candidate on a real block device — not tmpfs or overlay,
+    whose st_dev is no disk in /proc/partitions. A test that needs disk I/O fails without one."""
+    names = {}
+    with open("/proc/partitions") as f:
+        for line in f.read().splitlines()[2:]:
+            major, minor, _, name = line.split()
+            names[os.makedev(int(major), int(minor))] = name
+    for candidate in candidates:
+        dev = os.stat(candidate).st_dev
+        if dev in names:
+            return candidate, names[dev]
+    raise AssertionError(f"none of {candidates} is on a block device (tmpfs or overlay?)")

@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 
 import pytest
-from helpers import PYTHON, ROOT, MetricProcess, loaded_prog_ids, progs_released, run_workload, script
+from helpers import PYTHON, MetricProcess, block_device_dir, loaded_prog_ids, progs_released, run_workload, script
 
 MIB = 1 << 20
 SIZE = 32 * MIB
@@ -36,20 +36,6 @@ sys.stdin.readline()
 """
 
 pytestmark = pytest.mark.bpf
-
-
-def block_device_dir() -> tuple[str, str]:
-    """A directory on a real block device (not tmpfs/overlay) and that device's name."""
-    names = {}
-    with open("/proc/partitions") as f:
-        for line in f.read().splitlines()[2:]:
-            major, minor, _, name = line.split()
-            names[os.makedev(int(major), int(minor))] = name
-    for candidate in ("/var/tmp", ROOT):
-        dev = os.stat(candidate).st_dev
-        if dev in names:
-            return candidate, names[dev]
-    pytest.fail("no directory on a block device (/var/tmp and the checkout are on tmpfs/overlay)")
 
 
 def go(child: subprocess.Popen) -> list[str]:
