@@ -339,6 +339,44 @@ METRICS.append(
     )
 )
 
+METRICS.append(
+    MetricSpec(
+        name="offcpu",
+        file="metrics/offcpu.py",
+        description="Where threads block: off-CPU time per thread (count, min/avg/max, share) and top stacks.",
+        args=(
+            *interval_args(),
+            PID,
+            TID,
+            Arg("min_block_us", "--min-block-us", "int", "ignore blocks shorter than this (us)", default=1,
+                minimum=0),
+            Arg("stack_depth", "--stack-depth", "int", "frames kept per stack", default=127, minimum=1,
+                maximum=127),
+            Arg("preempted", "--preempted", "flag", "also count waiting for a CPU after preemption",
+                default=False),
+            Arg("top", "--top", "int", "threads shown", default=10, minimum=1, maximum=10000),
+            Arg("stacks", "--stacks", "int", "stacks shown", default=5, minimum=1, maximum=10000),
+        ),
+        probes=("sched:sched_switch",),
+        # rows: level "thread" (these fields) and level "stack" (the same, plus kernel_frames,
+        # user_frames innermost first, and folded "comm;root;...;leaf" that the stacks chart weighs)
+        fields=(
+            Field("level", "Level"),
+            Field("pid", "PID"),
+            Field("tid", "TID"),
+            Field("comm", "Command"),
+            Field("total_ms", "Blocked", "ms"),
+            Field("count", "Count", "count"),
+            Field("min_us", "Min", "us"),
+            Field("avg_us", "Avg", "us"),
+            Field("max_us", "Max", "us"),
+            Field("percentage", "Share", "pct"),
+        ),
+        chart=Chart("stacks", y="total_ms", record_kind="row", label="blocked time", unit="ms", series="folded"),
+        doc="docs/metrics/offcpu.md",
+    )
+)
+
 # The original design's name for the same list.
 AVAILABLE_SCRIPTS = METRICS
 

@@ -1,0 +1,120 @@
+/* offcpu: where threads block — off-CPU time per thread and per (kernel, user) stack.
+ *
+ * sched_switch only. The task switched out (`prev`) is the current task, so its tgid, the filters and
+ * its stacks come from helpers: the stack ids taken at that moment are where it blocked. When it is
+ * switched back in (`next`) the time since is added to a per-CPU hash keyed by thread and stack pair:
+ * total, count, min and max. The user side reads and deletes that hash each interval.
+ *
+ * By default only blocking counts (prev_state not runnable); -DPREEMPTED also counts the time a
+ * preempted thread waited for a CPU. */
+#include "common.h"
+
+#define REPORT_STATE_MASK 0xff        /* TASK_REPORT bits; 0 = running, 0x100 = preempted (R+) */
+#define REPORT_EXITED (0x10 | 0x20)   /* X, Z: the thread's last switch, it never comes back */
+#define ERR_MAP_FULL (-7)             /* -E2BIG from insert into a full hash */
+
+#ifndef MIN_BLOCK_NS
+#define MIN_BLOCK_NS 1000
+#endif
+#ifndef STACK_DEPTH
+#define STACK_DEPTH 127
+#endif
+#ifndef STACK_ENTRIES
+#define STACK_ENTRIES 16384
+#endif
+
+struct start_t {
+    u64 ts;
+    u32 tgid;
+    int kstack;
+    int ustack;
+};
+
+struct key_t {
+    u32 tgid;
+    u32 tid;
+    int kstack;
+    int ustack;
+    char comm[TASK_COMM_LEN];
+};
+
+struct val_t {
+    u64 total_ns;
+    u64 count;
+    u64 min_ns;
+    u64 max_ns;
+};
+
+/* --stack-depth bounds the frames the kernel copies (innermost first) and the map's memory */
+struct stack_t {
+    u64 ip[STACK_DEPTH];
+};
+
+BPF_HASH(start, u32, struct start_t, 65536);
+BPF_PERCPU_HASH(blocked, struct key_t, struct val_t, 32768);
+BPF_TABLE("stacktrace", int, struct stack_t, stacks, STACK_ENTRIES);
+LOST_COUNTER(full);          /* blocks not counted: a map was full */
+LOST_COUNTER(stack_errors);  /* kernel stacks not stored (stack map full or a hash collision) */
+
+TRACEPOINT_PROBE(sched, sched_switch)
+{
+    u64 now = bpf_ktime_get_ns();
+    int zero = 0;
+
+    /* prev: remember when and where it blocked */
+    u64 id = bpf_get_current_pid_tgid();
+    u32 prev = args->prev_pid;
+    long state = args->prev_state;
+#ifdef PREEMPTED
+    int wanted = !(state & REPORT_EXITED);
+#else
+    int wanted = (state & REPORT_STATE_MASK) != 0 && !(state & REPORT_EXITED);
+#endif
+    if (prev != 0 && wanted && !skip_task(id)) {
+        struct start_t s = {.ts = now, .tgid = id >> 32};
+        s.kstack = stacks.get_stackid(args, 0);
+        s.ustack = stacks.get_stackid(args, BPF_F_USER_STACK);
+        if (s.kstack < 0) {
+            u64 *lost = stack_errors.lookup(&zero);
+            if (lost)
+                (*lost)++;
+        }
+        if (start.update(&prev, &s) == ERR_MAP_FULL) {
+            u64 *lost = full.lookup(&zero);
+            if (lost)
+                (*lost)++;
+        }
+    }
+
+    /* next: it is back; how long was it away? */
+    u32 next = args->next_pid;
+    struct start_t *s = start.lookup(&next);
+    if (!s)
+        return 0;
+    u64 delta = now - s->ts;
+    struct key_t key = {.tgid = s->tgid, .tid = next, .kstack = s->kstack, .ustack = s->ustack};
+    start.delete(&next);
+    if (delta < MIN_BLOCK_NS)
+        return 0;
+    __builtin_memcpy(&key.comm, args->next_comm, TASK_COMM_LEN);
+
+    struct val_t *v = blocked.lookup(&key);
+    if (!v) {
+        struct val_t init = {.min_ns = delta};
+        blocked.insert(&key, &init);
+        v = blocked.lookup(&key);
+        if (!v) {
+            u64 *lost = full.lookup(&zero);
+            if (lost)
+                (*lost)++;
+            return 0;
+        }
+    }
+    v->total_ns += delta;
+    v->count++;
+    if (delta < v->min_ns || v->min_ns == 0)
+        v->min_ns = delta;
+    if (delta > v->max_ns)
+        v->max_ns = delta;
+    return 0;
+}

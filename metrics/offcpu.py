@@ -1,0 +1,203 @@
+#!/usr/bin/python3
+"""offcpu: where threads block — off-CPU time per thread and by kernel and user stack.
+
+Traces sched_switch: a thread switched out while not runnable is blocked from then until it is switched
+back in; its kernel and user stacks at the switch say where. Each interval prints the threads by blocked
+time (count, min/avg/max, share) and the top stacks, symbolized, or with --folded, folded stacks.
+"""
+
+import os
+import time
+
+import bcctool
+import taskinfo
+from bcctool import Tool, nonneg_int, positive_int
+
+EXAMPLES = [
+    ("offcpu", "blocked threads and their top stacks, every second"),
+    ("offcpu -p 185 5", "process 185 only, 5-second intervals"),
+    ("offcpu --tid 186 --min-block-us 1000", "thread 186, blocks of 1 ms or more"),
+    ("offcpu --folded 10 1 > out.folded", "10 s of folded stacks for flamegraph.pl / speedscope"),
+    ("offcpu --stack-depth 20 --json", "stacks cut at 20 frames; NDJSON records for the app"),
+]
+
+tool = Tool("offcpu", __doc__.strip().splitlines()[0], EXAMPLES)
+tool.add_pid_filters(tid=True)
+parser = tool.parser
+parser.add_argument("--min-block-us", type=nonneg_int, default=1,
+                    help="ignore blocks shorter than this many us (default 1)")
+parser.add_argument("--stack-depth", type=positive_int, default=127,
+                    help="frames kept per stack, innermost first (1..127, default 127)")
+parser.add_argument("-f", "--folded", action="store_true",
+                    help="print folded stacks (comm;frame;...;frame us) instead of the tables")
+parser.add_argument("--preempted", action="store_true",
+                    help="also count time off-CPU after preemption (waiting for a CPU)")
+parser.add_argument("--top", type=positive_int, default=10, help="threads shown (default 10)")
+parser.add_argument("--stacks", type=positive_int, default=5, help="stacks shown (default 5)")
+args = tool.parse_args()
+if args.stack_depth > 127:
+    parser.error("argument --stack-depth: at most 127 (the kernel's stack map limit)")
+if args.pid and not taskinfo.thread_ids(args.pid):
+    tool.die(f"no process with pid {args.pid}")
+
+# --- probes ----------------------------------------------------------------------------------------
+cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
+cflags += [f"-DMIN_BLOCK_NS={args.min_block_us * 1000}", f"-DSTACK_DEPTH={args.stack_depth}"]
+cflags += ["-DPREEMPTED"] * args.preempted
+b = tool.load(cflags)
+blocked, stacks = b["blocked"], b["stacks"]
+tool.meta(min_block_us=args.min_block_us, stack_depth=args.stack_depth, preempted=args.preempted)
+if not args.folded:
+    tool.say("Tracing off-CPU time (blocked threads)... Hit Ctrl-C to end.")
+
+
+class Symbols:
+    """Frame names for stack ids, cached: kernel by address, user by (process, address)."""
+
+    def __init__(self) -> None:
+        self.kernel: dict[int, str] = {}
+        self.user: dict[tuple[int, int], str] = {}
+
+    def frames(self, stack_id: int, tgid: int) -> list[str]:
+        """Innermost first; [] for no stack (a kernel thread's user stack, a lost one)."""
+        if stack_id < 0:
+            return []
+        try:
+            leaf = stacks[stacks.Key(stack_id)]
+        except KeyError:
+            return ["[lost]"]
+        addrs = []
+        for addr in leaf.ip:
+            if not addr:
+                break
+            addrs.append(addr)
+        if tgid < 0:
+            return [self._kernel(a) for a in addrs]
+        return [self._user(tgid, a) for a in addrs]
+
+    def _kernel(self, addr: int) -> str:
+        if addr not in self.kernel:
+            self.kernel[addr] = b.ksym(addr).decode(errors="replace")
+        return self.kernel[addr]
+
+    def _user(self, tgid: int, addr: int) -> str:
+        key = (tgid, addr)
+        if key not in self.user:
+            self.user[key] = b.sym(addr, tgid, show_module=True).decode(errors="replace")
+        return self.user[key]
+
+    def forget(self, alive: set[int]) -> None:
+        """Drop what belongs to processes that have exited (their addresses may be reused)."""
+        gone = {tgid for tgid, _ in self.user if tgid not in alive}
+        self.user = {k: v for k, v in self.user.items() if k[0] not in gone}
+        caches = getattr(type(b), "_sym_caches", {})   # BCC keeps one resolver per pid, forever
+        for tgid in gone:
+            caches.pop(tgid, None)
+
+
+def read_blocks() -> dict[tuple, dict[str, int]]:
+    """(tgid, tid, comm, kstack, ustack) -> total_ns, count, min_ns, max_ns; read and cleared at once."""
+    try:
+        items = list(blocked.items_lookup_and_delete_batch())
+    except Exception:  # noqa: BLE001 - kernels without batch ops: read, then delete what was read
+        items = list(blocked.items())
+        for key, _ in items:
+            try:
+                del blocked[key]
+            except KeyError:
+                pass
+    out = {}
+    for key, per_cpu in items:
+        used = [v for v in per_cpu if v.count]
+        if not used:
+            continue
+        out[(key.tgid, key.tid, key.comm.decode(errors="replace"), key.kstack, key.ustack)] = {
+            "total_ns": sum(v.total_ns for v in used), "count": sum(v.count for v in used),
+            "min_ns": min(v.min_ns for v in used), "max_ns": max(v.max_ns for v in used)}
+    return out
+
+
+def merge(into: dict, v: dict) -> None:
+    if not into:
+        into.update(v)
+        return
+    into["total_ns"] += v["total_ns"]
+    into["count"] += v["count"]
+    into["min_ns"] = min(into["min_ns"], v["min_ns"])
+    into["max_ns"] = max(into["max_ns"], v["max_ns"])
+
+
+def timing(v: dict, grand_total: int) -> dict:
+    """The table fields of one thread or stack: ms for totals, us for single blocks."""
+    return {"total_ms": round(v["total_ns"] / 1e6, 3), "count": v["count"],
+            "min_us": round(v["min_ns"] / 1e3, 1), "avg_us": round(v["total_ns"] / v["count"] / 1e3, 1),
+            "max_us": round(v["max_ns"] / 1e3, 1),
+            "percentage": round(100.0 * v["total_ns"] / grand_total, 2) if grand_total else 0.0}
+
+
+def stack_record(key: tuple, v: dict, grand_total: int) -> dict:
+    tgid, tid, comm, kstack, ustack = key
+    kernel, user = symbols.frames(kstack, -1), symbols.frames(ustack, tgid)
+    folded = ";".join([comm, *reversed(user), *reversed(kernel)])   # root first, as flame graphs read
+    return {"pid": tgid, "tid": tid, "comm": comm, **timing(v, grand_total), "kernel_frames": kernel,
+            "user_frames": user, "folded": folded}
+
+
+def print_tables(summary: dict, threads: list[dict], top_stacks: list[dict]) -> None:
+    print(f"\n[{time.strftime('%H:%M:%S')}] off-CPU {summary['total_time_ns'] / 1e6:.1f} ms in "
+          f"{summary['total_events']} blocks, {summary['threads']} threads")
+    columns = [("PID", 7), ("TID", 7), ("COMM", -16), ("BLOCKED(ms)", 12), ("COUNT", 7), ("MIN(us)", 10),
+               ("AVG(us)", 10), ("MAX(us)", 10), ("%", 6)]
+    print(bcctool.table(columns, [[t["pid"], t["tid"], t["comm"], f"{t['total_ms']:.3f}", t["count"],
+                                   f"{t['min_us']:.1f}", f"{t['avg_us']:.1f}", f"{t['max_us']:.1f}",
+                                   f"{t['percentage']:.1f}"] for t in threads]))
+    for s in top_stacks:
+        print(f"\n  {s['total_ms']:.3f} ms in {s['count']} blocks ({s['percentage']:.1f}%) "
+              f"{s['comm']} ({s['pid']}/{s['tid']})")
+        for frame in s["kernel_frames"][: args.stack_depth]:
+            print(f"    {frame}")
+        if s["user_frames"]:
+            print("    --")
+            for frame in s["user_frames"][: args.stack_depth]:
+                print(f"    {frame}")
+
+
+# --- loop ------------------------------------------------------------------------------------------
+symbols = Symbols()
+full, stack_errors = b["full"], b["stack_errors"]
+last = time.monotonic()
+for _interval in tool.intervals():
+    now = time.monotonic()
+    elapsed, last = max(now - last, 1e-9), now
+    blocks = read_blocks()
+    per_thread: dict[tuple, dict] = {}
+    for key, v in blocks.items():
+        merge(per_thread.setdefault(key[:3], {}), v)
+    grand = sum(v["total_ns"] for v in per_thread.values())
+    events = sum(v["count"] for v in per_thread.values())
+    threads = [{"pid": k[0], "tid": k[1], "comm": k[2], **timing(v, grand)}
+               for k, v in sorted(per_thread.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)]
+    by_time = sorted(blocks.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)
+    summary = {"total_time_ns": grand, "total_events": events,
+               "avg_time_ns": grand // events if events else 0,
+               "min_time_ns": min((v["min_ns"] for v in per_thread.values()), default=0),
+               "max_time_ns": max((v["max_ns"] for v in per_thread.values()), default=0),
+               "threads": len(threads), "interval_s": round(elapsed, 3)}
+    if args.folded and not tool.json:
+        for key, v in by_time:
+            print(f"{stack_record(key, v, grand)['folded']} {v['total_ns'] // 1000}")
+    elif tool.json:
+        tops = [{"pid": t["pid"], "tid": t["tid"], "comm": t["comm"], "time_ms": t["total_ms"],
+                 "percentage": t["percentage"]} for t in threads[: args.top]]
+        tool.emit("summary", **summary, top_blocking_threads=tops)
+        for rank, t in enumerate(threads[: args.top], 1):
+            tool.emit("row", level="thread", rank=rank, **t)
+        for rank, (key, v) in enumerate(by_time[: args.stacks], 1):
+            tool.emit("row", level="stack", rank=rank, **stack_record(key, v, grand))
+    else:
+        print_tables(summary, threads[: args.top], [stack_record(k, v, grand) for k, v in by_time[: args.stacks]])
+    tool.set_lost_total("map_full", sum(full[full.Key(0)]))
+    tool.set_lost_total("kernel_stack", sum(stack_errors[stack_errors.Key(0)]))
+    symbols.forget({int(p) for p in os.listdir("/proc") if p.isdigit()})
+
+tool.finish()

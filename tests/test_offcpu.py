@@ -1,0 +1,134 @@
+"""offcpu against a workload whose blocking is known: a thread that sleeps 50 ms twenty times."""
+
+import signal
+
+import pytest
+from helpers import MetricProcess, loaded_prog_ids, progs_released, run_workload
+
+SLEEPER_CHILD = """
+import sys, threading, time
+sys.stdin.readline()
+def sleeper():
+    for _ in range(20):
+        time.sleep(0.05)
+t = threading.Thread(target=sleeper)
+t.start()
+print(t.native_id, flush=True)
+t.join()
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+pytestmark = pytest.mark.bpf
+
+
+def test_sleeping_thread_blocked_time_and_stack():
+    child = run_workload(SLEEPER_CHILD)
+    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5", "--stacks", "50")
+    try:
+        meta = tool.wait_meta()
+        assert meta["filters"] == {"filter_pid": child.pid}
+        child.stdin.write("\n")
+        child.stdin.flush()
+        tid = int(child.stdout.readline())
+        assert child.stdout.readline().strip() == "done"
+        last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
+        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + 1)
+        status, _ = tool.stop()
+        assert status == 0, tool.stderr
+    finally:
+        tool.kill()
+        child.stdin.write("\n")
+        child.stdin.close()
+        child.wait()
+
+    rows = [r for r in tool.of_kind("row") if r["tid"] == tid]
+    threads = [r for r in rows if r["level"] == "thread"]
+    blocked_ms, count = sum(r["total_ms"] for r in threads), sum(r["count"] for r in threads)
+    print(f"tid {tid}: blocked {blocked_ms:.1f} ms in {count} blocks")
+    assert {r["pid"] for r in rows} == {child.pid}
+    assert blocked_ms == pytest.approx(1000.0, rel=0.05)
+    assert count >= 20
+    assert all(r["min_us"] <= r["avg_us"] <= r["max_us"] for r in threads)
+    assert max(r["max_us"] for r in threads) >= 50_000
+
+    # The heaviest stack of the sleeper, over the whole run, is the sleep syscall's kernel path.
+    by_stack: dict[str, float] = {}
+    for r in rows:
+        if r["level"] == "stack":
+            by_stack[r["folded"]] = by_stack.get(r["folded"], 0.0) + r["total_ms"]
+    top = max(by_stack, key=by_stack.get)
+    top_row = next(r for r in rows if r["level"] == "stack" and r["folded"] == top)
+    print("top stack:", top_row["kernel_frames"], f"{by_stack[top]:.1f} ms")
+    assert any("nanosleep" in f for f in top_row["kernel_frames"]), top_row["kernel_frames"]
+    assert top_row["kernel_frames"][0] in ("__schedule", "schedule")
+    assert by_stack[top] >= 950.0
+    assert top.startswith(top_row["comm"] + ";")
+
+    summaries = tool.of_kind("summary")
+    assert sum(s["total_events"] for s in summaries) >= count
+    tops = [t for s in summaries for t in s["top_blocking_threads"] if t["tid"] == tid]
+    assert tops and all(0 < t["percentage"] <= 100 for t in tops)
+
+
+def test_min_block_filters_short_blocks():
+    child = run_workload(SLEEPER_CHILD)
+    tool = MetricProcess("offcpu", "-p", str(child.pid), "--min-block-us", "60000", "0.5")
+    try:
+        tool.wait_meta()
+        child.stdin.write("\n")
+        child.stdin.flush()
+        tid = int(child.stdout.readline())
+        assert child.stdout.readline().strip() == "done"
+        tool.read_until(lambda r: r["kind"] == "summary")
+        status, _ = tool.stop()
+        assert status == 0
+    finally:
+        tool.kill()
+        child.stdin.write("\n")
+        child.stdin.close()
+        child.wait()
+    # Every 50 ms sleep is shorter than 60 ms: none of the sleeper's blocks may be reported.
+    assert not [r for r in tool.of_kind("row") if r["tid"] == tid]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_clean_stop_detaches_everything(sig):
+    tool = MetricProcess("offcpu", "0.3")
+    try:
+        meta = tool.wait_meta()
+        assert [p["name"] for p in meta["probes"]] == ["sched:sched_switch"]
+        assert tool.prog_ids and tool.prog_ids <= loaded_prog_ids()
+        tool.read_until(lambda r: r["kind"] == "summary")
+        status, took = tool.stop(sig)
+    finally:
+        tool.kill()
+    assert status == 0, tool.stderr
+    assert took < 2.0
+    assert tool.proc.poll() is not None
+    assert progs_released(tool.prog_ids)
+
+
+def test_folded_output_is_flamegraph_input():
+    tool = MetricProcess("offcpu", "--folded", "0.5", "1", json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 0, err
+    lines = out.strip().splitlines()
+    assert lines, "no stacks in half a second of a running machine?"
+    for line in lines:
+        stack, _, value = line.rpartition(" ")
+        assert value.isdigit() and ";" in stack, line
+
+
+def test_human_output_has_columns():
+    tool = MetricProcess("offcpu", "0.3", "1", json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 0, err
+    assert "BLOCKED(ms)" in out and "COUNT" in out and "MAX(us)" in out and "__schedule" in out
+
+
+def test_stack_depth_over_limit_is_one_line_error():
+    tool = MetricProcess("offcpu", "--stack-depth", "500", json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 2
+    assert len(err.strip().splitlines()) == 1
