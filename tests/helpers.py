@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from procs import prog_ids_of  # noqa: F401 - the app's own /proc/PID/fdinfo reader, re-exported
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 if not os.path.exists(PYTHON):
@@ -101,23 +103,31 @@ class MetricProcess:
         return [r for r in self.records if r["kind"] == kind]
 
 
-def prog_ids_of(pid: int) -> set[int]:
-    """IDs of the BPF programs a process holds open (from /proc/PID/fdinfo)."""
-    ids = set()
-    fd_dir = f"/proc/{pid}/fdinfo"
+def process_alive(pid: int) -> bool:
+    """True while pid exists and is not a zombie (a zombie is dead but not reaped)."""
     try:
-        entries = os.listdir(fd_dir)
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
     except OSError:
-        return ids
-    for fd in entries:
+        return False
+    return text[text.rindex(")") + 2] != "Z"
+
+
+def pids_with_cmdline(fragment: str) -> list[int]:
+    """Processes (zombies included) whose command line contains `fragment`: the process table check
+    for "nothing left behind"."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
         try:
-            with open(os.path.join(fd_dir, fd)) as f:
-                for line in f:
-                    if line.startswith("prog_id:"):
-                        ids.add(int(line.split()[1]))
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-    return ids
+        if fragment in cmdline:
+            found.append(int(entry))
+    return found
 
 
 def loaded_prog_ids() -> set[int]:
