@@ -118,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"server.py: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C is how an instructor stops it
+        pass
+    finally:
+        store.close()
     return 0
 
 
