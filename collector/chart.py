@@ -30,6 +30,10 @@ class Plot:
     series: str | None = None  # field whose value splits lines
     registered: bool = False
 
+    @property
+    def title(self) -> str:
+        return self.label + (f" ({self.unit})" if self.unit and self.unit not in self.label else "")
+
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -97,7 +101,7 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> str:
     def y(v: float) -> float:
         return PAD_T + plot_h - (v - y0) / (y1 - y0) * plot_h
 
-    title = f"{plot.label}" + (f" ({plot.unit})" if plot.unit else "")
+    title = plot.title
     parts = [f'<svg class="chart" data-field="{escape(plot.field)}" xmlns="http://www.w3.org/2000/svg" '
              f'viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" '
              f'aria-label="{escape(title)} over time">',
