@@ -1,0 +1,185 @@
+"""compmem against workloads with a known shape: a child that opens and closes 2,000 pipes (its kernel
+memory must rise and fall back), /proc/PID/status for RSS, and a map too small on purpose."""
+
+import signal
+import time
+
+import pytest
+from helpers import MetricProcess, loaded_prog_ids, progs_released, run_workload
+
+PIPES = 2000
+TOUCH_MB = 64
+
+# Waits; touches TOUCH_MB of anonymous memory (a known RSS) and opens PIPES pipes; waits; closes them;
+# waits. Raises its open-files limit first: 2,000 pipes are 4,000 descriptors.
+PIPES_CHILD = f"""
+import mmap, os, resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+want = {PIPES} * 2 + 100
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, want), hard), hard))
+sys.stdin.readline()
+m = mmap.mmap(-1, {TOUCH_MB} << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+for off in range(0, {TOUCH_MB} << 20, 4096):
+    m[off] = 1
+fds = [os.pipe() for _ in range({PIPES})]
+print("open", flush=True)
+sys.stdin.readline()
+for r, w in fds:
+    os.close(r)
+    os.close(w)
+print("closed", flush=True)
+sys.stdin.readline()
+"""
+
+pytestmark = pytest.mark.bpf
+
+
+def step(child, expect: str) -> None:
+    child.stdin.write("\n")
+    child.stdin.flush()
+    assert child.stdout.readline().strip() == expect
+
+
+def finish(child) -> None:
+    try:
+        child.stdin.write("\n")
+        child.stdin.close()
+    except OSError:
+        pass
+    child.wait(timeout=30)
+
+
+def process_row(tool: MetricProcess, pid: int, after: int, timeout: float = 30.0) -> dict:
+    """The first row for `pid` from an interval later than `after`."""
+    return tool.read_until(lambda r: r["kind"] == "row" and r["level"] == "process" and r["pid"] == pid
+                           and r["interval"] > after, timeout)
+
+
+def current_interval(tool: MetricProcess) -> int:
+    """The last interval whose summary has been read (waiting for the first if need be)."""
+    if not tool.of_kind("summary"):
+        tool.read_until(lambda r: r["kind"] == "summary")
+    return tool.of_kind("summary")[-1]["interval"]
+
+
+def vm_rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.parametrize("caches", [False, True], ids=["kmalloc", "with-caches"])
+def test_pipes_raise_outstanding_bytes_and_closing_brings_them_back(caches):
+    child = run_workload(PIPES_CHILD)
+    tool = MetricProcess("compmem", "-p", str(child.pid), "0.3", "--stacks", "50", "--stack-depth", "20",
+                         *(["--caches"] if caches else []))
+    try:
+        tool.wait_meta()
+        # tracing starts with the child idle: nothing of it is outstanding yet
+        start_interval = current_interval(tool)
+        before = [r for r in tool.records if r["kind"] == "row" and r["pid"] == child.pid]
+        start = before[-1]["outstanding_bytes"] if before else 0
+
+        step(child, "open")
+        opened = process_row(tool, child.pid, current_interval(tool))
+        # the same interval's stack rows follow the process row
+        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] > opened["interval"])
+        stacks = [r for r in tool.records if r["kind"] == "row" and r["level"] == "stack"
+                  and r["interval"] == opened["interval"]]
+
+        step(child, "closed")
+        closed_at = current_interval(tool)
+        rise = opened["outstanding_bytes"] - start
+        # frees of dentries and inodes wait for an RCU grace period: give them a few intervals
+        deadline = time.monotonic() + 10
+        while True:
+            after = process_row(tool, child.pid, current_interval(tool))
+            if abs(after["outstanding_bytes"] - start) <= 0.10 * rise or time.monotonic() > deadline:
+                break
+        status, _ = tool.stop()
+        assert status == 0, tool.stderr
+    finally:
+        tool.kill()
+        finish(child)
+    print(f"caches={caches} start={start} opened={opened['outstanding_bytes']} ({opened['active_allocs']} "
+          f"allocations) after close={after['outstanding_bytes']} ({after['active_allocs']})")
+    assert start_interval >= 1
+    per_pipe = 2500 if caches else 1000   # pipe_inode_info + its buffer array (+ inode, dentry, 2 files)
+    assert rise >= PIPES * per_pipe, opened
+    assert opened["active_allocs"] >= PIPES * (8 if caches else 2), opened
+    assert after["interval"] > closed_at
+    assert abs(after["outstanding_bytes"] - start) <= 0.10 * rise, (start, opened, after)
+    assert after["active_allocs"] <= 0.10 * opened["active_allocs"], (opened, after)
+    pipe_stacks = [s for s in stacks if any("pipe" in f for f in s["frames"])]
+    assert pipe_stacks, [s["frames"][:6] for s in stacks]
+    assert sum(s["active_allocs"] for s in pipe_stacks) >= PIPES
+
+
+def test_rss_and_vmsize_match_proc_status():
+    child = run_workload(PIPES_CHILD)
+    tool = MetricProcess("compmem", "-p", str(child.pid), "0.3", "--stacks", "0")
+    try:
+        tool.wait_meta()
+        step(child, "open")
+        row = process_row(tool, child.pid, current_interval(tool))
+        rss_now = vm_rss_bytes(child.pid)   # read as the record arrives; the child is idle
+        status, _ = tool.stop()
+        assert status == 0
+    finally:
+        tool.kill()
+        finish(child)
+    print(f"rss reported={row['rss_bytes']} /proc VmRSS={rss_now} vmsize={row['vm_size_bytes']}")
+    assert row["rss_bytes"] >= TOUCH_MB << 20
+    assert abs(row["rss_bytes"] - rss_now) <= 0.05 * rss_now, (row, rss_now)
+    assert row["vm_size_bytes"] >= row["rss_bytes"]
+
+
+def test_a_full_map_is_reported_as_lost():
+    child = run_workload(PIPES_CHILD)
+    tool = MetricProcess("compmem", "-p", str(child.pid), "0.3", "--max-allocs", "256", "--stacks", "0")
+    try:
+        tool.wait_meta()
+        step(child, "open")
+        row = process_row(tool, child.pid, current_interval(tool))
+        lost = tool.read_until(lambda r: r["kind"] == "lost" and r["source"] == "allocs_map_full")
+        status, _ = tool.stop()
+        assert status == 0
+    finally:
+        tool.kill()
+        finish(child)
+    lost_total = max(r["total"] for r in tool.of_kind("lost") if r["source"] == "allocs_map_full")
+    print(f"tracked={row['allocs']} active={row['active_allocs']} lost={lost_total}")
+    assert lost["count"] > 0
+    assert row["active_allocs"] <= 256
+    # every allocation of the pipes is either tracked or counted as lost
+    assert row["allocs"] + lost_total >= PIPES * 2
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_clean_stop_detaches_everything(sig):
+    tool = MetricProcess("compmem", "0.3", "--caches")
+    try:
+        meta = tool.wait_meta()
+        assert {p["name"] for p in meta["probes"]} >= {"kmem:kmalloc", "kmem:kfree", "kmem:kmem_cache_alloc"}
+        assert tool.prog_ids, "the script holds no BPF program?"
+        assert tool.prog_ids <= loaded_prog_ids()
+        tool.read_until(lambda r: r["kind"] == "summary")
+        status, took = tool.stop(sig)
+    finally:
+        tool.kill()
+    assert status == 0
+    assert took < 2.0
+    assert tool.records[-1]["kind"] in ("summary", "row", "lost")
+    assert progs_released(tool.prog_ids)
+    assert tool.proc.poll() is not None
+
+
+def test_human_output_has_overview_processes_and_stacks():
+    tool = MetricProcess("compmem", "0.3", "2", json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 0, err
+    assert "System memory: total" in out
+    assert "KERN_ALLOC" in out and "OUTSTANDING" in out and "RSS" in out and "VMSIZE" in out
+    assert "by kernel stack" in out
