@@ -253,7 +253,7 @@ METRICS: list[MetricSpec] = [
             Arg("traps", "--traps", "flag", "also count user-mode fault traps (exceptions:page_fault_user)",
                 default=False),
         ),
-        probes=("perf:minor-faults", "perf:major-faults"),
+        probes=("perf:minor-faults", "perf:major-faults", "sched:sched_process_exec"),
         optional_probes=("exceptions:page_fault_user",),
         fields=(
             Field("pid", "PID"),
@@ -374,6 +374,47 @@ METRICS.append(
         ),
         chart=Chart("stacks", y="total_ms", record_kind="row", label="blocked time", unit="ms", series="folded"),
         doc="docs/metrics/offcpu.md",
+    )
+)
+
+METRICS.append(
+    MetricSpec(
+        name="compmem",
+        file="metrics/compmem.py",
+        description="Kernel memory per process (allocated, outstanding), leak suspects by kernel stack, RSS, VmSize.",
+        args=(
+            *interval_args(),
+            PID,
+            Arg("top", "--top", "int", "processes shown", default=10, minimum=1, maximum=1000),
+            Arg("stacks", "--stacks", "int", "outstanding-allocation stacks shown (0: none)", default=5,
+                minimum=0, maximum=1000),
+            Arg("stack_sort", "--stack-sort", "choice", "stacks: oldest allocation first, most bytes, most allocations",
+                default="oldest", choices=("oldest", "bytes", "count")),
+            Arg("stack_depth", "--stack-depth", "int", "frames shown per stack", default=12, minimum=1, maximum=127),
+            Arg("min_age", "--min-age", "float", "stacks: only allocations outstanding at least this many seconds",
+                minimum=0.001, sample=5),
+            Arg("caches", "--caches", "flag", "also slab-cache allocations (sockets, files, inodes)", default=False),
+            Arg("min_bytes", "--min-bytes", "int", "ignore allocations smaller than this", minimum=1, sample=64),
+            Arg("max_allocs", "--max-allocs", "int", "outstanding allocations tracked at most (more: lost)",
+                default=65536, minimum=1, maximum=4194304),
+        ),
+        probes=("kmem:kmalloc", "kmem:kfree", "sched:sched_process_exec"),
+        optional_probes=("kmem:kmem_cache_alloc", "kmem:kmem_cache_free"),
+        fields=(
+            Field("level", "Level"),
+            Field("pid", "PID"),
+            Field("comm", "Command"),
+            Field("outstanding_bytes", "Outstanding", "bytes"),
+            Field("active_allocs", "Active", "count"),
+            Field("alloc_bytes", "Allocated", "bytes"),
+            Field("allocs", "Allocations", "count"),
+            Field("rss_bytes", "RSS", "bytes"),
+            Field("vm_size_bytes", "VmSize", "bytes"),
+            Field("oldest_age_s", "Oldest (s)"),
+        ),
+        chart=Chart("timeseries", y="outstanding_bytes", record_kind="summary", label="outstanding kernel bytes",
+                    unit="bytes"),
+        doc="docs/metrics/compmem.md",
     )
 )
 
