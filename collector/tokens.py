@@ -10,8 +10,8 @@ TOKEN_QUERY_PARAM = "token"  # the original client can set a URL but no header: 
 
 
 def _check(name: str, token: str, where: str) -> None:
-    if not name or not name.isprintable() or any(c.isspace() for c in name):
-        raise ValueError(f"{where}: token name {name!r} must be printable with no spaces")
+    if not 0 < len(name) <= 255 or not name.isprintable() or any(c.isspace() for c in name):
+        raise ValueError(f"{where}: token name {name[:40]!r} must be 1..255 printable characters, no spaces")
     if not token or not token.isprintable() or any(c.isspace() for c in token):
         raise ValueError(f"{where}: a token must be non-empty and printable with no spaces")
 
