@@ -44,9 +44,9 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
     return 0;
 }
 
-/* The three probes differ only in the counter they bump; BCC cannot see map methods in a helper that
- * takes a map, so each writes the lookup out. */
-int on_minor(struct bpf_perf_event_data *ctx)
+enum fault_kind { MINOR, MAJOR, TRAP };
+
+static __always_inline int count_fault(enum fault_kind kind)
 {
     u64 id = bpf_get_current_pid_tgid();
     if (skip_task(id))
@@ -68,34 +68,23 @@ int on_minor(struct bpf_perf_event_data *ctx)
         bpf_get_current_comm(&c.comm, sizeof(c.comm));
         comms.update(&tgid, &c);
     }
-    v->minor++;
+    if (kind == MINOR)
+        v->minor++;
+    else if (kind == MAJOR)
+        v->major++;
+    else
+        v->traps++;
     return 0;
+}
+
+int on_minor(struct bpf_perf_event_data *ctx)
+{
+    return count_fault(MINOR);
 }
 
 int on_major(struct bpf_perf_event_data *ctx)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    if (skip_task(id))
-        return 0;
-    u32 tgid = id >> 32;
-    struct val_t *v = faults.lookup(&tgid);
-    if (!v) {
-        struct val_t init = {};
-        faults.insert(&tgid, &init);
-        v = faults.lookup(&tgid);
-        if (!v) {
-            int zero = 0;
-            u64 *lost = full.lookup(&zero);
-            if (lost)
-                (*lost)++;
-            return 0;
-        }
-        struct comm_t c = {};
-        bpf_get_current_comm(&c.comm, sizeof(c.comm));
-        comms.update(&tgid, &c);
-    }
-    v->major++;
-    return 0;
+    return count_fault(MAJOR);
 }
 
 #ifdef COUNT_TRAPS
@@ -104,27 +93,6 @@ int on_major(struct bpf_perf_event_data *ctx)
  * rusage, so TRAPS is a cross-check, not a sum of MINOR and MAJOR. */
 TRACEPOINT_PROBE(exceptions, page_fault_user)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    if (skip_task(id))
-        return 0;
-    u32 tgid = id >> 32;
-    struct val_t *v = faults.lookup(&tgid);
-    if (!v) {
-        struct val_t init = {};
-        faults.insert(&tgid, &init);
-        v = faults.lookup(&tgid);
-        if (!v) {
-            int zero = 0;
-            u64 *lost = full.lookup(&zero);
-            if (lost)
-                (*lost)++;
-            return 0;
-        }
-        struct comm_t c = {};
-        bpf_get_current_comm(&c.comm, sizeof(c.comm));
-        comms.update(&tgid, &c);
-    }
-    v->traps++;
-    return 0;
+    return count_fault(TRAP);
 }
 #endif
