@@ -89,7 +89,7 @@ def stack_groups(now_ns: int) -> list[dict]:
     if not args.stacks:
         return []
     min_age_ns = int((args.min_age or 0) * 1e9)
-    groups: dict[tuple[int, int], dict] = {}
+    groups: dict[tuple[int, int, int], dict] = {}
     try:
         items = allocs.items_lookup_batch()
     except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
@@ -97,8 +97,9 @@ def stack_groups(now_ns: int) -> list[dict]:
     for _, a in items:
         if now_ns - a.ts < min_age_ns:
             continue
-        g = groups.setdefault((a.tgid, a.stack_id), {"bytes": 0, "count": 0, "oldest": a.ts,
-                                                     "call_site": a.call_site})
+        # without a stack, the caller the tracepoint names keeps different sites apart
+        key = (a.tgid, a.stack_id, a.call_site if a.stack_id < 0 else 0)
+        g = groups.setdefault(key, {"bytes": 0, "count": 0, "oldest": a.ts, "call_site": a.call_site})
         g["bytes"] += a.size
         g["count"] += 1
         g["oldest"] = min(g["oldest"], a.ts)
@@ -107,7 +108,7 @@ def stack_groups(now_ns: int) -> list[dict]:
     return [{"pid": tgid, "comm": process_name(tgid, comms), "stack_id": stack_id,
              "outstanding_bytes": g["bytes"], "active_allocs": g["count"],
              "oldest_age_s": round((now_ns - g["oldest"]) / 1e9, 3), "frames": frames(stack_id, g["call_site"])}
-            for (tgid, stack_id), g in top]
+            for (tgid, stack_id, _), g in top]
 
 
 def frames(stack_id: int, call_site: int) -> list[str]:

@@ -136,6 +136,26 @@ def test_rss_and_vmsize_match_proc_status():
     assert row["vm_size_bytes"] >= row["rss_bytes"]
 
 
+def test_min_bytes_keeps_only_large_allocations():
+    """Each pipe's buffer array (16 x 40 bytes) comes from kmalloc-1k; everything else a pipe
+    allocates with kmalloc is smaller than 512 bytes."""
+    child = run_workload(PIPES_CHILD)
+    tool = MetricProcess("compmem", "-p", str(child.pid), "0.3", "--min-bytes", "512", "--stacks", "0")
+    try:
+        meta = tool.wait_meta()
+        step(child, "open")
+        row = process_row(tool, child.pid, current_interval(tool))
+        status, _ = tool.stop()
+        assert status == 0
+    finally:
+        tool.kill()
+        finish(child)
+    print(f"--min-bytes 512: active={row['active_allocs']} outstanding={row['outstanding_bytes']}")
+    assert meta["filters"]["min_bytes"] == 512
+    assert PIPES <= row["active_allocs"] <= PIPES * 1.05, row
+    assert row["outstanding_bytes"] >= PIPES * 1024, row
+
+
 def test_a_full_map_is_reported_as_lost():
     child = run_workload(PIPES_CHILD)
     tool = MetricProcess("compmem", "-p", str(child.pid), "0.3", "--max-allocs", "256", "--stacks", "0")
