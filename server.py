@@ -15,13 +15,15 @@ import argparse
 import itertools
 import logging
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from flask import Flask, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
-from collector import api, dashboard, ingest, settings as settings_mod
+from collector import api, dashboard, ingest
+from collector import settings as settings_mod
 from collector.state import EXTENSION, Collector
 from collector.store import Store
 from collector.tokens import load_tokens

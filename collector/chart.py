@@ -29,6 +29,18 @@ class Plot:
     unit: str = ""
     series: str | None = None  # field whose value splits lines
     registered: bool = False
+    dots: bool = False  # events and per-row values: points, not a line
+    hist: str | None = None  # draw the event count of the hist records with this name
+
+    def value(self, record: dict) -> float | None:
+        if self.hist is not None:
+            buckets = record.get("buckets")
+            if record.get("name") != self.hist or not isinstance(buckets, list):
+                return None
+            counts = [b.get("count") for b in buckets if isinstance(b, dict)]
+            return float(sum(c for c in counts if _is_number(c)))
+        value = record.get(self.field)
+        return float(value) if _is_number(value) else None
 
     @property
     def title(self) -> str:
@@ -48,9 +60,15 @@ def choose(source: str, sample: list[dict]) -> Plot | None:
             spec = config.get(source)
         except KeyError:
             spec = None
-    if spec is not None and any(k == spec.chart.record_kind and _is_number(r.get(spec.chart.y)) for k, r in records):
+    if spec is not None:
         c = spec.chart
-        return Plot(c.y, c.record_kind, c.label or c.y, c.unit, c.series if c.kind == "timeseries" else None, True)
+        if c.kind == "histogram":
+            plot = Plot("count", c.record_kind, f"{c.label or c.series} events", "", registered=True, hist=c.series)
+        else:
+            plot = Plot(c.y, c.record_kind, c.label or c.y, c.unit, c.series if c.kind == "timeseries" else None,
+                        registered=True, dots=c.kind != "timeseries")
+        if any(k == plot.kind and plot.value(r) is not None for k, r in records):
+            return plot
     for kind, record in records:
         if kind == "meta":
             continue
@@ -65,12 +83,12 @@ def points(plot: Plot, rows: list[dict]) -> dict[str, list[tuple[float, float]]]
     lines: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
         record = json.loads(row["data"])
-        value = record.get(plot.field)
-        if not _is_number(value):
+        value = plot.value(record)
+        if value is None:
             continue
         name = str(record.get(plot.series, "")) if plot.series else plot.label
         if name in lines or len(lines) < MAX_SERIES:
-            lines.setdefault(name, []).append((row["ts"], float(value)))
+            lines.setdefault(name, []).append((row["ts"], value))
     for name, pts in lines.items():
         if len(pts) > MAX_POINTS:
             step = len(pts) / MAX_POINTS
@@ -116,10 +134,15 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> str:
                  f'{escape(title)} over time</text>')
     for i, (name, pts) in enumerate(lines.items()):
         colour = COLOURS[i % len(COLOURS)]
-        coords = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
-        parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="1.5" points="{coords}">'
-                     f'<title>{escape(name)}</title></polyline>')
-        if len(pts) == 1:
+        if plot.dots:
+            parts.append(f'<g class="series" fill="{colour}"><title>{escape(name)}</title>'
+                         + "".join(f'<circle class="point" cx="{x(t):.1f}" cy="{y(v):.1f}" r="2.5"/>' for t, v in pts)
+                         + "</g>")
+        else:
+            coords = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
+            parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="1.5" '
+                         f'points="{coords}"><title>{escape(name)}</title></polyline>')
+        if len(pts) == 1 and not plot.dots:
             parts.append(f'<circle cx="{x(pts[0][0]):.1f}" cy="{y(pts[0][1]):.1f}" r="3" fill="{colour}"/>')
         if len(lines) > 1:
             parts.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 14 + 14 * i}" font-size="11" fill="{colour}">'

@@ -83,7 +83,7 @@ def stream():
     columns_list = list(columns)[:TABLE_COLUMNS]
     table = [{"ts": r["ts"], "sequence": r["sequence"], "kind": r["kind"],
               "cells": [_cell(rec[c]) if c in rec else "" for c in columns_list]}
-             for r, rec in zip(rows, records)]
+             for r, rec in zip(rows, records, strict=True)]
     kinds = sorted({r["kind"] for r in sample} | ({kind} if kind else set()))
     return render_template("stream.html", stream=found, key=key, kind=kind, kinds=kinds, plot=plot,
                            chart_svg=Markup(svg), columns=columns_list, table=table, ranges_text=ranges_text)

@@ -4,8 +4,7 @@ for what leaves no row (duplicates, rejections) so every server process reports 
 
 from __future__ import annotations
 
-from sqlalchemy import (BigInteger, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table,
-                        Text)
+from sqlalchemy import BigInteger, Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL gets a 64-bit id.
 ID = BigInteger().with_variant(Integer(), "sqlite")

@@ -4,8 +4,9 @@ environment variables (for `gunicorn "server:create_app()"`), with the database 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 DEFAULT_DB = "sqlite:///collector.db"
 DEFAULT_MAX_BODY = 8 * 1024 * 1024

@@ -44,6 +44,7 @@ def served(tmp_path):
     """The collector on SQLite (the pages are the same on PostgreSQL, see test_server.py), served by
     waitress in a thread; yields (base URL, test client)."""
     import waitress
+
     from server import create_app
 
     app = create_app({"db_url": f"sqlite:///{tmp_path}/browser.db"})

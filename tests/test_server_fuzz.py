@@ -8,9 +8,10 @@ import json
 import string
 
 from collector_payloads import envelope, original, ours, stored
-from collector.payload import MAX_DEPTH
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+
+from collector.payload import MAX_DEPTH
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])
