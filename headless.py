@@ -12,6 +12,7 @@ import json
 import os
 import shlex
 import signal
+import sqlite3
 import sys
 import time
 from typing import Any
@@ -195,7 +196,13 @@ class Run:
 
 def main(argv: list[str] | None = None) -> int:
     args, values = parse_args(sys.argv[1:] if argv is None else argv)
-    return Run(args, values).exec()
+    try:
+        run = Run(args, values)
+    except (OSError, sqlite3.Error) as exc:
+        where = args.state_dir or "(the default state directory)"
+        print(f"{PROG}: error: cannot use state directory {where}: {exc}", file=sys.stderr)
+        return 1
+    return run.exec()
 
 
 if __name__ == "__main__":

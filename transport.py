@@ -176,6 +176,7 @@ class Transport:
                 return
             self._closing = True
             self._close_deadline = deadline
+            self._retry_at = 0.0        # one more try now, whatever the backoff said; stop at a failure
             self._cond.notify()
         self._wake_sender.set()
         self._builder.join(max(0.0, deadline - time.monotonic()))
@@ -197,7 +198,7 @@ class Transport:
             try:
                 for name, records, dropped in cuts:
                     self._store(name, records, dropped)
-                if cuts:
+                if cuts or everything:      # also on quiet ticks, so old batches expire in an outage
                     self._enforce_bounds()
             except Exception as exc:  # noqa: BLE001 - the builder must keep running; the loss is counted
                 log.exception("transport builder")

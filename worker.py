@@ -217,7 +217,8 @@ class Worker(QObject):
         if is_err:
             if text.strip():
                 self._stderr_tail.append(text)
-                self._log(text)
+                if not self._elevation_said(text):     # reported once, in the verdict
+                    self._log(text)
             return
         try:
             record = self.spec.output_parser(text)
@@ -271,14 +272,17 @@ class Worker(QObject):
 
     def _elevation_error(self) -> str:
         """One clear message when the elevation command itself refused (e.g. sudo wants a password)."""
-        if not self.elevate or self.records_total:
-            return ""
-        tool = os.path.basename(self.elevate[0])
-        said = [line for line in self._stderr_tail if line.startswith(f"{tool}:")]
+        said = [line for line in self._stderr_tail if self._elevation_said(line)]
         if not said:
             return ""
+        tool = os.path.basename(self.elevate[0])
         return (f"cannot start {self.name} as root: `{' '.join(self.elevate)}` refused ({said[-1]}). "
                 f"Run the app as root, or allow passwordless {tool} for {self.argv[len(self.elevate)]}.")
+
+    def _elevation_said(self, line: str) -> bool:
+        """A line from the elevation command itself (`sudo: ...`), before the script printed a record."""
+        return bool(self.elevate) and not self.records_total and \
+            line.startswith(f"{os.path.basename(self.elevate[0])}:")
 
     def _start_error(self, exc: OSError) -> str:
         program = self.argv[0]
