@@ -418,6 +418,41 @@ METRICS.append(
     )
 )
 
+METRICS.append(
+    MetricSpec(
+        name="schparm",
+        file="metrics/schparm.py",
+        description="Scheduling parameters (policy, nice, priority) and context switches of each thread at exit.",
+        args=(
+            *interval_args(),   # the summary's period; events print as threads exit
+            PID,
+        ),
+        probes=("sched:sched_process_exit", "sched:sched_switch", "task:task_newtask",
+                "syscalls:sys_enter_sched_setscheduler", "syscalls:sys_exit_sched_setscheduler",
+                "syscalls:sys_enter_sched_setattr", "syscalls:sys_exit_sched_setattr",
+                "syscalls:sys_enter_sched_setparam", "syscalls:sys_exit_sched_setparam",
+                "syscalls:sys_enter_setpriority", "syscalls:sys_exit_setpriority"),
+        fields=(
+            Field("comm", "Command"),
+            Field("pid", "PID"),
+            Field("tid", "TID"),
+            Field("ppid", "PPID"),
+            Field("cpu", "CPU"),
+            Field("prio", "Prio"),
+            Field("nice", "Nice"),
+            Field("policy", "Policy"),
+            Field("rt_priority", "RT prio"),
+            Field("runtime_ms", "Run time", "ms"),
+            Field("voluntary", "Voluntary", "count"),
+            Field("involuntary", "Involuntary", "count"),
+        ),
+        chart=Chart("scatter", y="runtime_ms", record_kind="event", label="run time at exit", unit="ms",
+                    series="policy"),
+        table_kind="event",
+        doc="docs/metrics/schparm.md",
+    )
+)
+
 # The original design's name for the same list.
 AVAILABLE_SCRIPTS = METRICS
 
