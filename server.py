@@ -71,14 +71,14 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="server.py", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("EXAMPLES:")[1],
+                                     epilog="examples:" + __doc__.split("EXAMPLES:")[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     parser.add_argument("--port", type=int, default=5000, help="port to listen on (default 5000)")
     parser.add_argument("--db", default=settings_mod.DEFAULT_DB,
                         help="database: an SQLite file path or URL (default ./collector.db), or postgresql://...")
     parser.add_argument("--log-file", help="also write one line per batch to this file")
-    parser.add_argument("--token", help="require this upload token (its name is 'token')")
+    parser.add_argument("--token", help="require this upload token, named 'token' (visible in ps: prefer --tokens-file)")
     parser.add_argument("--tokens-file", help="require one of these tokens: lines 'name token', or JSON {name: token}")
     parser.add_argument("--max-body", type=int, default=settings_mod.DEFAULT_MAX_BODY,
                         help="largest request body in bytes, before and after gunzip (default 8 MiB)")
