@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import math
 import random
 import socket
 import sqlite3
@@ -161,6 +162,7 @@ class Transport:
                 "dropped_batches": self._dropped_batches,
                 "drop_reasons": dict(self._drops),
                 "last_error": self._last_error,
+                "gzip": self._gzip_ok,
                 "run_id": self.run_id,
                 "host": self.host,
                 "outbox_path": self.outbox_path,
@@ -232,7 +234,7 @@ class Transport:
 
     def _store(self, name: str, records: list[dict], dropped: int) -> None:
         """Serialize outside the lock, split by bytes, write each batch to the outbox."""
-        encoded = [json.dumps(r, separators=(",", ":"), default=str).encode() for r in records]
+        encoded = [_encode(r) for r in records]
         chunks, chunk, size = [], [], 0
         for item in encoded:
             if chunk and size + len(item) > self.tuning["batch_bytes"]:
@@ -418,6 +420,25 @@ class Transport:
             return
         with self._cond:
             self._pending = pending
+
+
+def _encode(record: dict) -> bytes:
+    """Strict JSON: a NaN or infinity (json.loads lets a script print one) becomes null; a strict
+    collector would otherwise reject the NaN token and with it the whole batch."""
+    try:
+        return json.dumps(record, separators=(",", ":"), default=str, allow_nan=False).encode()
+    except ValueError:
+        return json.dumps(_finite(record), separators=(",", ":"), default=str).encode()
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _normalize(url: str | None) -> str | None:

@@ -266,3 +266,41 @@ def test_no_server_keeps_nothing(outbox):
 def test_unknown_tuning_is_refused(outbox):
     with pytest.raises(TypeError, match="batch_recs"):
         Transport(None, outbox_path=outbox, batch_recs=5)
+
+
+def test_non_finite_numbers_become_null(collector, outbox):
+    t = Transport(collector.url, outbox_path=outbox, **FAST)
+    t.submit("m", [{"metric": "m", "kind": "row", "ts": 1.0, "interval": 1, "x": float("nan"),
+                    "h": [float("inf"), 2.5]}])
+    t.close(5)
+    (record,) = collector.records("m")
+    assert record["x"] is None and record["h"] == [None, 2.5]
+
+
+def test_against_the_real_collector(tmp_path, outbox):
+    """server.py (the collector of its own issue) stores every batch once, gzip included, no gaps."""
+    server = pytest.importorskip("server")
+    from werkzeug.serving import make_server
+
+    app = server.create_app({"db_url": f"sqlite:///{tmp_path / 'collector.db'}"})
+    port = free_port()
+    httpd = make_server("127.0.0.1", port, app, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        t = Transport(f"http://127.0.0.1:{port}", outbox_path=outbox, batch_records=1000, **FAST)
+        wait_for(lambda: t.status()["reachable"] is True, what="the probe")
+        for k in range(20):
+            t.submit("sysnest", records("sysnest", k * 1000, 1000))
+        t.close(30)
+        client = app.test_client()
+        (stream,) = client.get("/api/streams").get_json()["streams"]
+    finally:
+        httpd.shutdown()
+        thread.join(5)
+    status = t.status()
+    assert status["gzip"] is True       # it advertises gzip, so these ~90 KB batches went compressed
+    assert status["sent_batches"] == status["created_batches"] == stream["batches"] == 20
+    assert stream["records"] == 20_000 and stream["missing_count"] == 0 and stream["highest"] == 19
+    assert stream["run_id"] == t.run_id and stream["host"] == socket.gethostname()
+    assert status["dropped"] == 0 and status["pending_outbox"] == 0
