@@ -2,13 +2,14 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup run test bench lint doctor clean
+.PHONY: setup run test bench lint doctor clean screenshot
 
 setup:
 	@bash scripts/setup.sh
 
+# a local collector, then the window pointed at it (headless when there is no display)
 run: setup
-	$(PY) main_app.py
+	$(PY) launcher.py
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -18,6 +19,10 @@ BENCH_QUICK ?=
 BENCH_ARGS ?=
 bench: setup
 	$(PY) bench/run.py $(if $(BENCH_QUICK),--quick) $(BENCH_ARGS)
+
+# the running window at 1400x900 under Xvfb, with metrics and a local collector -> docs/screenshot.png
+screenshot: setup
+	xvfb-run -a -s "-screen 0 1400x900x24" $(PY) scripts/screenshot.py
 
 doctor: setup
 	$(PY) main_app.py --doctor

@@ -8,19 +8,54 @@ thousands of records a second costs one redraw per tick, not one per record.
 
 from __future__ import annotations
 
+import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 import config
-from gui_models import UNIT_SUFFIX, format_value
+from gui_models import UNIT_SUFFIX, format_value, newest
 
 pg.setConfigOptions(background="w", foreground="#333", antialias=False)
 PALETTE = ("#1565c0", "#e65100", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#9e9d24", "#4e342e")
 MAX_SERIES = len(PALETTE)
+
+
+class ClockAxis(pg.AxisItem):
+    """Wall-clock ticks as HH:MM:SS, one label per ~100 px, on whole seconds (or minutes, hours)."""
+
+    STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+
+    def __init__(self) -> None:
+        super().__init__("bottom")
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:  # noqa: N802, N803
+        wanted = (maxVal - minVal) / max(2.0, size / 100.0)
+        return [(next((s for s in self.STEPS if s >= wanted), self.STEPS[-1]), 0)]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        return [time.strftime("%H:%M:%S", time.localtime(v)) for v in values]
+
+
+class CompactAxis(pg.AxisItem):
+    """Numbers as 950, 1.2k, 3.4M rather than 1.2e+06."""
+
+    def __init__(self, orientation: str = "left") -> None:
+        super().__init__(orientation)
+        self.enableAutoSIPrefix(False)     # no "(x0.001)" in the label: the ticks carry the scale
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        return [compact_number(v * scale) for v in values]
+
+
+def compact_number(value: float) -> str:
+    for suffix, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.4g}{suffix}"
+    return f"{value:.4g}"
 
 
 def _number(value: Any) -> float | None:
@@ -38,7 +73,7 @@ class MetricChart(QWidget):
         self.chart = spec.chart
         self.dirty = False
         self.redraws = 0
-        self.plot = pg.PlotWidget(self)
+        self.plot = pg.PlotWidget(self, axisItems={"left": CompactAxis()})
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.hideButtons()
@@ -53,11 +88,12 @@ class MetricChart(QWidget):
     def wants(self, record: dict) -> bool:
         return record.get("kind") == self.chart.record_kind
 
-    def add_records(self, records: Iterable[dict]) -> None:
-        for record in records:
-            if self.wants(record):
-                self.take(record)
-                self.dirty = True
+    keep: int | None = None             # records that can still show; older ones need not be taken
+
+    def add_records(self, records: Sequence[dict]) -> None:
+        for record in newest(records, self.wants, self.keep):
+            self.take(record)
+            self.dirty = True
 
     def take(self, record: dict) -> None:
         raise NotImplementedError
@@ -89,7 +125,8 @@ class TimeSeriesChart(MetricChart):
     def __init__(self, spec: config.MetricSpec, history: int = 600, parent: QWidget | None = None) -> None:
         super().__init__(spec, parent)
         self.history = history
-        self.plot.setAxisItems({"bottom": pg.DateAxisItem()})
+        self.keep = history * MAX_SERIES
+        self.plot.setAxisItems({"bottom": ClockAxis()})
         self.legend = self.plot.addLegend(offset=(10, 5)) if self.chart.series else None
         self.points: dict[str, tuple[deque, deque]] = {}
         self.lines: dict[str, pg.PlotDataItem] = {}
@@ -140,6 +177,7 @@ class HistogramChart(MetricChart):
 
     def __init__(self, spec: config.MetricSpec, parent: QWidget | None = None) -> None:
         super().__init__(spec, parent)
+        self.keep = 1
         self.bars: pg.BarGraphItem | None = None
         self.latest: dict | None = None
         self.plot.setLabel("left", "count")
@@ -183,8 +221,9 @@ class ScatterChart(MetricChart):
 
     def __init__(self, spec: config.MetricSpec, history: int = 2000, parent: QWidget | None = None) -> None:
         super().__init__(spec, parent)
-        self.plot.setAxisItems({"bottom": pg.DateAxisItem()})
+        self.plot.setAxisItems({"bottom": ClockAxis()})
         self.legend = self.plot.addLegend(offset=(10, 5)) if self.chart.series else None
+        self.keep = history
         self.events: deque[tuple[str, float, float]] = deque(maxlen=history)
         self.items: dict[str, pg.PlotDataItem] = {}
 
@@ -240,23 +279,26 @@ def folded_stack(record: dict, field: str | None) -> str | None:
 class StacksChart(MetricChart):
     """The top stacks by accumulated weight (chart.y) as horizontal bars; folded_lines() for export."""
 
-    def __init__(self, spec: config.MetricSpec, top: int = 12, keep: int = 5000, parent: QWidget | None = None) -> None:
+    def __init__(self, spec: config.MetricSpec, top: int = 10, max_stacks: int = 5000,
+                 parent: QWidget | None = None) -> None:
         super().__init__(spec, parent)
-        self.top, self.keep = top, keep
+        self.top, self.max_stacks = top, max_stacks          # every record counts: keep stays None
         self.weights: dict[str, float] = {}
         self.bars: pg.BarGraphItem | None = None
         unit = UNIT_SUFFIX.get(self.chart.unit, self.chart.unit)
         self.plot.setLabel("bottom", f"{self.chart.label or self.chart.y} ({unit})" if unit else self.chart.y)
         self.plot.setLabel("left", "")
-        self.plot.getAxis("left").setWidth(220)
+        left = self.plot.getAxis("left")
+        left.setWidth(220)
+        left.setStyle(textFillLimits=[(0, 1.0)])      # a label for every bar, not pyqtgraph's 80% fill
 
     def take(self, record: dict) -> None:
         key, weight = folded_stack(record, self.chart.series), _number(record.get(self.chart.y))
         if key is None or weight is None:
             return
         self.weights[key] = self.weights.get(key, 0.0) + weight
-        if len(self.weights) > self.keep:       # bounded: keep the heaviest half
-            heaviest = sorted(self.weights.items(), key=lambda kv: kv[1], reverse=True)[: self.keep // 2]
+        if len(self.weights) > self.max_stacks:       # bounded: keep the heaviest half
+            heaviest = sorted(self.weights.items(), key=lambda kv: kv[1], reverse=True)[: self.max_stacks // 2]
             self.weights = dict(heaviest)
 
     def top_stacks(self) -> list[tuple[str, float]]:
@@ -273,7 +315,7 @@ class StacksChart(MetricChart):
         widths = [w for _, w in top]
         self.bars = pg.BarGraphItem(x0=0, y=ys, height=0.7, width=widths, brush=PALETTE[1])
         self.plot.addItem(self.bars)
-        ticks = [(y, _short_stack(key)) for y, (key, _) in zip(ys, top, strict=True)]
+        ticks = list(zip(ys, stack_labels([key for key, _ in top]), strict=True))
         self.plot.getAxis("left").setTicks([ticks])
         total = sum(self.weights.values())
         self.plot.setTitle(f"{len(self.weights):,} stacks, {format_value(total, self.chart.unit)} "
@@ -289,10 +331,24 @@ class StacksChart(MetricChart):
         self.weights.clear()
 
 
-def _short_stack(key: str, width: int = 34) -> str:
-    frames = key.split(";")
-    text = frames[0] if len(frames) == 1 else f"{frames[0]}: {frames[-1]}"
-    return text if len(text) <= width else text[: width - 1] + "…"
+def stack_labels(keys: list[str], width: int = 34) -> list[str]:
+    """'comm: frame' per folded stack, naming the innermost frame that is not shared by all of them
+    (off-CPU stacks all end in the scheduler; the frame above it says why the thread blocked)."""
+    stacks = [key.split(";") for key in keys]
+    rests = [frames[1:] for frames in stacks]                           # frames after the comm
+    common = 0
+    while True:
+        deeper = [rest for rest in rests if len(rest) > common + 1]
+        if len(deeper) < 2 or len({rest[-1 - common] for rest in deeper}) != 1:
+            break
+        common += 1
+    labels = []
+    for frames, rest in zip(stacks, rests, strict=True):
+        comm = frames[0]
+        frame = rest[-1 - common] if len(rest) > common else (rest[0] if rest else "")
+        text = f"{comm}: {frame}" if frame else comm
+        labels.append(text if len(text) <= width else text[: width - 1] + "…")
+    return labels
 
 
 CHARTS: dict[str, type[MetricChart]] = {

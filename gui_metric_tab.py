@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QTableView,
     QVBoxLayout,
@@ -28,6 +29,7 @@ from gui_charts import MetricChart, StacksChart, make_chart
 from gui_models import SORT_ROLE, RecordTableModel, format_value
 
 ENVELOPE = ("metric", "ts", "kind", "interval")
+BULK = ("row", "event", "hist")          # the many records; the few others carry pid, summary, lost
 STATE_STYLE = {
     "starting": "color: #6d6d6d;",
     "running": "color: #2e7d32; font-weight: bold;",
@@ -52,13 +54,13 @@ def summary_text(record: dict, limit: int = 7) -> str:
 class MetricTab(QWidget):
     stop_requested = Signal(str)
 
-    def __init__(self, spec: config.MetricSpec, max_pending: int = 50_000, parent: QWidget | None = None) -> None:
+    def __init__(self, spec: config.MetricSpec, max_pending: int = 2000, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.spec = spec
         self.name = spec.name
         self.state = "starting"
         self.pid: int | None = None                 # the metric script's pid, from its meta record
-        self.pending: deque[dict] = deque(maxlen=max_pending)
+        self.pending: deque[list[dict]] = deque(maxlen=max_pending)     # batches, as the controller sent them
         self.records_seen = 0
         self.lost = 0
         self.last_summary: dict | None = None
@@ -66,6 +68,8 @@ class MetricTab(QWidget):
         self.state_label = QLabel(self)
         self.summary_label = QLabel(self)
         self.summary_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # a long summary must not widen the window: it is cut at the label's edge, whole in the tooltip
+        self.summary_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.stop_button = QPushButton("Stop", self)
         self.stop_button.setToolTip(f"stop {spec.name} only")
         self.stop_button.clicked.connect(lambda: self.stop_requested.emit(self.name))
@@ -101,6 +105,7 @@ class MetricTab(QWidget):
         self.table.verticalHeader().setDefaultSectionSize(22)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().setResizeContentsPrecision(30)    # size columns from 30 rows, not all
         self.footer = QLabel(self)
         self.footer.setStyleSheet("color: #6d6d6d;")
 
@@ -121,16 +126,19 @@ class MetricTab(QWidget):
 
     # --- data -------------------------------------------------------------------------------------
     def feed(self, records: list[dict]) -> None:
-        self.pending.extend(records)
+        """Queue one batch as it is (no per-record work here: this runs once per controller signal)."""
+        self.pending.append(records)
         self.records_seen += len(records)
 
     def refresh(self) -> None:
         """Apply what arrived since the last call: one model reset, one chart redraw at most."""
         if self.pending:
-            batch = list(self.pending)
+            batch = [record for records in self.pending for record in records]
             self.pending.clear()
             for record in batch:
                 kind = record.get("kind")
+                if kind in BULK:
+                    continue
                 if kind == "meta" and isinstance(record.get("pid"), int):
                     self.pid = record["pid"]
                 elif kind == "summary":
@@ -149,6 +157,7 @@ class MetricTab(QWidget):
     def _update_labels(self) -> None:
         if self.last_summary:
             self.summary_label.setText(summary_text(self.last_summary))
+            self.summary_label.setToolTip(summary_text(self.last_summary, limit=100).replace("  ·  ", "\n"))
         parts = []
         if self.model.kind == "row" and self.model.interval is not None:
             parts.append(f"interval {self.model.interval}")

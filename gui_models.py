@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
@@ -122,37 +122,63 @@ class RecordTableModel(ColumnsModel):
         self._interval: Any = None
         self._interval_rows: list[dict] = []
         self.interval: Any = None        # the interval shown (row tables)
-        self.total_records = 0           # records of table_kind seen since the last clear
 
-    def add_records(self, records: Iterable[dict]) -> bool:
-        """Take a batch (any kinds; others are ignored); True when the table changed."""
-        changed = False
-        for record in records:
-            if record.get("kind") != self.kind:
-                continue
-            changed = True
-            self.total_records += 1
-            if self.kind == "event":
-                self._events.append(record)
-                continue
-            interval = record.get("interval")
-            if interval != self._interval:
-                self._interval, self._interval_rows = interval, []
-            if len(self._interval_rows) < self.max_rows:
-                self._interval_rows.append(record)
-        if changed:
-            if self.kind == "event":
-                self.set_rows(list(reversed(self._events)))
-            else:
-                self.interval = self._interval
-                self.set_rows(list(self._interval_rows))
-        return changed
+    def add_records(self, records: Sequence[dict]) -> bool:
+        """Take a batch (any kinds; others are ignored); True when the table changed. Only the newest
+        rows can show, so only those are looked at: a flood costs the rows kept, not the rows received."""
+        kind = self.kind
+        if kind == "event":
+            events = newest(records, lambda r: r.get("kind") == "event", self.max_rows)
+            if not events:
+                return False
+            self._events.extend(events)
+            self.set_rows(list(reversed(self._events)))
+            return True
+        rows = _latest_interval_rows(records)
+        if not rows:
+            return False
+        interval = rows[0].get("interval")
+        if interval != self._interval:
+            self._interval, self._interval_rows = interval, []
+        self._interval_rows.extend(rows[: self.max_rows - len(self._interval_rows)])
+        self.interval = interval
+        self.set_rows(list(self._interval_rows))
+        return True
 
     def clear(self) -> None:
         self._events.clear()
         self._interval, self._interval_rows, self.interval = None, [], None
-        self.total_records = 0
         self.set_rows([])
+
+
+def newest(records: Sequence[dict], wanted: Callable[[dict], bool], limit: int | None) -> list[dict]:
+    """The last `limit` records that `wanted` accepts, oldest first (all of them when limit is None);
+    scans from the end and stops as soon as it has enough."""
+    if limit is None:
+        return [r for r in records if wanted(r)]
+    found = []
+    for record in reversed(records):
+        if wanted(record):
+            found.append(record)
+            if len(found) >= limit:
+                break
+    found.reverse()
+    return found
+
+
+def _latest_interval_rows(records: Sequence[dict]) -> list[dict]:
+    """The row records of the newest interval in a batch, in order (a batch may end mid-interval)."""
+    found: list[dict] = []
+    interval: Any = None
+    for record in reversed(records):
+        if record.get("kind") != "row":
+            continue
+        if found and record.get("interval") != interval:
+            break
+        interval = record.get("interval")
+        found.append(record)
+    found.reverse()
+    return found
 
 
 OVERHEAD_COLUMNS = (
@@ -163,7 +189,7 @@ OVERHEAD_COLUMNS = (
     ("run_cnt", "Runs", "count"),
     ("runs_per_s", "Runs", "/s"),
     ("avg_ns", "Avg run", "ns"),
-    ("cpu_pct", "CPU (of one)", "pct"),
+    ("cpu_pct", "CPU of one core", "pct"),
 )
 
 

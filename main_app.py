@@ -13,6 +13,7 @@ nothing here does network or subprocess I/O on the GUI thread.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections import deque
@@ -40,14 +41,15 @@ class MainWindow(QMainWindow):
 
     def __init__(self, controller: Any, verdicts: list[preflight.Verdict] | None = None,
                  settings: QSettings | None = None, server_url: str | None = None, token: str | None = None,
-                 sampler: OverheadSampler | None = None, stats_switch: BpfStatsSwitch | None = None) -> None:
+                 sampler: OverheadSampler | None = None, stats_switch: BpfStatsSwitch | None = None,
+                 registry: list[config.MetricSpec] | None = None) -> None:
         super().__init__()
         self.ui = Ui_MainWindow()
         self.ui.setupUi(self)
         self.controller = controller
         self.settings = settings if settings is not None else app_settings()
         self.verdicts = {v.name: v for v in (verdicts or [])}
-        self.specs = {spec.name: spec for spec in config.METRICS}
+        self.specs = {spec.name: spec for spec in (config.METRICS if registry is None else registry)}
         self.forms: dict[str, ArgForm] = {}
         self.items: dict[str, QTreeWidgetItem] = {}
         self.tabs: dict[str, MetricTab] = {}
@@ -81,7 +83,7 @@ class MainWindow(QMainWindow):
 
     # --- setup ------------------------------------------------------------------------------------
     def _build_metric_list(self) -> None:
-        for spec in config.METRICS:
+        for spec in self.specs.values():
             verdict = self.verdicts.get(spec.name)
             item = QTreeWidgetItem(self.ui.metric_list, [spec.name, "", spec.description])
             item.setData(0, Qt.ItemDataRole.UserRole, spec.name)
@@ -117,6 +119,7 @@ class MainWindow(QMainWindow):
         ui.apply_server_button.clicked.connect(self.apply_server)
         ui.server_url.returnPressed.connect(self.apply_server)
         ui.metric_tabs.tabCloseRequested.connect(self._close_tab)
+        ui.metric_tabs.currentChanged.connect(self._tab_shown)
         c.records.connect(self._on_records)
         c.log.connect(self._on_log)
         c.metric_started.connect(self._on_started)
@@ -250,6 +253,12 @@ class MainWindow(QMainWindow):
             self.tabs[name] = tab
             self.ui.metric_tabs.addTab(tab, name)
         return tab
+
+    def _tab_shown(self, index: int) -> None:
+        tab = self.ui.metric_tabs.widget(index)
+        if isinstance(tab, MetricTab):
+            self.select_metric(tab.name)        # its arguments beside its data
+            tab.refresh()
 
     def _close_tab(self, index: int) -> None:
         tab = self.ui.metric_tabs.widget(index)
@@ -427,6 +436,10 @@ def run_window(args: argparse.Namespace) -> int:
     token = args.token if args.token is not None else settings.value("transport/token", "") or None
     controller = MonitorController(server_url=url, token=token)
     window = MainWindow(controller, verdicts=verdicts, settings=settings, server_url=url, token=token)
+    # Ctrl-C or SIGTERM closes the window the normal way (metrics stopped, transport flushed); the
+    # window's 5 Hz timer gives Python the chance to run the handler while Qt's loop waits.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: window.close())
     window.show()
     return app.exec()
 

@@ -61,10 +61,11 @@ def test_two_metrics_from_the_window_to_the_collector_and_back_to_nothing(qtbot,
         model = window.tabs[name].model
         shown, interval = [dict(r) for r in model.rows], model.interval
 
-        def stored(name=name, interval=interval):
+        def stored(name: str = name, interval: int = interval) -> list[dict]:
             return [r for r in collector.records(name) if r["kind"] == "row" and r["interval"] == interval]
 
-        qtbot.waitUntil(lambda stored=stored, n=len(shown): len(stored()) >= n, timeout=15_000)
+        wanted = len(shown)
+        qtbot.waitUntil(lambda stored=stored, wanted=wanted: len(stored()) >= wanted, timeout=15_000)
         assert stored() == shown, f"{name}: table and collector differ for interval {interval}"
 
     # the overhead panel sees both metrics' programs run
