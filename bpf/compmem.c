@@ -46,7 +46,9 @@ struct comm_t {
 BPF_HASH(allocs, u64, struct alloc_t, MAX_ALLOCS);
 BPF_PERCPU_HASH(proc_mem, u32, struct pmem_t, MAX_PIDS);
 BPF_HASH(comms, u32, struct comm_t, MAX_PIDS);
+#ifndef NO_STACKS   /* --stacks 0: no stack is shown, so none is walked (the costliest step) */
 BPF_STACK_TRACE(stacks, MAX_STACKS);
+#endif
 BPF_PERCPU_ARRAY(lost, u64, 4);
 
 static __always_inline void count_lost(int slot)
@@ -105,9 +107,13 @@ static __always_inline int on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site)
         count_lost(MISSED_FREE);
     }
     struct alloc_t a = {.size = size, .ts = bpf_ktime_get_ns(), .call_site = call_site, .tgid = tgid};
+#ifdef NO_STACKS
+    a.stack_id = -1;
+#else
     a.stack_id = stacks.get_stackid(ctx, 0);
     if (a.stack_id < 0)
         count_lost(LOST_STACK);
+#endif
     if (allocs.update(&ptr, &a) != 0) {
         count_lost(LOST_ALLOCS_FULL);
         return 0;

@@ -28,7 +28,7 @@ tool.add_pid_filters()
 parser = tool.parser
 parser.add_argument("-T", "--top", type=positive_int, default=10, help="processes shown (default 10)")
 parser.add_argument("-S", "--stacks", type=nonneg_int, default=5,
-                    help="outstanding-allocation stacks shown, oldest first (default 5; 0: none)")
+                    help="outstanding-allocation stacks shown (default 5; 0: none, and no stack is walked)")
 parser.add_argument("--stack-sort", choices=["oldest", "bytes", "count"], default="oldest",
                     help="order of the stacks: oldest allocation first (leak suspects), most bytes, most allocations")
 parser.add_argument("--stack-depth", type=positive_int, default=12, help="frames shown per stack (default 12)")
@@ -44,9 +44,10 @@ args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid, min_bytes=args.min_bytes, trace_caches=args.caches)
-cflags += [f"-DMAX_ALLOCS={args.max_allocs}", f"-DEXCLUDE_PID={os.getpid()}"]
+cflags += [f"-DMAX_ALLOCS={args.max_allocs}", f"-DEXCLUDE_PID={os.getpid()}"] + (["-DNO_STACKS"] if not args.stacks else [])
 b = tool.load(cflags)
-allocs, proc_mem, comms, stacks, lost = b["allocs"], b["proc_mem"], b["comms"], b["stacks"], b["lost"]
+allocs, proc_mem, comms, lost = b["allocs"], b["proc_mem"], b["comms"], b["lost"]
+stacks = b["stacks"] if args.stacks else None
 LOST_SOURCES = {0: "allocs_map_full", 1: "proc_mem_map_full", 2: "stack_traces"}
 MISSED_FREE = 3
 
