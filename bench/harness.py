@@ -179,6 +179,7 @@ class Tracer:
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      cwd=ROOT, start_new_session=True, env=env)
         self.peak_rss_kb: int | None = None
+        self.cpu_s: float | None = None
         self.status: int | None = None
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
@@ -223,6 +224,7 @@ class Tracer:
             pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
             if pid:
                 self.peak_rss_kb = usage.ru_maxrss
+                self.cpu_s = usage.ru_utime + usage.ru_stime
                 self.status = os.waitstatus_to_exitcode(status)
                 self.proc.returncode = self.status
                 break
@@ -357,7 +359,7 @@ def fmt(s: dict | None, unit: str = "", digits: int | None = None) -> str:
             return f"{v:,.{digits}f}"
         return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2g}" if abs(v) < 1 else f"{v:,.1f}"
 
-    if s.get("n", 1) > 1 and s["min"] != s["max"]:
+    if s.get("n", 1) > 1 and num(s["min"]) != num(s["max"]):
         return f"{num(s['median'])}{unit} ({num(s['min'])}–{num(s['max'])})"
     return f"{num(s['median'])}{unit}"
 
@@ -366,3 +368,33 @@ def md_table(headers: list[str], rows: list[list]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+# --- metrics and workloads ---------------------------------------------------------------------------
+def metric_argv(spec, **values) -> list[str]:
+    """argv running a registry metric with --json: its defaults, a sample value for each required
+    argument, then `values`."""
+    chosen = {a.name: a.sample for a in spec.args if a.required and a.sample is not None}
+    chosen.update({k: v for k, v in values.items() if any(a.name == k for a in spec.args)})
+    return spec.command(chosen, python=PYTHON)
+
+
+def is_meta(line: str) -> bool:
+    import config  # noqa: PLC0415 - the registry is only needed by the benches that run metrics
+
+    record = config.parse_ndjson(line)
+    return bool(record) and record["kind"] == "meta"
+
+
+class BackgroundLoad:
+    """bench/mixed.c in its light endless mode (about 100 rounds a second): every metric has events
+    to report while it is measured."""
+
+    def __enter__(self) -> BackgroundLoad:
+        binary = compile_c("mixed")
+        self.proc = subprocess.Popen([binary, "0", BUILD], stdout=subprocess.DEVNULL)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait()

@@ -55,16 +55,19 @@ def targets_table(results: dict) -> str:
     return harness.md_table(["target", "goal", "measured (median)", "verdict", "margin"], rows) if rows else "(none yet)"
 
 
-def section_block(name: str, module, section: dict | None) -> str:
+def section_blocks(name: str, module, section: dict | None) -> dict[str, str]:
+    """marker -> markdown for one benchmark (a module with MARKERS and tables() fills several)."""
+    markers = getattr(module, "MARKERS", [name])
     if not section:
-        return "(not run yet)"
+        return dict.fromkeys(markers, "(not run yet)")
     head = f"*{section.get('date', '')}{', quick mode' if section.get('quick') else ''}"
     head += f", {section['reps']} alternating repetitions*" if section.get("reps") else "*"
     if section.get("error"):
-        return f"{head}\n\nFailed: `{section['error']}`"
+        return dict.fromkeys(markers, f"{head}\n\nFailed: `{section['error']}`")
     if section.get("skipped"):
-        return f"{head}\n\nNot run: {section['skipped']}"
-    return f"{head}\n\n{module.table(section)}"
+        return dict.fromkeys(markers, f"{head}\n\nNot run: {section['skipped']}")
+    bodies = module.tables(section) if hasattr(module, "tables") else {name: module.table(section)}
+    return {marker: f"{head}\n\n{body}" for marker, body in bodies.items()}
 
 
 def replace_block(text: str, marker: str, body: str) -> str:
@@ -82,7 +85,8 @@ def render(results: dict | None = None) -> None:
         text = replace_block(text, "machine", machine_line(results["machine"]))
     text = replace_block(text, "targets", targets_table(results))
     for name, module in BENCHES:
-        text = replace_block(text, name, section_block(name, module, results["benchmarks"].get(name)))
+        for marker, body in section_blocks(name, module, results["benchmarks"].get(name)).items():
+            text = replace_block(text, marker, body)
     with open(DOC, "w") as f:
         f.write(text)
 

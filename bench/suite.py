@@ -1,9 +1,12 @@
 """The benchmarks `make bench` runs, in order: (results.json key, module). Each module has
-run(quick, **options) -> dict (a JSON-able result, with "title" and "targets") and table(result) -> str
-(the markdown that goes between its markers in BENCHMARKS.md)."""
+run(quick, **options) -> dict (a JSON-able result, with "title" and "targets") and either table(result)
+-> str (the markdown between its `<!-- bench:NAME -->` markers in BENCHMARKS.md) or MARKERS and
+tables(result) -> {marker: markdown} when one run fills several tables."""
 
+import metric_overhead
 import syscall_overhead
 
 BENCHES = [
     ("syscall_overhead", syscall_overhead),
+    ("metric_overhead", metric_overhead),
 ]
