@@ -54,6 +54,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     for blueprint in (ingest.bp, api.bp, dashboard.bp):
         app.register_blueprint(blueprint)
 
+    @app.before_request
+    def _refuse_nul_in_query():
+        # PostgreSQL text cannot hold NUL: refuse it here rather than fail in the database
+        if any("\x00" in key or "\x00" in value for key, value in request.args.items(multi=True)):
+            return jsonify({"status": "error", "reason": "bad_query", "detail": "NUL in the query string"}), 400
+        return None
+
     @app.errorhandler(HTTPException)
     def _http_error(e: HTTPException):
         if request.path.startswith(JSON_PATHS):

@@ -426,3 +426,13 @@ def test_stream_page_charts_first_numeric_field_of_an_unregistered_metric(collec
     points = page.split('points="')[1].split('"')[0].split()
     assert len(points) == 4
     assert [float(p.split(",")[1]) for p in points] == sorted((float(p.split(",")[1]) for p in points), reverse=True)
+
+
+@pytest.mark.parametrize("path", ["/", "/stream", "/api/streams", "/api/records", "/metrics", "/healthz"])
+@pytest.mark.parametrize("value", ["%00", "%25", "%", "%ED%A0%80", "%FF", "x" * 5000, "1e400", "-1", "h%C3%A9llo%E2%80%A8"])
+def test_odd_query_values_never_5xx(collector_client, path, value):
+    """Percent-encoded as a client would send them: NUL, a lone surrogate's bytes, invalid UTF-8, ..."""
+    post(collector_client, ours(0))
+    keys = ("host", "run_id", "source", "kind", "since", "until", "limit", "format")
+    reply = collector_client.get(path + "?" + "&".join(f"{k}={value}" for k in keys))
+    assert reply.status_code in (200, 400, 404), reply.get_data(as_text=True)[:300]
