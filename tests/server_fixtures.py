@@ -1,6 +1,7 @@
 """Fixtures for the collector tests (imported by conftest.py): a private PostgreSQL cluster for the
 session, made with the distro's binaries in a temp dir on a unix socket (no system service), a fresh
-database per test on SQLite or PostgreSQL, and the app built on it. In CI a missing PostgreSQL fails."""
+database per test on SQLite or PostgreSQL, and the app built on it; plus server.py run as a process.
+In CI a missing PostgreSQL fails."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import glob
 import itertools
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 
 import pytest
+import requests
+from helpers import PYTHON, ROOT
 
 IN_CI = bool(os.environ.get("CI"))
 DB_KINDS = ("sqlite", "postgresql")
@@ -24,6 +29,45 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+SERVER = os.path.join(ROOT, "server.py")
+
+
+class ServerProcess:
+    """`python server.py --port <free> ARGS` running until stop(); ready once /healthz answers."""
+
+    def __init__(self, *args: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([PYTHON, SERVER, "--port", str(self.port), *args], cwd=ROOT,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server.py exited {self.proc.returncode}: {self.proc.stderr.read()[-2000:]}")
+            try:
+                if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        self.stop()
+        raise AssertionError("server.py did not answer /healthz within 30 s")
+
+    def stop(self) -> tuple[int, str]:
+        """Ctrl-C, as an instructor would; (exit status, stderr)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        try:
+            _, err = self.proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return self.proc.returncode, err
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, SERVER, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
 def _pg_bin() -> str | None:

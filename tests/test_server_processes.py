@@ -5,54 +5,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
-import signal
-import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
 from collector_payloads import envelope, ours, prometheus_samples
-from helpers import PYTHON, ROOT
-from server_fixtures import free_port
-
-SERVER = os.path.join(ROOT, "server.py")
-
-
-class ServerProcess:
-    def __init__(self, *args: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen([PYTHON, SERVER, "--port", str(self.port), *args], cwd=ROOT,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"server.py exited {self.proc.returncode}: {self.proc.stderr.read()[-2000:]}")
-            try:
-                if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        self.stop()
-        raise AssertionError("server.py did not answer /healthz within 30 s")
-
-    def stop(self) -> tuple[int, str]:
-        """Ctrl-C, as an instructor would; (exit status, stderr)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            _, err = self.proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-        return self.proc.returncode, err
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, SERVER, *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+from server_fixtures import ServerProcess, free_port, run_cli
 
 
 @pytest.mark.parametrize("args", [["--port", "70000"], ["--port", "x"], ["--tokens-file", "/nonexistent/tokens"],
