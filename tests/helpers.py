@@ -142,6 +142,16 @@ def run_workload(code: str, *args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, text=True)
 
 
+def end_workload(child: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Let a run_workload child past its last stdin wait (closing stdin), and reap it."""
+    try:
+        child.stdin.write("\n")
+        child.stdin.close()
+    except OSError:
+        pass
+    child.wait(timeout=timeout)
+
+
 def progs_released(ids: set[int], timeout: float = 3.0) -> bool:
     """True once none of `ids` is loaded; the kernel frees a program shortly after its last fd closes
     (deferred work), so this polls briefly rather than asking once."""
