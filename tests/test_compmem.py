@@ -5,7 +5,7 @@ import signal
 import time
 
 import pytest
-from helpers import MetricProcess, loaded_prog_ids, progs_released, run_workload
+from helpers import MetricProcess, end_workload, loaded_prog_ids, progs_released, run_workload
 
 PIPES = 2000
 TOUCH_MB = 64
@@ -40,13 +40,6 @@ def step(child, expect: str) -> None:
     assert child.stdout.readline().strip() == expect
 
 
-def finish(child) -> None:
-    try:
-        child.stdin.write("\n")
-        child.stdin.close()
-    except OSError:
-        pass
-    child.wait(timeout=30)
 
 
 def process_row(tool: MetricProcess, pid: int, after: int, timeout: float = 30.0) -> dict:
@@ -102,7 +95,7 @@ def test_pipes_raise_outstanding_bytes_and_closing_brings_them_back(caches):
         assert status == 0, tool.stderr
     finally:
         tool.kill()
-        finish(child)
+        end_workload(child)
     print(f"caches={caches} start={start} opened={opened['outstanding_bytes']} ({opened['active_allocs']} "
           f"allocations) after close={after['outstanding_bytes']} ({after['active_allocs']})")
     assert start_interval >= 1
@@ -129,7 +122,7 @@ def test_rss_and_vmsize_match_proc_status():
         assert status == 0
     finally:
         tool.kill()
-        finish(child)
+        end_workload(child)
     print(f"rss reported={row['rss_bytes']} /proc VmRSS={rss_now} vmsize={row['vm_size_bytes']}")
     assert row["rss_bytes"] >= TOUCH_MB << 20
     assert abs(row["rss_bytes"] - rss_now) <= 0.05 * rss_now, (row, rss_now)
@@ -149,7 +142,7 @@ def test_min_bytes_keeps_only_large_allocations():
         assert status == 0
     finally:
         tool.kill()
-        finish(child)
+        end_workload(child)
     print(f"--min-bytes 512: active={row['active_allocs']} outstanding={row['outstanding_bytes']}")
     assert meta["filters"]["min_bytes"] == 512
     assert PIPES <= row["active_allocs"] <= PIPES * 1.05, row
@@ -168,7 +161,7 @@ def test_a_full_map_is_reported_as_lost():
         assert status == 0
     finally:
         tool.kill()
-        finish(child)
+        end_workload(child)
     lost_total = max(r["total"] for r in tool.of_kind("lost") if r["source"] == "allocs_map_full")
     print(f"tracked={row['allocs']} active={row['active_allocs']} lost={lost_total}")
     assert lost["count"] > 0

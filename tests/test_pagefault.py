@@ -5,11 +5,17 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 
 import pytest
-from helpers import ROOT, MetricProcess, loaded_prog_ids, progs_released, run_workload
+from helpers import (
+    MetricProcess,
+    block_device_dir,
+    end_workload,
+    loaded_prog_ids,
+    progs_released,
+    run_workload,
+)
 
 PAGES = 20_000
 FILE_MB = 64
@@ -64,36 +70,11 @@ def send_line(child: subprocess.Popen) -> None:
     child.stdin.flush()
 
 
-def finish(child: subprocess.Popen) -> None:
-    try:
-        child.stdin.write("\n")
-        child.stdin.close()
-    except OSError:
-        pass
-    child.wait(timeout=30)
 
 
 def pid_totals(records: list[dict], pid: int) -> dict[str, int]:
     rows = [r for r in records if r["kind"] == "row" and r["pid"] == pid]
     return {k: sum(r[k] for r in rows) for k in ("minor", "major", "total")}
-
-
-def block_device_dir() -> str:
-    """A directory on a real block device (page cache and major faults), never tmpfs."""
-    for candidate in ("/var/tmp", ROOT):
-        if filesystem_type(candidate) not in ("tmpfs", "ramfs", "overlay", ""):
-            return candidate
-    pytest.fail("no directory on a block device for the major-fault test")
-
-
-def filesystem_type(path: str) -> str:
-    best, fstype = "", ""
-    with open("/proc/mounts") as f:
-        for line in f:
-            mount, kind = line.split()[1], line.split()[2]
-            if (path == mount or path.startswith(mount.rstrip("/") + "/")) and len(mount) > len(best):
-                best, fstype = mount, kind
-    return fstype
 
 
 def traced_until_reported(tool: MetricProcess, child: subprocess.Popen) -> dict:
@@ -117,7 +98,7 @@ def test_minor_faults_of_a_pid_match_its_rusage_window():
         report = traced_until_reported(tool, child)
     finally:
         tool.kill()
-        finish(child)
+        end_workload(child)
     counted = pid_totals(tool.records, child.pid)
     print("counted", counted, "rusage", report)
     assert report["minflt"] >= PAGES
@@ -142,7 +123,7 @@ def test_minor_faults_over_a_child_lifetime_match_rusage():
     finally:
         tool.kill()
         if child:
-            finish(child)
+            end_workload(child)
     counted = pid_totals(tool.records, child.pid)
     print("counted", counted, "rusage", report)
     lifetime = report["lifetime_minflt"]
@@ -153,9 +134,8 @@ def test_minor_faults_over_a_child_lifetime_match_rusage():
 
 @pytest.mark.parametrize("how", ["sequential", "random"])
 def test_major_faults_after_dropping_the_cache_match_rusage(how):
-    path = os.path.join(tempfile.mkdtemp(dir=block_device_dir(), prefix="pagefault-"), "file.bin")
-    child = subprocess.Popen([sys.executable, "-c", FILE_CHILD, path, how], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+    path = os.path.join(tempfile.mkdtemp(dir=block_device_dir()[0], prefix="pagefault-"), "file.bin")
+    child = run_workload(FILE_CHILD, path, how)
     tool = None
     try:
         assert child.stdout.readline().strip() == "ready"
@@ -164,7 +144,7 @@ def test_major_faults_after_dropping_the_cache_match_rusage(how):
     finally:
         if tool:
             tool.kill()
-        finish(child)
+        end_workload(child)
         os.unlink(path)
         os.rmdir(os.path.dirname(path))
     counted = pid_totals(tool.records, child.pid)
