@@ -37,15 +37,22 @@ SERVER = os.path.join(ROOT, "server.py")
 class ServerProcess:
     """`python server.py --port <free> ARGS` running until stop(); ready once /healthz answers."""
 
-    def __init__(self, *args: str) -> None:
-        self.port = free_port()
+    def __init__(self, *args: str, port: int | None = None, output: str | None = None) -> None:
+        """port: reuse one (a restart); output: a file for the server's stdout and stderr, for runs
+        that log more than a pipe holds (one line per batch)."""
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.output = output
+        sink = open(output, "a") if output else subprocess.PIPE  # noqa: SIM115 - the child keeps it
         self.proc = subprocess.Popen([PYTHON, SERVER, "--port", str(self.port), *args], cwd=ROOT,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=sink, stderr=subprocess.STDOUT if output else subprocess.PIPE, text=True)
+        if output:
+            sink.close()
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise AssertionError(f"server.py exited {self.proc.returncode}: {self.proc.stderr.read()[-2000:]}")
+                err = open(output).read() if output else self.proc.stderr.read()
+                raise AssertionError(f"server.py exited {self.proc.returncode}: {err[-2000:]}")
             try:
                 if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
                     return
@@ -55,7 +62,7 @@ class ServerProcess:
         raise AssertionError("server.py did not answer /healthz within 30 s")
 
     def stop(self) -> tuple[int, str]:
-        """Ctrl-C, as an instructor would; (exit status, stderr)."""
+        """Ctrl-C, as an instructor would; (exit status, stderr — the output file's text if it has one)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
         try:
@@ -63,7 +70,15 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             _, err = self.proc.communicate()
+        if self.output:
+            with open(self.output) as f:
+                err = f.read()
         return self.proc.returncode, err
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no shutdown code runs."""
+        self.proc.kill()
+        self.proc.communicate()
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
