@@ -23,6 +23,8 @@ EXAMPLES = [
     ("compmem --json", "NDJSON records for the app"),
 ]
 
+MAX_ALLOCS_LIMIT = 1 << 22   # ~4M entries, about 200 MB of kernel memory; config.py says the same
+
 tool = Tool("compmem", __doc__.strip().splitlines()[0], EXAMPLES)
 tool.add_pid_filters()
 parser = tool.parser
@@ -41,6 +43,8 @@ parser.add_argument("--min-bytes", type=positive_int, default=None,
 parser.add_argument("--max-allocs", type=positive_int, default=65536,
                     help="outstanding allocations tracked at most; more are counted as lost (default 65536)")
 args = tool.parse_args()
+if args.max_allocs > MAX_ALLOCS_LIMIT:
+    parser.error(f"--max-allocs: at most {MAX_ALLOCS_LIMIT} (the map is preallocated)")
 
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid, min_bytes=args.min_bytes, trace_caches=args.caches)
