@@ -23,7 +23,7 @@ EXAMPLES = [
     ("compmem --json", "NDJSON records for the app"),
 ]
 
-MAX_ALLOCS_LIMIT = 1 << 22   # ~4M entries, about 200 MB of kernel memory; config.py says the same
+MAX_ALLOCS_LIMIT = 1 << 22   # ~4M preallocated entries, a few hundred MB of kernel memory; as config.py says
 
 tool = Tool("compmem", __doc__.strip().splitlines()[0], EXAMPLES)
 tool.add_pid_filters()
