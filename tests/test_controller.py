@@ -13,9 +13,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 from collector_stub import CollectorStub  # noqa: E402
 from fakes import CRASHER, FLOOD  # noqa: E402
-from helpers import pids_with_cmdline, process_alive, progs_released  # noqa: E402
+from helpers import process_alive, progs_released  # noqa: E402
 
 import config  # noqa: E402
+import procs  # noqa: E402
 from controller import MonitorController  # noqa: E402
 
 FAST = {"flush_interval": 0.2, "backoff_base": 0.05, "backoff_max": 0.5}
@@ -80,7 +81,8 @@ def test_crash_is_reported_and_others_continue(qtbot, tmp_path):
         assert seen.finished["sysnest"] == (0, "")
         assert not os.path.exists(f"/proc/{sysnest_pid}")
         assert progs_released(sysnest_progs)
-        assert pids_with_cmdline(CRASHER.path) == [] and pids_with_cmdline(config.get("sysnest").path) == []
+        # the process table: nothing left in either metric's process group (an orphan keeps its group)
+        assert procs.group_members(meta["pid"]) == [] and procs.group_members(sysnest_pid) == []
         assert seen.threads == {"MainThread"}
     finally:
         c.shutdown(10)

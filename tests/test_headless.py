@@ -19,6 +19,7 @@ from collector_stub import CollectorStub, free_port
 from helpers import PYTHON, ROOT, process_alive, prog_ids_of, progs_released
 
 import config
+import procs
 
 SYSNEST_ROW_FIELDS = {f.name for f in config.get("sysnest").fields}
 SUMMARY_FIELDS = {"syscalls", "per_sec", "processes", "errors", "interval_s"}
@@ -106,7 +107,7 @@ def test_sigkill_with_pending_batches_then_restart(tmp_path):
     deadline = time.monotonic() + 5
     while process_alive(pids[0]) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not process_alive(pids[0])
+    assert not process_alive(pids[0]) and procs.group_members(pids[0]) == []
     assert progs_released(progs)
 
     stub = CollectorStub(port=port).start()
