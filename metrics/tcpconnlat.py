@@ -54,6 +54,9 @@ cflags = tool.filter_cflags(
 b = tool.load(cflags)
 events = b["events"]
 start_full = b["start_full"]
+# Opened before meta: until then the kernel drops what it submits, uncounted.
+events.open_perf_buffer(lambda cpu, data, size: on_event(data), page_cnt=64,
+                        lost_cb=tool.lost_callback("events"))
 tool.meta(time_origin="first_event", statuses=sorted(STATUS.values()))
 
 columns = [("PID", -7), ("COMM", -16), ("IP", 2), ("SADDR", -26), ("LPORT", 6), ("DADDR", -26),
@@ -76,7 +79,7 @@ def address(family_id: int, raw) -> str:
         socket.inet_ntop(socket.AF_INET6, data)
 
 
-def on_event(cpu: int, data, size: int) -> None:
+def on_event(data) -> None:
     ev = events.event(data)
     if not first_ts:
         first_ts.append(ev.ts_ns)
@@ -121,6 +124,5 @@ def on_tick() -> None:
 
 
 # --- loop ------------------------------------------------------------------------------------------
-events.open_perf_buffer(on_event, page_cnt=64, lost_cb=tool.lost_callback("events"))
 tool.poll_until_stopped(on_tick=on_tick, tick=args.interval)
 tool.finish()

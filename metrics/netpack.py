@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""netpack: kernel transmit-path latency per packet, from net_dev_queue to net_dev_xmit.
+
+Traces the net:net_dev_queue and net:net_dev_xmit tracepoints, matched by skb address. Each interval
+prints per device: packets, bytes, mean, p50, p99 and max latency (from an in-kernel histogram);
+--events adds one line per packet (length, device, latency).
+"""
+
+import argparse
+import time
+
+from bcctool import CounterDeltas, Tool, positive_float, table
+
+EXAMPLES = [
+    ("netpack", "per-device transmit latency summary, every second"),
+    ("netpack 5 12", "5-second summaries for one minute"),
+    ("netpack --dev eth0", "device eth0 only"),
+    ("netpack --events", "also one line per packet: length and latency"),
+    ("netpack --min-us 100", "only the packets that waited 100 us or more (implies --events)"),
+    ("netpack --json", "NDJSON rows per device and interval, for the app"),
+]
+
+
+def device_name(text: str) -> str:
+    if not text or len(text.encode()) > 15 or "/" in text or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(f"not a network device name: {text!r}")
+    return text
+
+
+tool = Tool("netpack", __doc__.strip().splitlines()[0], EXAMPLES)
+parser = tool.parser
+parser.add_argument("--dev", type=device_name, help="trace this network device only (e.g. eth0, lo)")
+parser.add_argument("-e", "--events", "--per-packet", dest="events", action="store_true",
+                    help="also print one record per packet")
+parser.add_argument("--min-us", type=positive_float, metavar="US",
+                    help="per-packet records only for packets that waited at least US microseconds "
+                         "(implies --events; summaries still count every packet)")
+parser.add_argument("--expire", type=positive_float, default=2.0, metavar="SECONDS",
+                    help="forget a queued packet not transmitted after SECONDS (default 2)")
+args = tool.parse_args()
+args.events = args.events or bool(args.min_us)
+
+# --- probes ----------------------------------------------------------------------------------------
+cflags = tool.filter_cflags(filter_dev=args.dev, min_ns=round(args.min_us * 1e3) if args.min_us else None)
+if args.events:
+    cflags.append("-DEVENTS=1")
+b = tool.load(cflags)
+start, events, epoch = b["start"], b["events"], b["epoch"]
+stats_deltas = CounterDeltas(b["stats"], tgid_of=None)
+hist_deltas = CounterDeltas(b["hist"], tgid_of=None)
+# Opened even without --events: polling it is what paces the loop. Until it is open the kernel drops
+# what it submits, so tracing starts here for the totals too: what came before is read and set aside,
+# and queue entries made while the xmit probe was not attached yet are forgotten.
+events.open_perf_buffer(lambda cpu, data, size: on_event(data), page_cnt=128,
+                        lost_cb=tool.lost_callback("events"))
+stats_deltas.step()
+hist_deltas.step()
+start.clear()
+reused_seen = [sum(b["reused"][0])]
+epoch[epoch.Key(0)] = epoch.Leaf(1)
+tool.meta(events=args.events, histogram="quarter-octave", len_includes="link-layer header (as skb->len)")
+tool.say(f"Tracing packet queue -> xmit latency{' on ' + args.dev if args.dev else ''}... Ctrl-C to end.")
+
+
+# --- latency histogram ------------------------------------------------------------------------------
+def slot_range(slot: int) -> tuple[int, int]:
+    """The ns range of a quarter-octave bucket (see latency_slot() in bpf/netpack.c)."""
+    if slot < 4:
+        return slot, slot
+    octave, quarter = divmod(slot, 4)
+    return (4 + quarter) << (octave - 2), ((5 + quarter) << (octave - 2)) - 1
+
+
+def percentile(buckets: dict[int, int], pct: float, max_ns: int) -> float:
+    """The pct-th percentile in ns: the middle of the bucket it falls in, never above the max seen."""
+    total = sum(buckets.values())
+    rank = max(1, -(-total * pct // 100))   # ceil
+    seen = 0
+    for slot in sorted(buckets):
+        seen += buckets[slot]
+        if seen >= rank:
+            lo, hi = slot_range(slot)
+            return min((lo + hi) / 2, max_ns) if max_ns else (lo + hi) / 2
+    return 0.0
+
+
+def interval_maxes(interval: int) -> dict[str, int]:
+    """Per device, the longest latency of this interval (the BPF side keeps a max per epoch)."""
+    maxes = {}
+    for key, per_cpu in b["maxes"].items():
+        best = max((v.max_ns for v in per_cpu if v.epoch == interval), default=0)
+        if best:
+            maxes[key.name.decode(errors="replace")] = best
+    return maxes
+
+
+def expire_unmatched(now_ns: int) -> int:
+    """Delete queue entries older than --expire: packets the kernel dropped before xmit, or split
+    (GSO) into new skbs. Returns how many were deleted."""
+    horizon = now_ns - int(args.expire * 1e9)
+    expired = 0
+    for key, ts in list(start.items()):
+        if ts.value < horizon:
+            try:
+                del start[key]
+                expired += 1
+            except KeyError:
+                pass   # transmitted meanwhile
+    return expired
+
+
+def reused_since_last() -> int:
+    """Queue entries the kernel side found stale when their skb was queued again, since last asked."""
+    total = sum(b["reused"][0])
+    new, reused_seen[0] = total - reused_seen[0], total
+    return new
+
+
+# --- output ----------------------------------------------------------------------------------------
+first_ts: list[int] = []
+
+
+def on_event(data) -> None:
+    ev = events.event(data)
+    if not first_ts:
+        first_ts.append(ev.ts_ns)
+    dev = ev.dev.decode(errors="replace")
+    if tool.json:
+        tool.emit_event(time_s=round((ev.ts_ns - first_ts[0]) / 1e9, 6), dev=dev, len=ev.len,
+                        latency_us=round(ev.delta_ns / 1e3, 3))
+    else:
+        print(f"len={ev.len:<7} latency={ev.delta_ns / 1e3:.2f} us  dev={dev}", flush=True)
+
+
+last_tick = [time.monotonic()]
+
+
+def on_tick() -> None:
+    now = time.monotonic()
+    elapsed, last_tick[0] = max(now - last_tick[0], 1e-9), now
+    interval = tool.interval_index
+    stats = stats_deltas.step()
+    buckets: dict[str, dict[int, int]] = {}
+    for (name, slot), delta in hist_deltas.step().items():
+        buckets.setdefault(name.decode(errors="replace"), {})[slot] = delta["count"]
+    maxes = interval_maxes(interval)
+    # Read first, then open the next max window (as sysnest does): only a packet in the few microseconds
+    # between the two is missed by the max; the other order would drop the whole window's max on any CPU
+    # that sends a packet between them.
+    epoch[epoch.Key(0)] = epoch.Leaf(interval + 1)
+    unmatched = expire_unmatched(time.monotonic_ns()) + reused_since_last()
+    rows = []
+    for (name,), d in stats.items():
+        dev = name.decode(errors="replace")
+        mx = maxes.get(dev, 0)
+        rows.append({"dev": dev, "packets": d["packets"], "bytes": d["bytes"],
+                     "avg_us": round(d["total_ns"] / d["packets"] / 1e3, 3) if d["packets"] else 0.0,
+                     "p50_us": round(percentile(buckets.get(dev, {}), 50, mx) / 1e3, 3),
+                     "p99_us": round(percentile(buckets.get(dev, {}), 99, mx) / 1e3, 3),
+                     "max_us": round(mx / 1e3, 3)})
+    rows.sort(key=lambda r: r["packets"], reverse=True)
+    packets = sum(r["packets"] for r in rows)
+    tool.set_lost_total("start_map_full", sum(b["start_full"][0]))
+    tool.set_lost_total("stats_map_full", sum(b["stats_full"][0]))
+    if tool.json:
+        tool.emit("summary", packets=packets, per_sec=round(packets / elapsed, 1), devices=len(rows),
+                  unmatched=unmatched, interval_s=round(elapsed, 3))
+        for r in rows:
+            tool.emit("row", **r)
+        return
+    print(f"\n[{time.strftime('%H:%M:%S')}] {packets} packets ({packets / elapsed:.0f}/s) on {len(rows)} "
+          f"device{'s' if len(rows) != 1 else ''}" + (f", {unmatched} queued but not sent" if unmatched else ""))
+    if not rows:
+        return
+    columns = [("DEV", -15), ("PACKETS", 9), ("BYTES", 11), ("AVG(us)", 9), ("P50(us)", 9), ("P99(us)", 9),
+               ("MAX(us)", 10)]
+    print(table(columns, [[r["dev"], r["packets"], r["bytes"], f"{r['avg_us']:.2f}", f"{r['p50_us']:.2f}",
+                           f"{r['p99_us']:.2f}", f"{r['max_us']:.2f}"] for r in rows]))
+
+
+# --- loop ------------------------------------------------------------------------------------------
+tool.poll_until_stopped(on_tick=on_tick, tick=args.interval)
+tool.finish()
