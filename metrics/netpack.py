@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """netpack: kernel transmit-path latency per packet, from net_dev_queue to net_dev_xmit.
 
-Traces the net:net_dev_queue and net:net_dev_xmit tracepoints, matched by skb address. Each interval
+Traces the net:net_dev_queue and net:net_dev_xmit tracepoints, matched by skb and device. Each interval
 prints per device: packets, bytes, mean, p50, p99 and max latency (from an in-kernel histogram);
 --events adds one line per packet (length, device, latency).
 """
