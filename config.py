@@ -480,6 +480,40 @@ METRICS.append(
         doc="docs/metrics/schparm.md",
     )
 )
+METRICS.append(
+    MetricSpec(
+        name="cacheraw",
+        file="metrics/cacheraw.py",
+        description="Page-cache read hits and misses (pages), write hits and dirtied folios per process, "
+                    "with the system's Cached and Buffers.",
+        args=(
+            *interval_args(),
+            PID,
+            Arg("sort", "--sort", "choice", "order processes by", default="reads",
+                choices=("reads", "read_hits", "read_misses", "read_hit_pct", "write_hits", "write_misses",
+                         "dirtied", "write_hit_pct")),
+            Arg("reverse", "--reverse", "flag", "smallest first", default=False),
+            Arg("max_rows", "--max-rows", "int", "processes shown", default=20, minimum=1, maximum=100000),
+        ),
+        probes=("filemap:mm_filemap_get_pages", "filemap:mm_filemap_add_to_page_cache",
+                "writeback:writeback_dirty_folio", "sched:sched_process_exec"),
+        fields=(
+            Field("pid", "PID"),
+            Field("uid", "UID"),
+            Field("comm", "Command"),
+            Field("read_hit_pages", "Read hits (pages)", "count"),
+            Field("read_miss_pages", "Read misses (pages)", "count"),
+            Field("read_hit_pct", "Read hit", "pct"),
+            Field("write_hit_folios", "Write hits (folios)", "count"),
+            Field("write_miss_folios", "Write misses (folios)", "count"),
+            Field("dirtied_folios", "Dirtied (folios)", "count"),
+            Field("write_hit_pct", "Write hit", "pct"),
+        ),
+        chart=Chart("timeseries", y="read_hits_per_s", record_kind="summary", label="page-cache read hits/s",
+                    unit="/s"),
+        doc="docs/metrics/cacheraw.md",
+    )
+)
 
 # The original design's name for the same list.
 AVAILABLE_SCRIPTS = METRICS

@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""cacheraw: page-cache read hits and misses, write hits and dirtied folios per process, per interval.
+
+Traces filemap:mm_filemap_get_pages (pages a read asks for), filemap:mm_filemap_add_to_page_cache (pages
+it had to bring in) and writeback:writeback_dirty_folio (folios a write dirtied); plus /proc/meminfo.
+"""
+
+import time
+
+import kernelfeatures
+from bcctool import CounterDeltas, Tool, human_bytes, positive_int, process_name
+
+EXAMPLES = [
+    ("cacheraw", "per-process page-cache hits and misses every second"),
+    ("cacheraw 5 3", "three 5-second summaries"),
+    ("cacheraw -p 185", "only process 185"),
+    ("cacheraw --sort read_misses --max-rows 5", "the 5 processes that read most from disk"),
+    ("cacheraw --sort read_hit_pct --reverse", "worst read hit ratio first"),
+    ("cacheraw --json", "NDJSON records for the app"),
+]
+SORT_FIELDS = ("reads", "read_hits", "read_misses", "read_hit_pct", "write_hits", "write_misses", "dirtied",
+               "write_hit_pct")
+FIELD_OF = {"reads": "read_pages", "read_hits": "read_hit_pages", "read_misses": "read_miss_pages",
+            "write_hits": "write_hit_folios", "write_misses": "write_miss_folios", "dirtied": "dirtied_folios",
+            "read_hit_pct": "read_hit_pct", "write_hit_pct": "write_hit_pct"}
+
+tool = Tool("cacheraw", __doc__.strip().splitlines()[0], EXAMPLES)
+tool.add_pid_filters()
+parser = tool.parser
+parser.add_argument("-s", "--sort", choices=SORT_FIELDS, default="reads",
+                    help="order processes by this column (default reads = read hits + misses)")
+parser.add_argument("-r", "--reverse", action="store_true", help="smallest first")
+parser.add_argument("-n", "--max-rows", type=positive_int, default=20, help="processes shown (default 20)")
+args = tool.parse_args()
+
+# --- probes ----------------------------------------------------------------------------------------
+cflags = tool.filter_cflags(filter_pid=args.pid)
+# read()/pread64() return values trim requests that reach past the end of a file
+read_exit = all(kernelfeatures.tracepoint_exists("syscalls", e) for e in
+                ("sys_enter_read", "sys_exit_read", "sys_enter_pread64", "sys_exit_pread64"))
+if read_exit:
+    cflags.append("-DHAVE_READ_EXIT")
+variants = [["-DUSE_TASK_STORAGE"], []] if kernelfeatures.task_storage_available() else [[]]
+b = tool.load(cflags, variants=variants)
+stats, comms, full = b["stats"], b["comms"], b["full"]
+tool.meta(units={"read": "pages (4 KiB)", "write": "folios (a dirtied folio's size is not traced)"},
+          task_state="task_storage" if tool.variant else "hash", read_end_trimmed=read_exit)
+tool.say(f"Tracing page-cache reads and writes, sorted by {args.sort}... Ctrl-C to end.")
+
+
+def meminfo() -> dict[str, int]:
+    """/proc/meminfo fields in bytes."""
+    info = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            parts = rest.split()
+            if parts:
+                info[name] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+    return info
+
+
+def pct(hits: int, misses: int) -> float | None:
+    return round(100.0 * hits / (hits + misses), 2) if hits + misses else None
+
+
+class ReadHits:
+    """Read hits = pages requested that did not have to be added. Readahead adds pages before they
+    are requested, possibly in the interval before: misses not yet matched by a request are carried
+    into the next interval (one only, so pages added and never read do not hide later hits)."""
+
+    def __init__(self) -> None:
+        self.carry: dict[int, int] = {}
+
+    def step(self, reads: dict[int, tuple[int, int]]) -> dict[int, int]:
+        """{tgid: (pages requested, read misses)} of one interval -> {tgid: read hits}."""
+        hits, carry = {}, {}
+        for tgid, (requested, misses) in reads.items():
+            available = self.carry.get(tgid, 0) + misses
+            matched = min(available, requested)
+            hits[tgid] = requested - matched
+            carry[tgid] = min(available - matched, misses)
+        self.carry = carry
+        return hits
+
+
+def rows_of(deltas: dict) -> list[dict]:
+    read_misses = {tgid: max(0, d["added_pages"] - d["write_miss_pages"]) for tgid, d in deltas.items()}
+    requested = {tgid: max(0, d["requested_pages"] - d["overshoot_pages"]) for tgid, d in deltas.items()}
+    read_hits = read_hits_of.step({tgid: (requested[tgid], read_misses[tgid]) for tgid in deltas})
+    rows = []
+    for tgid, d in deltas.items():
+        hits, misses = read_hits[tgid], read_misses[tgid]
+        write_hits, write_misses = d["write_hit_folios"], d["write_miss_folios"]
+        if not (hits or misses or write_hits or write_misses):
+            continue
+        leaf = comms.get(comms.Key(tgid))
+        rows.append({"pid": tgid, "uid": leaf.uid if leaf else None, "comm": process_name(tgid, comms),
+                     "read_hit_pages": hits, "read_miss_pages": misses, "read_pages": hits + misses,
+                     "read_hit_pct": pct(hits, misses),
+                     "write_hit_folios": write_hits, "write_miss_folios": write_misses,
+                     "write_miss_pages": d["write_miss_pages"], "dirtied_folios": write_hits + write_misses,
+                     "write_hit_pct": pct(write_hits, write_misses)})
+    key = FIELD_OF[args.sort]
+    # rows without a percentage sort after those with one, whichever the direction
+    sign = 1 if args.reverse else -1
+    return sorted(rows, key=lambda r: (r[key] is None, sign * (r[key] or 0)))
+
+
+def summary(rows: list[dict], elapsed: float) -> dict:
+    t = {k: sum(r[k] for r in rows) for k in ("read_hit_pages", "read_miss_pages", "write_hit_folios",
+                                               "write_miss_folios", "dirtied_folios")}
+    mem = meminfo()
+    t.update(read_hit_pct=pct(t["read_hit_pages"], t["read_miss_pages"]),
+             write_hit_pct=pct(t["write_hit_folios"], t["write_miss_folios"]),
+             read_hits_per_s=round(t["read_hit_pages"] / elapsed, 1),
+             read_misses_per_s=round(t["read_miss_pages"] / elapsed, 1),
+             cached_bytes=mem.get("Cached", 0), buffers_bytes=mem.get("Buffers", 0),
+             dirty_bytes=mem.get("Dirty", 0), processes=len(rows), interval_s=round(elapsed, 3))
+    return t
+
+
+def shown_pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def print_human(rows: list[dict], t: dict) -> None:
+    print(f"\n{time.strftime('%H:%M:%S')} Buffers: {human_bytes(t['buffers_bytes'])}  "
+          f"Cached: {human_bytes(t['cached_bytes'])}  Dirty: {human_bytes(t['dirty_bytes'])}  "
+          f"read hit {shown_pct(t['read_hit_pct'])}  write hit {shown_pct(t['write_hit_pct'])}")
+    print(f"{'PID':<7} {'UID':>5} {'COMM':<16} {'R_HIT':>8} {'R_MISS':>8} {'R_HIT%':>7} "
+          f"{'W_HIT':>7} {'W_MISS':>7} {'DIRTIED':>7} {'W_HIT%':>7}")
+    for r in rows[: args.max_rows]:
+        uid = "-" if r["uid"] is None else r["uid"]
+        print(f"{r['pid']:<7} {uid:>5} {r['comm'][:16]:<16} {r['read_hit_pages']:>8} "
+              f"{r['read_miss_pages']:>8} {shown_pct(r['read_hit_pct']):>7} {r['write_hit_folios']:>7} "
+              f"{r['write_miss_folios']:>7} {r['dirtied_folios']:>7} {shown_pct(r['write_hit_pct']):>7}")
+    print(f"{'':<7} {'':>5} {'(read: pages)':<16} {t['read_hit_pages']:>8} {t['read_miss_pages']:>8} "
+          f"{'':>7} {t['write_hit_folios']:>7} {t['write_miss_folios']:>7} {t['dirtied_folios']:>7}  "
+          f"(write: folios)")
+
+
+# --- loop ------------------------------------------------------------------------------------------
+deltas = CounterDeltas(stats, comms, tgid_of=lambda tgid: tgid)
+read_hits_of = ReadHits()
+last = time.monotonic()
+for _ in tool.intervals():
+    now = time.monotonic()
+    elapsed, last = max(now - last, 1e-9), now
+    rows = rows_of(deltas.step())
+    t = summary(rows, elapsed)
+    if tool.json:
+        tool.emit("summary", **t)
+        for rank, r in enumerate(rows[: args.max_rows], 1):
+            tool.emit("row", rank=rank, **r)
+    else:
+        print_human(rows, t)
+    tool.lost_total("stats_map_full", sum(full[full.Key(0)]))
+
+tool.finish()

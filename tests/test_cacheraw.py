@@ -1,0 +1,189 @@
+"""cacheraw against reads and writes with known page counts. A 64 MiB file on disk, dropped from the
+page cache: a child's first full read must be misses (the file's 16,384 pages), the second hits. Then
+the child writes a new 16 MiB file: the pages it dirties are what its own /proc/self/io write_bytes
+counts (the kernel adds a dirtied folio's size there); rewriting it once clean must be write hits."""
+
+import os
+import signal
+import tempfile
+
+import pytest
+from helpers import MetricProcess, block_device_dir, loaded_prog_ids, progs_released, run_workload
+
+MIB = 1 << 20
+PAGE = os.sysconf("SC_PAGE_SIZE")
+FILE_PAGES = 64 * MIB // PAGE          # 16,384 with 4 KiB pages
+WRITE_PAGES = 16 * MIB // PAGE
+SMALL_READS = 100
+CHILD = f"""
+import os, sys
+path, out, small = sys.argv[1], sys.argv[2], sys.argv[3]
+def write_bytes():
+    return int(dict(l.split(": ") for l in open("/proc/self/io").read().splitlines())["write_bytes"])
+def read_all(path=path):
+    fd = os.open(path, os.O_RDONLY)
+    total = 0
+    while (chunk := os.read(fd, {MIB})):
+        total += len(chunk)
+    os.close(fd)
+    return total
+def write_all(flags):
+    before = write_bytes()
+    fd = os.open(out, os.O_WRONLY | flags)
+    for _ in range(16):
+        os.write(fd, b"w" * {MIB})
+    os.fsync(fd)                     # clean, still cached: the rewrite dirties cached folios; and the
+    os.close(fd)                     # metadata blocks block allocation dirties are counted here too
+    return write_bytes() - before
+sys.stdin.readline()
+print("cold", read_all(), flush=True)
+sys.stdin.readline()
+print("warm", read_all(), flush=True)
+sys.stdin.readline()
+print("written", write_all(os.O_CREAT | os.O_TRUNC), flush=True)
+sys.stdin.readline()
+print("rewritten", write_all(0), flush=True)
+sys.stdin.readline()
+print("small", sum(-(-read_all(small) // 4096) for _ in range({SMALL_READS})), flush=True)
+sys.stdin.readline()
+"""
+
+pytestmark = pytest.mark.bpf
+
+
+@pytest.fixture(scope="module")
+def phases():
+    """{phase: (child's own figure, [its rows in that phase])} from one traced run of CHILD."""
+    directory, _ = block_device_dir()
+    with tempfile.TemporaryDirectory(dir=directory, prefix="cacheraw-test-") as tmp:
+        path, out, small = (os.path.join(tmp, name) for name in ("read.bin", "write.bin", "small.bin"))
+        with open(small, "wb") as f:
+            f.write(os.urandom(10 * 1024))      # 3 pages, read with 1 MiB reads
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+        for _ in range(64):
+            os.write(fd, os.urandom(MIB))
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)    # clean pages: dropped from the cache
+        os.close(fd)
+        child = run_workload(CHILD, path, out, small)
+        tool = MetricProcess("cacheraw", "0.5", "-p", str(child.pid))
+        results = {}
+        try:
+            tool.wait_meta()
+            start = 0
+            for _ in range(5):
+                child.stdin.write("\n")
+                child.stdin.flush()
+                name, figure = child.stdout.readline().split()
+                # the phase ended in interval `now` + 1 at the latest; two more keep late events and
+                # the read-hit carry inside it
+                now = tool.drain()
+                end = tool.read_until(lambda r, n=now: r["kind"] == "summary" and r["interval"] >= n + 3)["interval"]
+                rows = [r for r in tool.of_kind("row") if start < r["interval"] <= end and r["pid"] == child.pid]
+                results[name] = (int(figure), rows)
+                start = end
+            status, _ = tool.stop()
+            assert status == 0, tool.stderr
+        finally:
+            tool.kill()
+            child.stdin.close()
+            child.wait()
+        results["records"] = tool.records
+    return results
+
+
+def total(rows: list[dict], field: str) -> int:
+    return sum(r[field] for r in rows)
+
+
+def ratio(rows: list[dict]) -> float:
+    hits, misses = total(rows, "read_hit_pages"), total(rows, "read_miss_pages")
+    return 100.0 * hits / (hits + misses)
+
+
+def test_cold_read_is_misses(phases):
+    size, rows = phases["cold"]
+    assert size == FILE_PAGES * PAGE
+    misses, hits = total(rows, "read_miss_pages"), total(rows, "read_hit_pages")
+    print(f"cold: misses {misses} hits {hits} of {FILE_PAGES} pages, hit {ratio(rows):.2f}%")
+    assert abs(misses - FILE_PAGES) <= 0.05 * FILE_PAGES, misses
+    assert ratio(rows) < 10.0
+
+
+def test_warm_read_is_hits(phases):
+    _, rows = phases["warm"]
+    misses, hits = total(rows, "read_miss_pages"), total(rows, "read_hit_pages")
+    print(f"warm: hits {hits} misses {misses} of {FILE_PAGES} pages, hit {ratio(rows):.2f}%")
+    assert abs(hits - FILE_PAGES) <= 0.10 * FILE_PAGES, hits
+    assert ratio(rows) > 90.0
+
+
+def test_new_file_write_dirties_what_proc_io_counts(phases):
+    write_bytes, rows = phases["written"]
+    io_pages = write_bytes // PAGE      # the kernel adds each folio the task dirties here
+    miss_pages, misses, hits = (total(rows, f) for f in ("write_miss_pages", "write_miss_folios", "write_hit_folios"))
+    print(f"write: {total(rows, 'dirtied_folios')} folios dirtied ({misses} allocated by the write = {miss_pages} "
+          f"pages, {hits} already cached); /proc/self/io {io_pages} pages; {WRITE_PAGES} pages written")
+    assert io_pages >= WRITE_PAGES
+    assert abs(miss_pages - WRITE_PAGES) <= 0.02 * WRITE_PAGES and miss_pages <= io_pages
+    # folios of one page up to 2 MiB: between 8 and 4,096 of them for 16 MiB
+    assert WRITE_PAGES // 512 <= misses <= WRITE_PAGES
+    # anything else it dirtied (a metadata block now and then) is at least a page that /proc counted too
+    assert hits <= io_pages - miss_pages
+    assert total(rows, "dirtied_folios") == misses + hits
+
+
+def test_rewrite_of_clean_cached_file_is_write_hits(phases):
+    write_bytes, rows = phases["rewritten"]
+    io_pages = write_bytes // PAGE
+    hits, misses = total(rows, "write_hit_folios"), total(rows, "write_miss_folios")
+    first = total(phases["written"][1], "write_miss_folios")
+    print(f"rewrite: {hits} write hits, {misses} write misses (folios; the first write made {first}); "
+          f"/proc/self/io {io_pages} pages")
+    assert io_pages >= WRITE_PAGES
+    # the folios the first write created, clean after fsync, dirtied again; plus any metadata block
+    assert first <= hits <= first + (io_pages - WRITE_PAGES)
+    assert 100.0 * hits / (hits + misses) > 90.0
+
+
+def test_reads_past_the_end_of_a_file_count_only_its_pages(phases):
+    pages, rows = phases["small"]       # 100 reads of a 3-page file, each asking for 256 pages
+    read = total(rows, "read_pages")
+    print(f"small: {read} pages read ({total(rows, 'read_hit_pages')} hits), {pages} in the file's reads")
+    assert pages == 3 * SMALL_READS
+    assert pages <= read <= pages * 1.05
+
+
+def test_summaries_carry_meminfo(phases):
+    summaries = [r for r in phases["records"] if r["kind"] == "summary"]
+    assert summaries and all(s["cached_bytes"] > 0 and s["buffers_bytes"] >= 0 for s in summaries)
+    with open("/proc/meminfo") as f:
+        total_ram = int(next(line for line in f if line.startswith("MemTotal:")).split()[1]) * 1024
+    assert all(s["cached_bytes"] + s["buffers_bytes"] < total_ram for s in summaries)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_clean_stop_detaches_everything(sig):
+    tool = MetricProcess("cacheraw", "0.3")
+    try:
+        meta = tool.wait_meta()
+        assert {p["type"] for p in meta["probes"]} == {"tracepoint"}
+        assert tool.prog_ids and tool.prog_ids <= loaded_prog_ids()
+        tool.read_until(lambda r: r["kind"] == "summary")
+        status, took = tool.stop(sig)
+    finally:
+        tool.kill()
+    assert status == 0
+    assert took < 2.0
+    assert tool.records[-1]["kind"] in ("summary", "row", "lost")
+    assert tool.proc.poll() is not None
+    assert progs_released(tool.prog_ids)
+
+
+def test_human_output_has_columns():
+    tool = MetricProcess("cacheraw", "0.3", "2", json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 0, err
+    for column in ("Buffers:", "Cached:", "PID", "UID", "COMM", "R_HIT", "R_MISS", "R_HIT%", "W_HIT", "W_MISS",
+                   "DIRTIED", "W_HIT%"):
+        assert column in out
