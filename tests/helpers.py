@@ -63,6 +63,12 @@ class MetricProcess:
         err = self.proc.stderr.read() if self.proc.poll() is not None else ""
         raise AssertionError(f"no matching record within {timeout}s (exit={self.proc.poll()}): {err[-2000:]}")
 
+    def drain(self, quiet: float = 0.1) -> int:
+        """Read the records already written (until none comes for `quiet` s); the last interval seen."""
+        while (line := self._readline(quiet)) is not None:
+            self.records.append(json.loads(line))
+        return max((r["interval"] for r in self.records), default=0)
+
     def wait_meta(self, timeout: float = 90.0) -> dict:
         meta = self.read_until(lambda r: r["kind"] == "meta", timeout)
         self.prog_ids = prog_ids_of(self.proc.pid)
