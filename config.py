@@ -497,6 +497,8 @@ METRICS.append(
         ),
         probes=("filemap:mm_filemap_get_pages", "filemap:mm_filemap_add_to_page_cache",
                 "writeback:writeback_dirty_folio", "sched:sched_process_exec"),
+        optional_probes=("syscalls:sys_enter_read", "syscalls:sys_exit_read", "syscalls:sys_enter_pread64",
+                         "syscalls:sys_exit_pread64"),
         fields=(
             Field("pid", "PID"),
             Field("uid", "UID"),
