@@ -322,8 +322,10 @@ class StacksChart(MetricChart):
                            f"{UNIT_SUFFIX.get(self.chart.unit, '')} in all", size="9pt")
 
     def folded_lines(self) -> list[str]:
-        """'frame;frame;... weight' per stack, heaviest first: what flamegraph.pl and speedscope read."""
-        return [f"{key} {round(weight)}" for key, weight in
+        """'frame;frame;... weight' per stack, heaviest first: what flamegraph.pl and speedscope read.
+        Weights are integers, so times in ms or s are written in µs (a 0.4 ms stack must not be 0)."""
+        scale = {"ms": 1000, "s": 1_000_000}.get(self.chart.unit, 1)
+        return [f"{key} {round(weight * scale)}" for key, weight in
                 sorted(self.weights.items(), key=lambda kv: kv[1], reverse=True)]
 
     def clear(self) -> None:

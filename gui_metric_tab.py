@@ -80,7 +80,9 @@ class MetricTab(QWidget):
         self.chart = make_chart(spec, self)
         if isinstance(self.chart, StacksChart):
             self.export_button = QPushButton("Export folded…", self)
-            self.export_button.setToolTip("write every stack seen as folded lines (flamegraph.pl, speedscope)")
+            unit = "µs" if spec.chart.unit in ("ms", "s") else spec.chart.unit
+            self.export_button.setToolTip(f"write every stack seen as folded lines, weights in {unit} "
+                                          "(flamegraph.pl, speedscope)")
             self.export_button.clicked.connect(self.export_folded)
             header.addWidget(self.export_button)
         header.addWidget(self.stop_button)

@@ -239,3 +239,24 @@ def test_closing_the_window_stops_everything_and_restores_bpf_stats(qtbot, tmp_p
     assert fake.shut_down and fake.running() == []
     assert window.stats_switch.state == "off"
     assert window.sampler._thread is None
+
+
+def test_offcpu_sample_exports_its_stacks_folded_in_microseconds(qtbot, tmp_path):
+    if "offcpu" not in {s.name for s in config.METRICS}:
+        pytest.skip("offcpu is not registered in this checkout")
+    records = sample("offcpu")
+    expected: dict[str, float] = {}
+    for r in records:
+        if r["kind"] == "row" and r.get("level") == "stack":
+            expected[r["folded"]] = expected.get(r["folded"], 0.0) + r["total_ms"]
+    assert expected, "the offcpu sample has no stack rows"
+    tab = MetricTab(config.get("offcpu"))
+    qtbot.addWidget(tab)
+    tab.feed(records)
+    tab.refresh()
+    path = tab.export_folded(str(tmp_path / "offcpu.folded"))
+    with open(path) as f:
+        lines = f.read().splitlines()
+    got = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in lines}
+    assert got == {k: round(v * 1000) for k, v in expected.items()}
+    assert all(key.split(";")[0] for key in got), "a folded stack without its command"
