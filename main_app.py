@@ -13,7 +13,10 @@ nothing here does network or subprocess I/O on the GUI thread.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import signal
+import subprocess
 import sys
 import time
 from collections import deque
@@ -430,7 +433,7 @@ def run_window(args: argparse.Namespace) -> int:
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("eBPF profiler")
-    verdicts = preflight.metric_verdicts()         # file reads only: quick, before the window shows
+    verdicts = with_elevation(preflight.metric_verdicts(), elevation_works())   # before the window shows
     settings = app_settings()
     url = args.server if args.server is not None else settings.value("transport/url", "") or None
     token = args.token if args.token is not None else settings.value("transport/token", "") or None
@@ -442,6 +445,28 @@ def run_window(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: window.close())
     window.show()
     return app.exec()
+
+
+def elevation_works(command: tuple[str, ...] = ("sudo", "-n")) -> bool:
+    """Whether this user can start a metric as root without a password (always, when already root)."""
+    if os.geteuid() == 0:
+        return True
+    try:
+        return subprocess.run([*command, "true"], capture_output=True, timeout=5).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def with_elevation(verdicts: list[preflight.Verdict], elevation_ok: bool) -> list[preflight.Verdict]:
+    """The preflight judges this user; the controller starts each metric through `sudo -n`. A metric
+    held back only by privileges can run when that works, and otherwise says what to do."""
+    adjusted = []
+    for verdict in verdicts:
+        if not verdict.runnable and verdict.reason.startswith("needs root"):
+            reason = "" if elevation_ok else "needs root, and `sudo -n` is refused: run the app as root or allow sudo"
+            verdict = dataclasses.replace(verdict, runnable=not reason, reason=reason)
+        adjusted.append(verdict)
+    return adjusted
 
 
 def app_settings() -> QSettings:

@@ -149,3 +149,16 @@ def test_a_metric_the_preflight_rejects_is_disabled_with_the_reason(qtbot, tmp_p
     others = [v.name for v in verdicts[1:] if v.runnable]
     for name in others:
         assert window.items[name].flags() & Qt.ItemFlag.ItemIsEnabled
+
+
+def test_a_metric_held_back_only_by_privileges_runs_through_sudo_when_that_works():
+    from main_app import with_elevation
+
+    base = preflight.metric_verdicts()[0]
+    user = dataclasses.replace(base, runnable=False, reason="needs root or CAP_BPF+CAP_PERFMON (uid 1000)")
+    broken = dataclasses.replace(base, runnable=False, reason="missing tracepoints: raw_syscalls:sys_enter")
+    ok_user, ok_broken = with_elevation([user, broken], elevation_ok=True)
+    assert ok_user.runnable and ok_user.reason == ""
+    assert not ok_broken.runnable and ok_broken.reason == broken.reason
+    (refused,) = with_elevation([user], elevation_ok=False)
+    assert not refused.runnable and "sudo -n" in refused.reason
