@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from collector.tokens import load_tokens
+
 DEFAULT_DB = "sqlite:///collector.db"
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
 
@@ -50,8 +52,6 @@ def from_mapping(config: Mapping[str, Any] | None) -> Settings:
 
 
 def from_environment() -> dict[str, Any]:
-    from collector.tokens import load_tokens  # late: tokens imports nothing from here, keep it that way
-
     env = os.environ
     config: dict[str, Any] = {}
     if env.get("COLLECTOR_DB"):
