@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
+from worker import DEFAULT_ELEVATE, needs_elevation
+
 SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 BPF_ENABLE_STATS = 32                           # enum bpf_cmd
 BPF_STATS_RUN_TIME = 0                          # enum bpf_stats_type
@@ -172,10 +174,6 @@ class OverheadTracker:
         return rows
 
 
-def _default_elevate() -> list[str]:
-    return [] if os.geteuid() == 0 else ["sudo", "-n"]
-
-
 class OverheadSampler(QObject):
     """Samples once a second on its own thread; `sampled` carries the rows and a one-line summary.
 
@@ -187,7 +185,9 @@ class OverheadSampler(QObject):
     def __init__(self, period: float = 1.0, elevate: list[str] | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.period = period
-        self.elevate = _default_elevate() if elevate is None else elevate
+        if elevate is None:                   # as the controller starts the metrics
+            elevate = list(DEFAULT_ELEVATE) if needs_elevation() else []
+        self.elevate = elevate
         self._targets: dict[str, tuple[int | None, set[int]]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import signal
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from gui_forms import ArgForm
 from gui_metric_tab import MetricTab
 from gui_models import SORT_ROLE, OverheadModel
 from ui_main_window import Ui_MainWindow
+from worker import DEFAULT_ELEVATE, needs_elevation
 
 STATE_COLOURS = {"running": "#2e7d32", "starting": "#6d6d6d", "stopping": "#6d6d6d", "failed": "#c62828",
                  "unavailable": "#9e9e9e"}
@@ -447,9 +447,9 @@ def run_window(args: argparse.Namespace) -> int:
     return app.exec()
 
 
-def elevation_works(command: tuple[str, ...] = ("sudo", "-n")) -> bool:
+def elevation_works(command: tuple[str, ...] = DEFAULT_ELEVATE) -> bool:
     """Whether this user can start a metric as root without a password (always, when already root)."""
-    if os.geteuid() == 0:
+    if not needs_elevation():
         return True
     try:
         return subprocess.run([*command, "true"], capture_output=True, timeout=5).returncode == 0

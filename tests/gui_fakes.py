@@ -4,7 +4,9 @@ The end-to-end test (test_gui_app.py) uses the real controller."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Signal
+from typing import Any
+
+from PySide6.QtCore import QObject, QSettings, Signal
 
 import config
 
@@ -60,3 +62,17 @@ class FakeController(QObject):
         """What the real controller reports when a metric's script dies."""
         self._running.discard(name)
         self.metric_finished.emit(name, status, error)
+
+
+def make_window(qtbot: Any, tmp_path: Any, controller: Any = None, show: bool = False, **options: Any) -> Any:
+    """A MainWindow at 1400x900 with a settings file under tmp_path (never the user's), closed by qtbot
+    at the end of the test (which shuts its controller down)."""
+    from main_app import MainWindow
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    window = MainWindow(controller if controller is not None else FakeController(), settings=settings, **options)
+    window.resize(1400, 900)
+    qtbot.addWidget(window)
+    if show:
+        window.show()
+    return window

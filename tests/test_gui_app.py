@@ -7,12 +7,11 @@ import os
 
 import pytest
 from collector_stub import CollectorStub
+from gui_fakes import make_window
 from helpers import progs_released
-from PySide6.QtCore import QSettings
 
 import config
 import preflight
-from main_app import MainWindow
 
 pytestmark = pytest.mark.bpf
 PAIR = ["sysnest", "pagefault"] if "pagefault" in {s.name for s in config.METRICS} else ["sysnest", "cpuschedrun"]
@@ -37,12 +36,8 @@ def test_two_metrics_from_the_window_to_the_collector_and_back_to_nothing(qtbot,
     from controller import MonitorController
 
     controller = MonitorController(server_url=collector.url, state_dir=str(tmp_path / "state"))
-    window = MainWindow(controller, verdicts=preflight.metric_verdicts(),
-                        settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
-                        server_url=collector.url)
-    window.resize(1400, 900)
-    qtbot.addWidget(window)
-    window.show()
+    window = make_window(qtbot, tmp_path, controller, show=True, verdicts=preflight.metric_verdicts(),
+                         server_url=collector.url)
     for name in PAIR:
         window.forms[name].editors["interval"].setText("0.5")
     window.set_checked(PAIR)
@@ -99,17 +94,14 @@ def test_two_metrics_from_the_window_to_the_collector_and_back_to_nothing(qtbot,
     assert sum(collector.posts.values()) == len(collector.batches), "a batch was posted twice"
 
     window.close()
-    assert os.path.exists(tmp_path / "s.ini")
+    assert os.path.exists(tmp_path / "settings.ini")
 
 
 def test_closing_the_window_stops_the_metrics_and_flushes_everything(qtbot, tmp_path, collector):
     from controller import MonitorController
 
     controller = MonitorController(server_url=collector.url, state_dir=str(tmp_path / "state"))
-    window = MainWindow(controller, settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat),
-                        server_url=collector.url)
-    qtbot.addWidget(window)
-    window.show()
+    window = make_window(qtbot, tmp_path, controller, show=True, server_url=collector.url)
     window.forms["sysnest"].editors["interval"].setText("0.3")
     window.set_checked(["sysnest"])
     window.start_checked()

@@ -5,26 +5,15 @@ the field before anything starts, and values survive a restart (QSettings)."""
 import dataclasses
 
 import pytest
-from gui_fakes import FakeController
-from PySide6.QtCore import QSettings, Qt
+from gui_fakes import FakeController, make_window
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox
 
 import config
 import preflight
 from gui_forms import ArgForm
-from main_app import MainWindow
 
 WIDGET_FOR = {"int": QSpinBox, "choice": QComboBox, "flag": QCheckBox, "float": QLineEdit, "str": QLineEdit}
-
-
-def settings_in(tmp_path) -> QSettings:
-    return QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-
-
-def make_window(qtbot, tmp_path, controller=None, verdicts=None) -> MainWindow:
-    window = MainWindow(controller or FakeController(), verdicts=verdicts, settings=settings_in(tmp_path))
-    qtbot.addWidget(window)
-    return window
 
 
 @pytest.mark.parametrize("spec", config.METRICS, ids=lambda s: s.name)
@@ -138,7 +127,7 @@ def test_values_server_and_checked_metrics_are_remembered(qtbot, tmp_path):
 def test_a_metric_the_preflight_rejects_is_disabled_with_the_reason(qtbot, tmp_path):
     verdicts = preflight.metric_verdicts()
     rejected = dataclasses.replace(verdicts[0], runnable=False, reason="missing tracepoints: raw_syscalls:sys_enter")
-    window = make_window(qtbot, tmp_path, verdicts=[rejected, *verdicts[1:]])
+    window = make_window(qtbot, tmp_path, None, verdicts=[rejected, *verdicts[1:]])
     item = window.items[rejected.name]
     assert not item.flags() & Qt.ItemFlag.ItemIsEnabled
     assert not item.flags() & Qt.ItemFlag.ItemIsUserCheckable

@@ -8,15 +8,14 @@ import os
 import time
 
 import pytest
-from gui_fakes import FakeController
+from gui_fakes import FakeController, make_window
 from helpers import ROOT
-from PySide6.QtCore import QSettings, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QSortFilterProxyModel, Qt
 
 import config
 from gui_charts import CHARTS, HistogramChart, ScatterChart, StacksChart, TimeSeriesChart, make_chart
 from gui_metric_tab import MetricTab
 from gui_models import SORT_ROLE, RecordTableModel, format_value
-from main_app import MainWindow
 
 
 def sample(name: str) -> list[dict]:
@@ -25,14 +24,6 @@ def sample(name: str) -> list[dict]:
         return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-def make_window(qtbot, tmp_path, controller) -> MainWindow:
-    window = MainWindow(controller, settings=QSettings(str(tmp_path / "s.ini"), QSettings.Format.IniFormat))
-    window.resize(1400, 900)
-    qtbot.addWidget(window)
-    window.show()
-    return window
 
 
 def chart_points(chart) -> int:
@@ -153,7 +144,7 @@ def test_values_are_formatted_by_unit():
 
 def test_records_are_applied_in_batches_not_per_signal(qtbot, tmp_path):
     fake = FakeController()
-    window = make_window(qtbot, tmp_path, fake)
+    window = make_window(qtbot, tmp_path, fake, show=True)
     window.set_checked(["sysnest"])
     assert window.start_checked() == ["sysnest"]
     tab = window.tabs["sysnest"]
@@ -178,7 +169,7 @@ def test_records_are_applied_in_batches_not_per_signal(qtbot, tmp_path):
 
 def test_a_failed_metric_shows_its_error_in_place_and_the_others_keep_running(qtbot, tmp_path):
     fake = FakeController()
-    window = make_window(qtbot, tmp_path, fake)
+    window = make_window(qtbot, tmp_path, fake, show=True)
     names = [s.name for s in config.METRICS][:2]
     window.set_checked(names)
     assert window.start_checked() == names
@@ -198,7 +189,7 @@ def test_a_failed_metric_shows_its_error_in_place_and_the_others_keep_running(qt
 
 def test_the_transport_panel_shows_the_controllers_status(qtbot, tmp_path):
     fake = FakeController()
-    window = make_window(qtbot, tmp_path, fake)
+    window = make_window(qtbot, tmp_path, fake, show=True)
     fake.transport_status.emit({"buffered": 12, "sent_batches": 1234, "sent_records": 56789, "pending_outbox": 3,
                                 "dropped": 7, "last_error": "connection refused", "reachable": False,
                                 "url": "http://127.0.0.1:9"})
@@ -215,7 +206,7 @@ def test_the_transport_panel_shows_the_controllers_status(qtbot, tmp_path):
 
 def test_the_log_is_bounded_and_timestamped(qtbot, tmp_path):
     fake = FakeController()
-    window = make_window(qtbot, tmp_path, fake)
+    window = make_window(qtbot, tmp_path, fake, show=True)
     window.refresh_timer.stop()
     for i in range(3000):
         fake.log.emit("sysnest", f"line {i}")
@@ -232,7 +223,7 @@ def test_the_log_is_bounded_and_timestamped(qtbot, tmp_path):
 
 def test_closing_the_window_stops_everything_and_restores_bpf_stats(qtbot, tmp_path):
     fake = FakeController()
-    window = make_window(qtbot, tmp_path, fake)
+    window = make_window(qtbot, tmp_path, fake, show=True)
     window.set_checked(["sysnest"])
     window.start_checked()
     window.close()
