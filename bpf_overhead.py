@@ -180,7 +180,7 @@ class OverheadSampler(QObject):
     The GUI calls set_targets({metric: (pid or None, prog ids)}) from its own timer: pids come from each
     metric's meta record, ids from the controller."""
 
-    sampled = Signal(list, str)
+    sampled = Signal(object, str)             # rows (list of dicts, handed over as is), summary line
 
     def __init__(self, period: float = 1.0, elevate: list[str] | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
