@@ -12,7 +12,7 @@ import config
 
 
 class FakeController(QObject):
-    records = Signal(str, list)
+    records = Signal(str, object)            # as the real one: the list handed over as is
     log = Signal(str, str)
     metric_started = Signal(str)
     metric_finished = Signal(str, int, str)
