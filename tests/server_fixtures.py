@@ -5,6 +5,7 @@ In CI a missing PostgreSQL fails."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -113,14 +115,14 @@ def _as_postgres(argv: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv
 
 
-@pytest.fixture(scope="session")
-def pg_cluster():
+@contextlib.contextmanager
+def private_pg_cluster(durable: bool = False) -> Iterator[PgCluster]:
+    """A throwaway PostgreSQL cluster in a temp dir, on a unix socket only. durable=False turns fsync and
+    synchronous commits off (tests); the benchmark keeps PostgreSQL's defaults. RuntimeError if it
+    cannot start (no PostgreSQL installed, initdb or pg_ctl failing)."""
     bindir = _pg_bin()
     if bindir is None:
-        message = "PostgreSQL is not installed (scripts/apt-packages.txt lists postgresql; run make setup)"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
+        raise RuntimeError("PostgreSQL is not installed (scripts/apt-packages.txt lists postgresql; run make setup)")
     base = tempfile.mkdtemp(prefix="collector-pg-")
     if os.geteuid() == 0:
         shutil.chown(base, "postgres", "postgres")
@@ -130,19 +132,35 @@ def pg_cluster():
     try:
         subprocess.run(_as_postgres([f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8",
                                      "--locale=C", "--no-sync"]), **run)
-        options = (f"-k {base} -p {port} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-                   "-c full_page_writes=off -c max_connections=200")
+        options = f"-k {base} -p {port} -c listen_addresses='' -c max_connections=200"
+        if not durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         subprocess.run(_as_postgres([f"{bindir}/pg_ctl", "-D", data, "-l", log, "-o", options, "-w", "-t", "60",
                                      "start"]), **run)
     except subprocess.CalledProcessError as e:
         shutil.rmtree(base, ignore_errors=True)
-        pytest.fail(f"could not start a private PostgreSQL: {e.stderr.strip()[-500:]}")
+        raise RuntimeError(f"could not start a private PostgreSQL: {e.stderr.strip()[-500:]}") from None
     try:
         yield PgCluster(base, port)
     finally:
         subprocess.run(_as_postgres([f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"]),
                        capture_output=True, timeout=60)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    if _pg_bin() is None and not IN_CI:
+        pytest.skip("PostgreSQL is not installed (scripts/apt-packages.txt lists postgresql; run make setup)")
+    cluster = private_pg_cluster()
+    try:
+        started = cluster.__enter__()
+    except RuntimeError as e:
+        pytest.fail(str(e))
+    try:
+        yield started
+    finally:
+        cluster.__exit__(None, None, None)
 
 
 @pytest.fixture(params=DB_KINDS)
