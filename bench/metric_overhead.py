@@ -136,7 +136,7 @@ def tables(result: dict) -> dict[str, str]:
         vs = f"{harness.fmt(r['vs_peer'], 'x', 2)} of {r['peer']}" if r["vs_peer"] else ""
         slow = "—" if r["config"] == "bare" else harness.fmt(r["slowdown_pct"], " %")
         rows.append([r["config"], harness.fmt(r["seconds"], " s", 3), slow, vs])
-    overhead = harness.md_table([f"under ({result['rounds']} rounds, fastest of {result['runs']})", "workload time", "slowdown",
+    overhead = harness.md_table([f"under ({result['rounds']} rounds, fastest of {result.get('runs', 1)})", "workload time", "slowdown",
                                  "slowdown vs its BCC peer"], rows) + harness.quiet_note(result)
     tool_rows = [[t["tool"], harness.fmt(t["ready_s"], " s", 2), harness.fmt(t["first_data_s"], " s", 2),
                   harness.fmt(t["peak_rss_mb"], " MB", 0),

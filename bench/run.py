@@ -58,10 +58,10 @@ def main(argv: list[str] | None = None) -> int:
             section = {"error": f"{type(exc).__name__}: {exc}"}
             failed.append(name)
         section.update(date=harness.machine()["date"], quick=args.quick,
-                       seconds=round(time.monotonic() - started, 1))
+                       elapsed_s=round(time.monotonic() - started, 1))
         report.save_section(name, section)
         report.render()
-        harness.log(f"== {name}: {section['seconds']} s")
+        harness.log(f"== {name}: {section['elapsed_s']} s")
     harness.log(f"results: {report.RESULTS}; tables: {report.DOC}")
     return 1 if failed else 0
 

@@ -1,0 +1,134 @@
+"""Benchmark 4: how many batches the collector stores per second, against the framework's ceiling.
+
+wrk (bench/post_batches.lua) posts 100-record schema-1 batches, each with a new batch_id, from 8
+connections for a fixed time to: server.py on SQLite, server.py on PostgreSQL (a private cluster with
+PostgreSQL's default, durable settings), a no-op Flask endpoint and an endpoint that logs every record
+like the original paper's server — all four served by waitress with server.py's 8 threads, each
+started fresh per repetition, in a rotated order. Ratios are to the no-op endpoint of the same
+repetition. After each collector run the database is checked: every batch wrk saw answered 200 is
+stored, with its 100 records.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+import harness
+import requests
+from harness import PYTHON, BenchError
+from server_fixtures import ServerProcess, free_port, private_pg_cluster
+
+RECORDS = 100
+CONNECTIONS = 8
+APPS = os.path.join(harness.BENCH, "ingest_apps.py")
+LUA = os.path.join(harness.BENCH, "post_batches.lua")
+CONFIGS = ["no-op Flask", "collector, SQLite", "collector, PostgreSQL", "log every record (original)"]
+TARGET = 0.5
+
+
+class RefApp:
+    """bench/ingest_apps.py as a process, ready once /healthz answers."""
+
+    def __init__(self, kind: str, workdir: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([PYTHON, APPS, kind, str(self.port), os.path.join(workdir, f"{kind}.log")],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.get(self.url + "/healthz", timeout=1).ok:
+                    return
+            except requests.ConnectionError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise BenchError(f"ingest_apps.py {kind} did not start")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def wrk(url: str, seconds: float) -> dict:
+    """Run wrk against url/data; requests/s, 2xx answered, errors."""
+    out = subprocess.run(["wrk", "-t", "2", "-c", str(CONNECTIONS), "-d", f"{seconds:g}s", "--timeout", "10s",
+                          "-s", LUA, url + "/data"], capture_output=True, text=True, timeout=seconds + 60,
+                         env={**os.environ, "BENCH_RECORDS": str(RECORDS)})
+    if out.returncode != 0:
+        raise BenchError(f"wrk failed: {out.stderr.strip()[-300:]}")
+    text = out.stdout
+    total = int(re.search(r"(\d+) requests in", text).group(1))
+    non2xx = int(m.group(1)) if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", text)) else 0
+    errors = sum(int(n) for n in re.findall(r"(?:connect|read|write|timeout) (\d+)", text))
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    return {"per_s": rate, "ok": total - non2xx, "non2xx": non2xx, "socket_errors": errors}
+
+
+def run(quick: bool = False, reps: int | None = None) -> dict:
+    if not shutil.which("wrk"):
+        return {"skipped": "wrk is not installed (scripts/apt-packages.txt lists it; run make setup)", "targets": []}
+    reps = reps or (3 if quick else 5)
+    seconds = 3 if quick else 6
+    workdir = tempfile.mkdtemp(prefix="bench-ingest-")
+    problems: list[str] = []
+    counter = iter(range(10**6))
+
+    with private_pg_cluster(durable=True) as pg:
+        def one(config: str, rep: int) -> float:
+            n = next(counter)
+            if config in ("no-op Flask", "log every record (original)"):
+                app = RefApp("noop" if config.startswith("no-op") else "logonly", workdir)
+                try:
+                    result = wrk(app.url, seconds)
+                finally:
+                    app.stop()
+            else:
+                db = pg.create_database() if "PostgreSQL" in config else os.path.join(workdir, f"c{n}.db")
+                server = ServerProcess("--db", db, output=os.path.join(workdir, f"server{n}.log"))
+                try:
+                    result = wrk(server.url, seconds)
+                    streams = requests.get(server.url + "/api/streams", timeout=60).json()["streams"]
+                finally:
+                    server.stop()
+                stored = sum(s["batches"] for s in streams)
+                if stored < result["ok"] or sum(s["records"] for s in streams) != stored * RECORDS:
+                    problems.append(f"{config} rep {rep + 1}: {result['ok']} answered 200, {stored} stored")
+            if result["non2xx"] or result["socket_errors"]:
+                problems.append(f"{config} rep {rep + 1}: {result['non2xx']} non-2xx, {result['socket_errors']} socket errors")
+            return result["per_s"]
+
+        harness.log(f"collector ingest: {reps} repetitions of {len(CONFIGS)} endpoints, {seconds} s of wrk each")
+        values = harness.alternate(CONFIGS, one, reps, harness.log)
+    shutil.rmtree(workdir, ignore_errors=True)
+    ratios = harness.paired(values, "no-op Flask", "ratio")
+    rows = [{"config": c, "batches_per_s": harness.summary(values[c]),
+             "records_per_s": harness.summary([v * RECORDS for v in values[c] if v is not None]),
+             "vs_noop": harness.summary(ratios[c], 2)} for c in CONFIGS]
+    sqlite_ratio = rows[1]["vs_noop"]["median"]
+    return {"title": "Collector ingest", "reps": reps, "seconds": seconds, "connections": CONNECTIONS,
+            "records_per_batch": RECORDS, "rows": rows, "problems": problems,
+            "targets": [harness.target("collector on SQLite vs the no-op Flask ceiling", f">= {TARGET}x",
+                                       sqlite_ratio, TARGET, higher_is_better=True, unit="x")]}
+
+
+def table(result: dict) -> str:
+    rows = [[r["config"], harness.fmt(r["batches_per_s"]), harness.fmt(r["records_per_s"]),
+             harness.fmt(r["vs_noop"], "x", 2)] for r in result["rows"]]
+    out = harness.md_table([f"endpoint ({result['connections']} connections, {result['seconds']} s)", "batches/s",
+                            f"records/s ({result['records_per_batch']} a batch)", "vs no-op"], rows)
+    if result.get("problems"):
+        out += "\n\nProblems seen: " + "; ".join(result["problems"])
+    return out
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(run(quick=True), indent=1))

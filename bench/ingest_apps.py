@@ -1,0 +1,41 @@
+#!/usr/bin/env python3
+"""Reference endpoints for the collector ingest benchmark, served by waitress exactly as server.py is
+(same threads): `noop` reads the body and answers {"status": "ok"} (the framework's ceiling); `logonly`
+parses the JSON and logs every record to a file, as the original paper's server did.
+
+usage: ingest_apps.py noop|logonly PORT [LOGFILE]
+"""
+
+import json
+import logging
+import sys
+
+import waitress
+from flask import Flask, jsonify, request
+
+kind, port = sys.argv[1], int(sys.argv[2])
+app = Flask(kind)
+log = logging.getLogger("original")
+if kind == "logonly":
+    log.setLevel(logging.INFO)
+    log.addHandler(logging.FileHandler(sys.argv[3] if len(sys.argv) > 3 else "/dev/null"))
+
+
+@app.post("/data")
+def data():
+    if kind == "noop":
+        request.get_data()
+        return jsonify({"status": "ok"})
+    batch = json.loads(request.get_data())
+    log.info("batch %s from %s seq=%s", batch.get("batch_id"), batch.get("source_script"), batch.get("sequence"))
+    for record in batch.get("metrics", []):
+        log.info("metric %s", json.dumps(record))
+    return jsonify({"status": "ok"})
+
+
+@app.get("/healthz")
+def healthz():
+    return jsonify({"status": "ok"})
+
+
+waitress.serve(app, host="127.0.0.1", port=port, threads=8, ident=kind)

@@ -1,0 +1,35 @@
+-- wrk script for the collector ingest benchmark: POST /data with a schema-1 batch of RECORDS records,
+-- each request a new batch (unique batch_id, next sequence of this thread's stream), so every request
+-- is stored rather than answered as a duplicate.
+local RECORDS = tonumber(os.getenv("BENCH_RECORDS") or "100")
+local threads = {}
+local thread_count = 0
+
+function setup(thread)
+   thread_count = thread_count + 1
+   thread:set("tid", thread_count)
+   table.insert(threads, thread)
+end
+
+function init(args)
+   run = string.format("wrk-%d-%d", tid, os.time())
+   seq = 0
+   local rec = '{"metric":"sysnest","ts":%d.5,"kind":"row","interval":1,"level":"detail","pid":%d,' ..
+               '"comm":"stress","syscall":"read","nr":0,"count":120,"errors":0,"total_us":35.25,' ..
+               '"avg_us":0.294,"max_us":4.1}'
+   local parts = {}
+   for i = 1, RECORDS do
+      parts[i] = string.format(rec, 1750000000 + i, 1000 + i)
+   end
+   records = table.concat(parts, ",")
+   wrk.method = "POST"
+   wrk.headers["Content-Type"] = "application/json"
+end
+
+function request()
+   local body = string.format('{"schema":1,"timestamp":%d.0,"source_script":"sysnest","batch_id":"%s-%d",' ..
+                              '"sequence":%d,"host":"wrk-host-%d","run_id":"%s","metrics":[%s]}',
+                              1750000000 + seq, run, seq, seq, tid, run, records)
+   seq = seq + 1
+   return wrk.format(nil, nil, nil, body)
+end
