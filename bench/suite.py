@@ -3,12 +3,16 @@ run(quick, **options) -> dict (a JSON-able result, with "title" and "targets") a
 -> str (the markdown between its `<!-- bench:NAME -->` markers in BENCHMARKS.md) or MARKERS and
 tables(result) -> {marker: markdown} when one run fills several tables."""
 
+import app_memory
 import ingest
 import metric_overhead
+import pipeline
 import syscall_overhead
 
 BENCHES = [
     ("syscall_overhead", syscall_overhead),
     ("metric_overhead", metric_overhead),
+    ("pipeline", pipeline),
     ("ingest", ingest),
+    ("app_memory", app_memory),
 ]

@@ -1,0 +1,126 @@
+"""Benchmark 6b: the app's memory over a long run with every metric.
+
+`main_app.py --headless` runs every metric of config.METRICS at once (default arguments) for
+--rss-minutes (10 by default, 2 in quick mode), sending to server.py on SQLite, under the light
+background load of bench/mixed.c. Every 5 s the app's RSS and the summed RSS of its metric processes
+are sampled. After the first minute the app may only move within its bounded buffers: the target is
+that its RSS at the end, and its peak, are within 5 % of its RSS at one minute; the fitted slope over
+that time is shown too.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import harness
+from harness import PYTHON, BenchError
+from server_fixtures import ServerProcess
+
+import config
+
+SAMPLE_S = 5.0
+WARMUP_S = 60.0
+GROWTH_LIMIT_PCT = 5.0
+
+
+def slope_mb_per_min(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, MB) points, in MB per minute."""
+    if len(points) < 2:
+        return 0.0
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_m = sum(m for _, m in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    return 60 * sum((t - mean_t) * (m - mean_m) for t, m in points) / var if var else 0.0
+
+
+def children_rss_mb(state_dir: str) -> float:
+    """Summed RSS of the metric processes the app has running (their pid files)."""
+    total = 0
+    for path in glob.glob(os.path.join(state_dir, "children", "*.json")):
+        pid = int(os.path.basename(path)[:-5])
+        total += harness.proc_status_kb(pid, "VmRSS") or 0
+    return total / 1024
+
+
+def run(quick: bool = False, rss_minutes: float | None = None) -> dict:
+    minutes = rss_minutes or (2.0 if quick else 10.0)
+    duration = minutes * 60
+    names = [spec.name for spec in config.METRICS]
+    workdir = tempfile.mkdtemp(prefix="bench-rss-")
+    state, summary_file = os.path.join(workdir, "state"), os.path.join(workdir, "summary.json")
+    server = ServerProcess("--db", os.path.join(workdir, "collector.db"), output=os.path.join(workdir, "server.log"))
+    argv = [PYTHON, os.path.join(harness.ROOT, "main_app.py"), "--headless", "--duration", f"{duration:g}",
+            "--server", server.url, "--state-dir", state, "--progress", "60", "--summary-json", summary_file]
+    for name in names:
+        argv += ["--metric", name]
+    samples: list[dict] = []
+    harness.log(f"app memory: {len(names)} metrics for {minutes:g} min, RSS every {SAMPLE_S:g} s")
+    try:
+        with harness.BackgroundLoad(), open(os.path.join(workdir, "app.log"), "w") as app_log:
+            app = subprocess.Popen(argv, cwd=harness.ROOT, stdout=app_log, stderr=subprocess.STDOUT)
+            started = time.monotonic()
+            next_log = started + 60
+            while app.poll() is None:
+                rss = harness.proc_status_kb(app.pid, "VmRSS")
+                if rss is not None:
+                    samples.append({"t": round(time.monotonic() - started, 1), "app_mb": round(rss / 1024, 1),
+                                    "metrics_mb": round(children_rss_mb(state), 1)})
+                if samples and time.monotonic() >= next_log:
+                    next_log += 60
+                    harness.log(f"  {samples[-1]['t']:.0f} s: app {samples[-1]['app_mb']} MB, "
+                                f"metrics {samples[-1]['metrics_mb']} MB")
+                time.sleep(SAMPLE_S)
+            status = app.wait()
+        with open(summary_file) as f:
+            summary = json.load(f)
+        tail = open(os.path.join(workdir, "app.log")).read()[-1500:]
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"the headless app did not leave a summary: {exc}") from None
+    finally:
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    after = [s for s in samples if s["t"] >= WARMUP_S]
+    if not after:
+        raise BenchError(f"no sample after the first minute (exit {status}): {tail}")
+    at_warm = after[0]["app_mb"]
+    end, peak = after[-1]["app_mb"], max(s["app_mb"] for s in after)
+    growth_pct = 100 * (max(end, peak) - at_warm) / at_warm
+    failed = {n: m["error"].splitlines()[0] for n, m in summary["metrics"].items() if m["error"]}
+    return {
+        "title": "App memory over a long run", "minutes": minutes, "metrics": names, "exit_status": status,
+        "app_mb": {"at_1_min": at_warm, "end": end, "peak_after_1_min": peak,
+                   "peak_overall": max(s["app_mb"] for s in samples)},
+        "growth_pct": round(growth_pct, 1), "slope_mb_per_min": round(slope_mb_per_min(
+            [(s["t"], s["app_mb"]) for s in after]), 3),
+        "metrics_mb_end": after[-1]["metrics_mb"], "metrics_mb_peak": max(s["metrics_mb"] for s in samples),
+        "records": sum(m["records"] for m in summary["metrics"].values()),
+        "dropped": sum(m["dropped"] for m in summary["metrics"].values()),
+        "pending": sum(m["pending"] for m in summary["metrics"].values()),
+        "failed_metrics": failed, "samples": samples,
+        "targets": [harness.target(f"app RSS growth after the first minute ({minutes:g} min run)",
+                                   f"<= {GROWTH_LIMIT_PCT:g} %", round(growth_pct, 1), GROWTH_LIMIT_PCT,
+                                   higher_is_better=False, unit=" %")],
+    }
+
+
+def table(result: dict) -> str:
+    a = result["app_mb"]
+    rows = [[f"{result['minutes']:g} min, {len(result['metrics'])} metrics", f"{a['at_1_min']:.0f} MB", f"{a['end']:.0f} MB",
+             f"{a['peak_after_1_min']:.0f} MB", f"{result['growth_pct']:+.1f} %", f"{result['slope_mb_per_min']:+.2f}",
+             f"{result['metrics_mb_end']:.0f} MB", f"{result['records']:,}", f"{result['dropped']} / {result['pending']}"]]
+    out = harness.md_table(["run", "app RSS at 1 min", "at the end", "peak after 1 min", "growth", "slope MB/min",
+                            "metric processes RSS (sum, end)", "records sent", "dropped / pending"], rows)
+    if result["failed_metrics"]:
+        out += "\n\nMetrics that ended with an error: " + "; ".join(f"{n}: {e}" for n, e in result["failed_metrics"].items())
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(quick=True), indent=1))
