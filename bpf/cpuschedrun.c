@@ -11,17 +11,12 @@
  * Totals (-DPER_THREAD) and histograms only grow; user space takes deltas, so no update is lost to a
  * read/clear race. */
 #include "common.h"
+#include "sched_state.h"
 
 #define S_UNKNOWN 0   /* sleeping, or seeded: no interval open */
 #define S_QUEUED 1    /* runnable, waiting for a CPU since ts */
 #define S_RUNNING 2   /* on a CPU since ts */
 
-/* sched_switch prev_state: TASK_REPORT bits 0..7 (S D T t X Z P I); 0 is running, and a preempted
- * task is reported as TASK_REPORT_MAX (0x100, "R+"). Both are still runnable. */
-#define REPORT_STATE_MASK 0xff
-#define REPORT_EXITED (0x10 | 0x20)   /* X (dead), Z (zombie): the thread's last switch */
-#define CLONE_THREAD 0x10000
-#define ERR_MAP_FULL (-7)   /* -E2BIG: what insert into a full hash map returns */
 
 #ifndef MAX_TASKS
 #define MAX_TASKS 65536
@@ -130,7 +125,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
     u64 id = bpf_get_current_pid_tgid();
     if (prev != 0 && !skip_task(id)) {
         long state = args->prev_state;
-        u32 new_state = (state & REPORT_STATE_MASK) == 0 ? S_QUEUED : S_UNKNOWN;
+        u32 new_state = (state & PREV_STATE_SLEEPING) == 0 ? S_QUEUED : S_UNKNOWN;
         struct task_t *t = tasks.lookup(&prev);
         if (t) {
             if (t->state == S_RUNNING) {
@@ -154,7 +149,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
                 }
 #endif
             }
-            if (state & REPORT_EXITED) {
+            if (state & PREV_STATE_EXITED) {
                 tasks.delete(&prev);
 #ifdef PER_THREAD
                 struct ident_t who = {.tgid = id >> 32};
@@ -165,7 +160,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
                 t->ts = now;
                 t->state = new_state;
             }
-        } else if (!(state & REPORT_EXITED)) {
+        } else if (!(state & PREV_STATE_EXITED)) {
             struct task_t init = {.ts = now, .state = new_state};
             if (tasks.insert(&prev, &init) == ERR_MAP_FULL)
                 count_lost();

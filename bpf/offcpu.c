@@ -8,10 +8,7 @@
  * By default only blocking counts (prev_state not runnable); -DPREEMPTED also counts the time a
  * preempted thread waited for a CPU. */
 #include "common.h"
-
-#define REPORT_STATE_MASK 0xff        /* TASK_REPORT bits; 0 = running, 0x100 = preempted (R+) */
-#define REPORT_EXITED (0x10 | 0x20)   /* X, Z: the thread's last switch, it never comes back */
-#define ERR_MAP_FULL (-7)             /* -E2BIG from insert into a full hash */
+#include "sched_state.h"
 
 #ifndef MIN_BLOCK_NS
 #define MIN_BLOCK_NS 1000
@@ -56,34 +53,39 @@ BPF_TABLE("stacktrace", int, struct stack_t, stacks, STACK_ENTRIES);
 LOST_COUNTER(full);          /* blocks not counted: a map was full */
 LOST_COUNTER(stack_errors);  /* kernel stacks not stored (stack map full or a hash collision) */
 
+static __always_inline void count_lost(void)
+{
+    int zero = 0;
+    u64 *lost = full.lookup(&zero);
+    if (lost)
+        (*lost)++;
+}
+
 TRACEPOINT_PROBE(sched, sched_switch)
 {
     u64 now = bpf_ktime_get_ns();
-    int zero = 0;
 
     /* prev: remember when and where it blocked */
     u64 id = bpf_get_current_pid_tgid();
     u32 prev = args->prev_pid;
     long state = args->prev_state;
 #ifdef PREEMPTED
-    int wanted = !(state & REPORT_EXITED);
+    int wanted = !(state & PREV_STATE_EXITED);
 #else
-    int wanted = (state & REPORT_STATE_MASK) != 0 && !(state & REPORT_EXITED);
+    int wanted = (state & PREV_STATE_SLEEPING) != 0 && !(state & PREV_STATE_EXITED);
 #endif
     if (prev != 0 && wanted && !skip_task(id)) {
         struct start_t s = {.ts = now, .tgid = id >> 32};
         s.kstack = stacks.get_stackid(args, 0);
         s.ustack = stacks.get_stackid(args, BPF_F_USER_STACK);
         if (s.kstack < 0) {
+            int zero = 0;
             u64 *lost = stack_errors.lookup(&zero);
             if (lost)
                 (*lost)++;
         }
-        if (start.update(&prev, &s) == ERR_MAP_FULL) {
-            u64 *lost = full.lookup(&zero);
-            if (lost)
-                (*lost)++;
-        }
+        if (start.update(&prev, &s) == ERR_MAP_FULL)
+            count_lost();
     }
 
     /* next: it is back; how long was it away? */
@@ -104,9 +106,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
         blocked.insert(&key, &init);
         v = blocked.lookup(&key);
         if (!v) {
-            u64 *lost = full.lookup(&zero);
-            if (lost)
-                (*lost)++;
+            count_lost();
             return 0;
         }
     }

@@ -8,22 +8,17 @@
  * counters live in task-local storage (a tid hash where the kernel lacks it), and its run started at
  * the previous switch on this CPU. sched_process_exit sends one record per exiting thread. */
 #include "common.h"
+#include "sched_state.h"
 
 #define SCHED_NORMAL 0
-#define SCHED_FIFO 1
-#define SCHED_RR 2
 #define SCHED_BATCH 3
 #define SCHED_IDLE 5
-#define SCHED_DEADLINE 6
 #define SCHED_EXT 7
 #define SCHED_RESET_ON_FORK 0x40000000
 #define SCHED_FLAG_RESET_ON_FORK 0x01
 #define SCHED_FLAG_KEEP_POLICY 0x08
 #define SCHED_FLAG_KEEP_PARAMS 0x10
 #define PRIO_PROCESS 0
-#define CLONE_PARENT 0x8000
-#define CLONE_THREAD 0x10000
-#define REPORT_STATE_MASK 0xff   /* sched_switch prev_state: 0 running, 0x100 preempted (R+) */
 
 #ifndef MAX_TASKS
 #define MAX_TASKS 65536
@@ -133,7 +128,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
         c->runtime_ns += now - started;
     /* Blocked (state bits set) is voluntary; preempted or still runnable is involuntary, as the
      * kernel counts nvcsw/nivcsw (a yield is involuntary there too). */
-    if (args->prev_state & REPORT_STATE_MASK)
+    if (args->prev_state & PREV_STATE_SLEEPING)
         c->voluntary++;
     else
         c->involuntary++;

@@ -21,6 +21,8 @@ EXAMPLES = [
     ("schparm 10 6", "a summary of exits every 10 s, for a minute"),
 ]
 POLICY_NAMES = {0: "NORMAL", 1: "FIFO", 2: "RR", 3: "BATCH", 5: "IDLE", 6: "DEADLINE", 7: "EXT"}
+COLUMNS = [("COMM", -16), ("PID", 7), ("TID", 7), ("PPID", 7), ("CPU", 3), ("PRIO", 4), ("NICE", 4),
+           ("POLICY", -8), ("RTPRIO", 6), ("RUNTIME(ms)", 11), ("VOL", 6), ("NONVOL", 6)]
 
 tool = Tool("schparm", __doc__.strip().splitlines()[0], EXAMPLES)
 tool.add_pid_filters()
@@ -69,18 +71,6 @@ def seed(update_existing: bool = False) -> int:
     return added
 
 
-# A thread born while a pass runs, to a parent the pass had not reached yet, is missed by the fork
-# probe (no parent entry to inherit from); the next pass finds it. Passes shrink fast.
-for _ in range(3):
-    if not seed():
-        break
-tool.meta(counters="task_storage" if tool.variant else "hash", seeded_threads=len(baseline))
-COLUMNS = [("COMM", -16), ("PID", 7), ("TID", 7), ("PPID", 7), ("CPU", 3), ("PRIO", 4), ("NICE", 4),
-           ("POLICY", -8), ("RTPRIO", 6), ("RUNTIME(ms)", 11), ("VOL", 6), ("NONVOL", 6)]
-tool.say("Monitoring scheduling parameters of exiting threads... Hit Ctrl-C to end.\n")
-tool.say(bcctool.table(COLUMNS, []))
-
-
 def on_exit(cpu: int, data: int, size: int) -> None:
     e = b["exits"].event(data)
     vol, invol, runtime_ns = e.voluntary, e.involuntary, e.runtime_ns
@@ -124,6 +114,16 @@ def on_tick() -> None:
 
 
 # --- loop ------------------------------------------------------------------------------------------
+# The buffer opens before seeding and the meta record: an exit sent with no reader attached is dropped
+# without a trace. Exits wait in it until the poll, when `baseline` is complete.
 b["exits"].open_perf_buffer(on_exit, page_cnt=64, lost_cb=tool.lost_callback("exits"))
+# A thread born while a pass runs, to a parent the pass had not reached yet, is missed by the fork
+# probe (no parent entry to inherit from); the next pass finds it. Passes shrink fast.
+for _ in range(3):
+    if not seed():
+        break
+tool.meta(counters="task_storage" if tool.variant else "hash", seeded_threads=len(baseline))
+tool.say("Monitoring scheduling parameters of exiting threads... Hit Ctrl-C to end.\n")
+tool.say(bcctool.table(COLUMNS, []))
 tool.poll_until_stopped(on_tick=on_tick, tick=args.interval)
 tool.finish()

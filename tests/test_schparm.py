@@ -141,17 +141,15 @@ def test_clean_stop_detaches_everything(sig):
 def test_human_output_has_columns():
     tool = MetricProcess("schparm", json_output=False)
     try:
-        out = tool.proc.stdout
-        while not out.readline().startswith("COMM"):    # the header: tracing has started
-            pass
-        subprocess.run(["nice", "-n", "3", "true"], check=True)
-        line = out.readline()
-        while not line.startswith("true "):
-            line = out.readline()
+        lines = iter(tool.proc.stdout.readline, "")      # ends if the script does
+        assert any(line.startswith("COMM") for line in lines), tool.proc.stderr.read()   # tracing now
+        nice = subprocess.Popen(["nice", "-n", "3", "true"])
+        nice.wait()
+        line = next((line for line in lines if line.split()[1:2] == [str(nice.pid)]), "")
         tool.proc.send_signal(signal.SIGINT)
         tool.proc.wait(timeout=10)
     finally:
         tool.kill()
     cells = line.split()
     assert tool.proc.returncode == 0
-    assert cells[5:8] == ["123", "3", "NORMAL"], line    # PRIO NICE POLICY
+    assert cells[0] == "true" and cells[5:8] == ["123", "3", "NORMAL"], line    # PRIO NICE POLICY
