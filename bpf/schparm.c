@@ -110,6 +110,14 @@ TRACEPOINT_PROBE(sched, sched_switch)
     u64 id = bpf_get_current_pid_tgid();
     if (args->prev_pid == 0 || skip_task(id))
         return 0;
+    if (args->prev_state & PREV_STATE_EXITED) {
+        /* its last switch: the exit record has gone out, nothing more to count */
+#ifndef USE_TASK_STORAGE
+        u32 dead = id;
+        counters.delete(&dead);
+#endif
+        return 0;
+    }
 #ifdef USE_TASK_STORAGE
     struct counters_t *c = counters.task_storage_get((struct task_struct *)bpf_get_current_task_btf(), 0,
                                                      BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -311,9 +319,6 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     }
     if (since && *since)
         e.runtime_ns += bpf_ktime_get_ns() - *since;   /* it is running now */
-#ifndef USE_TASK_STORAGE
-    counters.delete(&tid);
-#endif
     exits.perf_submit(args, &e, sizeof(e));
     return 0;
 }
