@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 RECORD_KINDS = ("meta", "row", "hist", "event", "summary", "lost")

@@ -267,10 +267,6 @@ class Tool:
         if total > self._lost.get(source, 0):
             self._lost[source] = total
 
-    def lost_total(self, source: str, total: int) -> None:
-        """Count events lost by other means, given as a running total (e.g. a per-CPU counter map)."""
-        self._lost[source] = max(int(total), self._lost.get(source, 0))
-
     def report_lost(self) -> None:
         """Emit a `lost` record (or a stderr line) for whatever was lost since the last report."""
         for source, total in self._lost.items():

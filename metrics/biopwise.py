@@ -146,6 +146,6 @@ for interval in tool.intervals():
             tool.emit("row", rank=rank, top=rank <= args.top, **r)
     else:
         print_human(interval, rows, t)
-    tool.lost_total("stats_map_full", sum(full[full.Key(0)]))
+    tool.set_lost_total("stats_map_full", sum(full[full.Key(0)]))
 
 tool.finish()

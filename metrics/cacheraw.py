@@ -155,6 +155,6 @@ for _ in tool.intervals():
             tool.emit("row", rank=rank, **r)
     else:
         print_human(rows, t)
-    tool.lost_total("stats_map_full", sum(full[full.Key(0)]))
+    tool.set_lost_total("stats_map_full", sum(full[full.Key(0)]))
 
 tool.finish()

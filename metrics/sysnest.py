@@ -9,9 +9,8 @@ or syscalls) with their top members.
 import os
 import time
 
-import bcctool
 import kernelfeatures
-from bcctool import Tool, positive_int
+from bcctool import Tool, positive_int, process_name
 
 EXAMPLES = [
     ("sysnest", "top 10 processes and their top 5 syscalls, every second"),
@@ -86,15 +85,6 @@ def read_totals(min_epoch: int) -> dict[tuple[int, int], tuple[int, int, int, in
     return totals
 
 
-def process_name(tgid: int) -> str:
-    try:
-        with open(f"/proc/{tgid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        leaf = comms.get(comms.Key(tgid))
-        return leaf.comm.decode(errors="replace") if leaf else "[gone]"
-
-
 def forget_exited(seen: dict, delta_keys: set) -> None:
     """Delete keys of processes that have exited and had nothing new this interval."""
     for key in [k for k in seen if k not in delta_keys and not os.path.exists(f"/proc/{k[0]}")]:
@@ -167,7 +157,7 @@ for interval in tool.intervals(args.duration):
             continue
         changed.add(key)
         name = syscall_name(key[1]).decode(errors="replace")
-        rows.append({"pid": key[0], "comm": process_name(key[0]), "nr": key[1], "syscall": name,
+        rows.append({"pid": key[0], "comm": process_name(key[0], comms), "nr": key[1], "syscall": name,
                      "count": dc, "total_ns": dt, "errors": de, "max_ns": max_ns})
     # Read first, then open the next max window: a key hit between the two keeps its max in the window
     # just read, which is a smaller loss than the reverse order (the read's own bpf() calls would reset it).
@@ -190,9 +180,6 @@ for interval in tool.intervals(args.duration):
                           errors=r["errors"], **latency_fields(r))
     else:
         print_human(nested, total, nprocs, elapsed)
-    stats_full = b["full"]
-    lost_now = sum(stats_full[stats_full.Key(0)])
-    if lost_now:
-        tool.add_lost("stats_map_full", lost_now - tool._lost.get("stats_map_full", 0))
+    tool.set_lost_total("stats_map_full", sum(b["full"][0]))
 
 tool.finish()

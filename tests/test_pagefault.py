@@ -3,7 +3,6 @@ and the metric's counts for their pid must agree."""
 
 import json
 import os
-import signal
 import subprocess
 import tempfile
 
@@ -12,8 +11,6 @@ from helpers import (
     MetricProcess,
     block_device_dir,
     end_workload,
-    loaded_prog_ids,
-    progs_released,
     run_workload,
 )
 
@@ -155,25 +152,6 @@ def test_major_faults_after_dropping_the_cache_match_rusage(how):
     if how == "random":
         # readahead is off, so every page is its own major fault
         assert report["majflt"] >= 0.9 * (FILE_MB << 20) // 4096
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_clean_stop_detaches_everything(sig):
-    tool = MetricProcess("pagefault", "0.3", "--traps")
-    try:
-        meta = tool.wait_meta()
-        assert {p["type"] for p in meta["probes"]} == {"perf_event", "tracepoint"}
-        assert tool.prog_ids, "the script holds no BPF program?"
-        assert tool.prog_ids <= loaded_prog_ids()
-        tool.read_until(lambda r: r["kind"] == "summary")
-        status, took = tool.stop(sig)
-    finally:
-        tool.kill()
-    assert status == 0
-    assert took < 2.0
-    assert tool.records[-1]["kind"] in ("summary", "row", "lost")
-    assert progs_released(tool.prog_ids)
-    assert tool.proc.poll() is not None
 
 
 def test_human_output_has_figure_5_columns():

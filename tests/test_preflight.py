@@ -3,10 +3,11 @@
 import subprocess
 import sys
 
-import config
-import preflight
 import pytest
 from helpers import ROOT
+
+import config
+import preflight
 from metrics import kernelfeatures
 
 

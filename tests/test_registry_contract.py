@@ -10,8 +10,9 @@ import subprocess
 import sys
 import tempfile
 
-import config
 import pytest
+
+import config
 
 SAMPLES = os.path.join(os.path.dirname(__file__), "samples")
 IDS = [spec.name for spec in config.METRICS]
