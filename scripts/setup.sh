@@ -22,7 +22,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   as_root apt-get update -qq
-  as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if ! as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+    # A name this distro lacks (Ubuntu names some differently) must not block the rest: install one
+    # by one, and stop only when a package the profiler itself needs is missing.
+    required=$(sed -n '/^# required/,/^# optional/p' scripts/apt-packages.txt | grep -v '^\s*#' | awk 'NF{print $1}')
+    for p in "${missing[@]}"; do
+      as_root apt-get install -y -qq --no-install-recommends "$p" >/dev/null 2>&1 && continue
+      if grep -qx "$p" <<<"$required"; then
+        echo "setup: cannot install $p, which the profiler needs" >&2; exit 1
+      fi
+      warn "could not install $p (used by tests or benchmarks only)"
+    done
+  fi
 fi
 
 # --- kernel headers ----------------------------------------------------------------------------------
