@@ -7,9 +7,9 @@ from flask import Blueprint, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from collector.payload import Batch, Rejected, bad, decode_body, parse_batch, parse_json
+from collector.payload import Batch, Rejected, bad, decode_body, parse_body
 from collector.state import ACCEPTS, Collector, error, state
-from collector.store import IngestResult, Stream
+from collector.store import IngestResult
 from collector.tokens import TOKEN_QUERY_PARAM, authenticate
 
 bp = Blueprint("ingest", __name__)
@@ -28,7 +28,7 @@ def _read(app: Collector) -> tuple[Batch, str | None]:
     except RequestEntityTooLarge:
         raise bad("too_large", f"body is over the limit of {settings.max_body} bytes") from None
     body = decode_body(raw, request.headers.get("Content-Encoding"), settings.max_body)
-    return parse_batch(parse_json(body)), token_name
+    return parse_body(body), token_name
 
 
 @bp.post("/data")
@@ -51,28 +51,24 @@ def receive():
         batch.host = remote  # the original client says nothing about itself
     try:
         result = app.store.ingest(batch, token_name, remote, app.settings.legacy_slack_s)
-        stream = app.store.stream(result.host, result.run_id, result.source)
     except SQLAlchemyError as db_error:
         # not the client's fault: 503 so it keeps the batch and retries
         app.log.error("storage failed for batch %s: %s", batch.batch_id, db_error.__class__.__name__)
         return (*error(503, "storage_unavailable", "the database did not take the batch; retry later"), ACCEPTS)
-    _log_batch(app, batch.batch_id, result, stream, token_name, remote)
-    return jsonify(_answer(result, stream)), 200, ACCEPTS
+    _log_batch(app, batch.batch_id, result, token_name, remote)
+    return jsonify(_answer(result)), 200, ACCEPTS
 
 
-def _answer(result: IngestResult, stream: Stream | None) -> dict:
-    body = {"status": "ok", "duplicate": result.duplicate, "host": result.host, "run_id": result.run_id,
+def _answer(result: IngestResult) -> dict:
+    missing = result.stream.missing()
+    return {"status": "ok", "duplicate": result.duplicate, "host": result.host, "run_id": result.run_id,
             "source": result.source, "sequence": result.sequence, "stored_records": result.stored_records,
-            "highest": -1, "missing": [], "missing_count": 0, "missing_truncated": False}
-    if stream is not None:
-        summary = stream.as_dict()
-        body.update({k: summary[k] for k in ("highest", "missing", "missing_count", "missing_truncated")})
-    return body
+            "highest": result.stream.highest, "missing": missing, "missing_count": result.stream.missing_count,
+            "missing_truncated": len(missing) < result.stream.missing_count}
 
 
-def _log_batch(app: Collector, batch_id: str, result: IngestResult, stream: Stream | None, token_name: str | None,
-               remote: str) -> None:
-    missing = stream.missing_count if stream else 0
+def _log_batch(app: Collector, batch_id: str, result: IngestResult, token_name: str | None, remote: str) -> None:
+    missing = result.stream.missing_count
     line = (f"batch {batch_id} seq={result.sequence} source={result.source} host={result.host} run={result.run_id} "
             f"records={result.stored_records} from={remote}")
     if token_name:

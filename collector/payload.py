@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import zlib
 from dataclasses import dataclass, field
+from itertools import repeat
+from json.decoder import scanstring
 from typing import Any
 
 MAX_SEQUENCE = 2**53 - 1  # the largest integer every JSON implementation keeps exact
@@ -39,14 +42,6 @@ def bad(reason: str, detail: str) -> Rejected:
 
 
 @dataclass
-class Record:
-    ts: float
-    kind: str
-    metric: str
-    json: str  # the record exactly as received, re-encoded (ASCII-safe)
-
-
-@dataclass
 class Batch:
     schema: int  # 0 for the original client's payload
     batch_id: str
@@ -55,12 +50,20 @@ class Batch:
     timestamp: float
     host: str | None
     run_id: str | None
-    records: list[Record] = field(default_factory=list)
     dropped: int = 0
+    # the records as columns, one item per record (the store inserts them as rows without reshaping)
+    ts: list[float] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)
+    data: list[str] = field(default_factory=list)  # each record's JSON text, ASCII only
 
     @property
     def legacy(self) -> bool:
         return self.schema == 0
+
+    @property
+    def n_records(self) -> int:
+        return len(self.data)
 
 
 # --- bytes -> JSON -----------------------------------------------------------------------------------
@@ -89,24 +92,127 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def parse_json(body: bytes) -> Any:
+_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+_scan_value = _DECODER.scan_once  # the C scanner json.loads itself runs
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_SPACE = " \t\n\r"
+# What the body's text proves about its tree, so that a usual batch needs no walk over every value:
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # UTF-8 text gets a surrogate only from an escape
+# a float literal reaches inf (> 1.8e308) only with a 3-digit exponent or 100+ digits in a row; seen
+# with every digit as 0, E as e and no "+" (deleting a character can only add matches, never hide one)
+_NUMBER_SHAPES = bytes.maketrans(b"123456789E", b"000000000e")
+_OVERFLOW_SHAPES = (b"0e000", b"0" * 100)
+_RECORD_BRACKETS = MAX_DEPTH - 2  # a record is at depth 3: this many brackets in its text cannot be too deep
+
+
+def parse_json(body: bytes) -> tuple[Any, list[str] | None]:
+    """The body as JSON, checked for depth and text, and the exact text of each element of its
+    "metrics" list (None when the body is not the usual object shape: then only the value is known)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise bad("not_json", "body is not UTF-8 text") from None
     try:
-        value = json.loads(text, parse_constant=_no_constants)
+        try:
+            value, record_texts = _scan_payload(text)
+        except (ValueError, IndexError, StopIteration):
+            # not the usual shape, or not JSON: json.loads decides, with its own error message
+            value, record_texts = json.loads(text, parse_constant=_no_constants), None
     except RecursionError:
         raise bad("too_deep", f"nesting deeper than {MAX_DEPTH} levels") from None
     except ValueError as e:
         raise bad("not_json", f"body is not JSON ({str(e)[:120]})") from None
-    _check_tree(value)
-    return value
+    if _clean_by_text(body, text, record_texts):
+        # nothing in the records can fail the walk: walk only the payload's other values
+        _check_tree([(item, 2) for key, item in value.items() if key != "metrics"])
+    else:
+        _check_tree([(value, 1)])
+    return value, record_texts
 
 
-def _check_tree(value: Any) -> None:
-    """Depth and text: strings must be encodable (a lone surrogate escape is valid JSON but not text)."""
-    stack = [(value, 1)]
+def _scan_payload(text: str) -> tuple[dict, list[str] | None]:
+    """json.loads for a top-level object, keeping the text of each record of its "metrics" list (so a
+    record is stored as sent, not encoded again). Raises ValueError/IndexError/StopIteration on
+    anything unusual; the caller then asks json.loads."""
+    i = _WHITESPACE.match(text, 0).end()
+    if text[i] != "{":
+        raise ValueError("not an object")
+    payload: dict = {}
+    record_texts = None
+    i = _WHITESPACE.match(text, i + 1).end()
+    if text[i] == "}":
+        i += 1
+    else:
+        while True:
+            if text[i] != '"':
+                raise ValueError("expected a key")
+            key, i = scanstring(text, i + 1)
+            i = _WHITESPACE.match(text, i).end()
+            if text[i] != ":":
+                raise ValueError("expected ':'")
+            i = _WHITESPACE.match(text, i + 1).end()
+            if key == "metrics" and text[i] == "[":
+                payload[key], record_texts, i = _scan_list(text, i)
+            else:
+                payload[key], i = _scan_value(text, i)
+                if key == "metrics":
+                    record_texts = None  # a later "metrics" replaces an earlier one, as in json.loads
+            i = _WHITESPACE.match(text, i).end()
+            if text[i] == "}":
+                i += 1
+                break
+            if text[i] != ",":
+                raise ValueError("expected ',' or '}'")
+            i = _WHITESPACE.match(text, i + 1).end()
+    if _WHITESPACE.match(text, i).end() != len(text):
+        raise ValueError("extra data")
+    return payload, record_texts
+
+
+def _scan_list(text: str, i: int) -> tuple[list, list[str], int]:
+    """The list starting at text[i] == "[": its items, the text of each, and the index after it."""
+    items: list = []
+    texts: list[str] = []
+    i += 1
+    if text[i] in _SPACE:
+        i = _WHITESPACE.match(text, i).end()
+    if text[i] == "]":
+        return items, texts, i + 1
+    while True:
+        item, end = _scan_value(text, i)
+        items.append(item)
+        texts.append(text[i:end])
+        if text[end] in _SPACE:
+            end = _WHITESPACE.match(text, end).end()
+        if text[end] == "]":
+            return items, texts, end + 1
+        if text[end] != ",":
+            raise ValueError("expected ',' or ']'")
+        i = end + 1
+        if text[i] in _SPACE:
+            i = _WHITESPACE.match(text, i).end()
+
+
+def _clean_by_text(body: bytes, text: str, record_texts: list[str] | None) -> bool:
+    """True when the text alone shows that no string holds a surrogate, no number is inf and no record
+    nests too deep. False only means "walk the tree to know"."""
+    if record_texts is None or _SURROGATE_ESCAPE.search(text):
+        return False
+    numbers = body.translate(_NUMBER_SHAPES, b"+")
+    if any(shape in numbers for shape in _OVERFLOW_SHAPES):
+        return False
+    # brackets in a record's text bound its depth (strings holding brackets only make it stricter);
+    # first the whole body's, less the payload's own "{", the list's "[" and each object record's "{"
+    objects = sum(map(str.startswith, record_texts, repeat("{")))
+    if text.count("{") + text.count("[") - 2 - objects < _RECORD_BRACKETS:
+        return True
+    return (max(map(str.count, record_texts, repeat("{")), default=0)
+            + max(map(str.count, record_texts, repeat("[")), default=0)) <= _RECORD_BRACKETS
+
+
+def _check_tree(stack: list[tuple[Any, int]]) -> None:
+    """Depth and text of (value, depth) trees: strings must be encodable (a lone surrogate escape is
+    valid JSON but not text), numbers finite."""
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):
@@ -167,7 +273,12 @@ def _encode(record: dict) -> str:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
-def parse_batch(payload: Any) -> Batch:
+def parse_body(body: bytes) -> Batch:
+    return parse_batch(*parse_json(body))
+
+
+def parse_batch(payload: Any, record_texts: list[str] | None = None) -> Batch:
+    """A validated Batch; record_texts (from parse_json) are stored as the records' JSON when given."""
     if not isinstance(payload, dict):
         raise bad("wrong_type", "payload must be a JSON object")
     schema = 0
@@ -190,20 +301,71 @@ def parse_batch(payload: Any) -> Batch:
         raise bad("wrong_type", "payload 'metrics' must be a list")
     if len(metrics) > MAX_RECORDS:
         raise bad("bad_value", f"more than {MAX_RECORDS} records in one batch")
-    for index, record in enumerate(metrics):
-        where = f"metrics[{index}]"
-        if not isinstance(record, dict):
-            raise bad("bad_record", f"{where} must be an object")
-        batch.records.append(_envelope(record, batch, where) if schema else
-                             Record(batch.timestamp, LEGACY_KIND, batch.source, _encode(record)))
+    if record_texts is not None and len(record_texts) != len(metrics):
+        record_texts = None
+    if not _records_at_once(batch, metrics, record_texts):
+        _records_one_by_one(batch, metrics)  # says which record is wrong
     return batch
 
 
-def _envelope(record: dict, batch: Batch, where: str) -> Record:
+_IS_DICT = frozenset({dict}).__contains__
+_NUMBER_TYPES = frozenset({int, float})  # not bool: its type is bool
+
+
+def _name_ok(value: Any, max_len: int) -> bool:
+    """_text's rule as a test."""
+    return type(value) is str and 0 < len(value) <= max_len and value.isprintable()
+
+
+def _records_at_once(batch: Batch, records: list, record_texts: list[str] | None) -> bool:
+    """Validate and store the records column by column (each check runs once over a column, and
+    once per distinct metric or kind name). False if any record is wrong; nothing is set then."""
+    n = len(records)
+    if not all(map(_IS_DICT, map(type, records))):
+        return False
+    if batch.schema:
+        metrics = list(map(dict.get, records, repeat("metric", n)))
+        kinds = list(map(dict.get, records, repeat("kind", n)))
+        ts = list(map(dict.get, records, repeat("ts", n), repeat(batch.timestamp, n)))
+        try:
+            names_ok = (all(_name_ok(m, 64) for m in set(metrics)) and all(_name_ok(k, 32) for k in set(kinds)))
+        except TypeError:  # unhashable: a list or an object where a name belongs
+            return False
+        if not names_ok or not set(map(type, ts)) <= _NUMBER_TYPES or (n and not 0 <= min(ts) <= max(ts) < MAX_TIMESTAMP):
+            return False
+        ts = list(map(float, ts))
+    else:
+        metrics, kinds, ts = [batch.source] * n, [LEGACY_KIND] * n, [batch.timestamp] * n
+    if record_texts is None:
+        data = list(map(_encode, records))
+    elif all(map(str.isascii, record_texts)):
+        data = record_texts
+    else:  # stored text stays ASCII, as before; such a record is encoded again
+        data = [t if t.isascii() else _encode(r) for t, r in zip(record_texts, records, strict=True)]
+    batch.ts, batch.kinds, batch.metrics, batch.data = ts, kinds, metrics, data
+    return True
+
+
+def _records_one_by_one(batch: Batch, records: list) -> None:
+    for index, record in enumerate(records):
+        where = f"metrics[{index}]"
+        if not isinstance(record, dict):
+            raise bad("bad_record", f"{where} must be an object")
+        if batch.schema:
+            ts, kind, metric = _envelope(record, batch, where)
+        else:
+            ts, kind, metric = batch.timestamp, LEGACY_KIND, batch.source
+        batch.ts.append(ts)
+        batch.kinds.append(kind)
+        batch.metrics.append(metric)
+        batch.data.append(_encode(record))
+
+
+def _envelope(record: dict, batch: Batch, where: str) -> tuple[float, str, str]:
     try:
         metric = _text(_required(record, "metric", where), "metric", 64, where)
         kind = _text(_required(record, "kind", where), "kind", 32, where)
         ts = _time(record["ts"], "ts", where) if "ts" in record else batch.timestamp
     except Rejected as e:
         raise bad("bad_record", e.detail) from None
-    return Record(ts, kind, metric, _encode(record))
+    return ts, kind, metric
