@@ -99,6 +99,8 @@ def run(quick: bool = False, rss_minutes: float | None = None) -> dict:
                    "peak_overall": max(s["app_mb"] for s in samples)},
         "growth_pct": round(growth_pct, 1), "slope_mb_per_min": round(slope_mb_per_min(
             [(s["t"], s["app_mb"]) for s in after]), 3),
+        "slope_last_half_mb_per_min": round(slope_mb_per_min(
+            [(s["t"], s["app_mb"]) for s in samples if s["t"] >= duration / 2]), 3),
         "metrics_mb_end": after[-1]["metrics_mb"], "metrics_mb_peak": max(s["metrics_mb"] for s in samples),
         "records": sum(m["records"] for m in summary["metrics"].values()),
         "dropped": sum(m["dropped"] for m in summary["metrics"].values()),
@@ -112,10 +114,13 @@ def run(quick: bool = False, rss_minutes: float | None = None) -> dict:
 
 def table(result: dict) -> str:
     a = result["app_mb"]
-    rows = [[f"{result['minutes']:g} min, {len(result['metrics'])} metrics", f"{a['at_1_min']:.0f} MB", f"{a['end']:.0f} MB",
-             f"{a['peak_after_1_min']:.0f} MB", f"{result['growth_pct']:+.1f} %", f"{result['slope_mb_per_min']:+.2f}",
+    rows = [[f"{result['minutes']:g} min, {len(result['metrics'])} metrics", f"{a['at_1_min']:.0f} MB",
+             f"{a['end']:.0f} MB",
+             f"{a['peak_after_1_min']:.0f} MB", f"{result['growth_pct']:+.1f} %",
+             f"{result['slope_mb_per_min']:+.2f} / {result.get('slope_last_half_mb_per_min', 0):+.2f}",
              f"{result['metrics_mb_end']:.0f} MB", f"{result['records']:,}", f"{result['dropped']} / {result['pending']}"]]
-    out = harness.md_table(["run", "app RSS at 1 min", "at the end", "peak after 1 min", "growth", "slope MB/min",
+    out = harness.md_table(["run", "app RSS at 1 min", "at the end", "peak after 1 min", "growth",
+                            "slope MB/min (after 1 min / last half)",
                             "metric processes RSS (sum, end)", "records sent", "dropped / pending"], rows)
     if result["failed_metrics"]:
         out += "\n\nMetrics that ended with an error: " + "; ".join(f"{n}: {e}" for n, e in result["failed_metrics"].items())

@@ -11,9 +11,9 @@ of its ticks is: that lateness is the stall a user would feel.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import sqlite3
 import tempfile
 import threading
 import time
@@ -28,17 +28,28 @@ TICK_MS = 10
 TARGET_RATE, TARGET_STALL_MS = 50_000, 50.0
 
 
+def cpu_s(pid: int | None = None) -> float:
+    """User+system CPU seconds of a process (this one by default)."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] if ordered else 0.0
 
 
 class StoredCounter(threading.Thread):
-    """Polls the collector's SQLite file (off the GUI thread) until it holds `want` flood records."""
+    """Polls the collector's database (off the GUI thread, through its own Store) until it holds
+    `want` flood records."""
 
-    def __init__(self, db_path: str, want: int, timeout: float) -> None:
+    def __init__(self, store, want: int, timeout: float) -> None:
         super().__init__(daemon=True)
-        self.db_path, self.want, self.timeout = db_path, want, timeout
+        self.store, self.want, self.timeout = store, want, timeout
         self.done_at: float | None = None
         self.count = 0
         self.stop = threading.Event()
@@ -46,11 +57,7 @@ class StoredCounter(threading.Thread):
     def run(self) -> None:
         deadline = time.monotonic() + self.timeout
         while not self.stop.is_set() and time.monotonic() < deadline:
-            try:
-                with sqlite3.connect(self.db_path, timeout=30) as db:
-                    self.count = db.execute("SELECT COUNT(*) FROM records WHERE source = 'flood'").fetchone()[0]
-            except sqlite3.OperationalError:      # tables not created yet
-                self.count = 0
+            self.count = sum(s.records for s in self.store.streams(source="flood"))
             if self.count >= self.want:
                 self.done_at = time.monotonic()
                 return
@@ -62,6 +69,8 @@ def one_run(lines: int, workdir: str, n: int) -> dict:
     from PySide6.QtCore import QSettings, Qt, QTimer
     from PySide6.QtWidgets import QApplication
 
+    from collector.settings import normalise_db_url
+    from collector.store import Store
     from controller import MonitorController
     from main_app import MainWindow
 
@@ -84,7 +93,8 @@ def one_run(lines: int, workdir: str, n: int) -> dict:
     ticker = QTimer()
     ticker.setTimerType(Qt.TimerType.PreciseTimer)
     ticker.timeout.connect(tick)
-    counter = StoredCounter(db_path, lines + 1, timeout=max(120.0, lines / 2000))
+    store = Store(normalise_db_url(db_path))
+    counter = StoredCounter(store, lines + 1, timeout=max(120.0, lines / 2000))
     finisher = QTimer()
     finisher.timeout.connect(lambda: app.quit() if not counter.is_alive() else None)
     try:
@@ -94,10 +104,12 @@ def one_run(lines: int, workdir: str, n: int) -> dict:
         finisher.start(50)
         started = time.monotonic()
         last[0] = started
+        cpu0 = (cpu_s(), cpu_s(server.proc.pid))
         if not window.start_metric("flood", {"lines": lines}):
             raise BenchError("the window refused to start the flood metric")
         counter.start()
         app.exec()
+        cpu1 = (cpu_s(), cpu_s(server.proc.pid))
         ticker.stop()
         finisher.stop()
         if counter.done_at is None:
@@ -110,13 +122,14 @@ def one_run(lines: int, workdir: str, n: int) -> dict:
         window.deleteLater()
         app.processEvents()
         server.stop()
-    with sqlite3.connect(db_path) as db:
-        distinct = db.execute("SELECT COUNT(DISTINCT json_extract(data, '$.i')) FROM records "
-                              "WHERE source = 'flood' AND kind = 'event' AND json_extract(data, '$.i') BETWEEN 0 AND ?",
-                              (lines - 1,)).fetchone()[0]
-        stored = db.execute("SELECT COUNT(*) FROM records WHERE source = 'flood'").fetchone()[0]
-    lost = lines - distinct
-    return {"records_per_s": (lines + 1) / (counter.done_at - started), "stored": stored, "lost": lost,
+    events = store.records(source="flood", kind="event", limit=lines + 1000)
+    seen = {json.loads(r["data"]).get("i") for r in events}
+    lost = lines - len(seen & set(range(lines)))
+    stored = counter.count
+    store.close()
+    wall = counter.done_at - started
+    return {"records_per_s": (lines + 1) / wall, "stored": stored, "lost": lost,
+            "app_cpu_pct": 100 * (cpu1[0] - cpu0[0]) / wall, "collector_cpu_pct": 100 * (cpu1[1] - cpu0[1]) / wall,
             "dropped": status["dropped"], "stall_p50_ms": percentile(lateness, 50),
             "stall_p99_ms": percentile(lateness, 99), "stall_max_ms": max(lateness, default=0.0),
             "ticks": len(lateness)}
@@ -128,20 +141,20 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
     workdir = tempfile.mkdtemp(prefix="bench-pipeline-")
     samples: list[dict] = []
 
-    def one(config: str, rep: int) -> float:
+    def one(config: str, rep: int) -> dict:
         sample = one_run(lines, workdir, rep)
         samples.append(sample)
         harness.log(f"  rep {rep + 1}: {sample['records_per_s']:,.0f} records/s, lost {sample['lost']}, "
                     f"stall p99 {sample['stall_p99_ms']:.1f} ms, max {sample['stall_max_ms']:.1f} ms")
-        return sample["records_per_s"]
+        return sample
 
     harness.log(f"pipeline: {reps} repetitions of {lines:,} records through window, worker, transport, collector")
     try:
-        harness.alternate(["flood"], one, reps)
+        harness.alternate(["flood"], one, reps, harness.log)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     row = {k: harness.summary([s[k] for s in samples], 1) for k in
-           ("records_per_s", "stall_p50_ms", "stall_p99_ms", "stall_max_ms")}
+           ("records_per_s", "stall_p50_ms", "stall_p99_ms", "stall_max_ms", "app_cpu_pct", "collector_cpu_pct")}
     row["lost_total"] = sum(s["lost"] for s in samples)
     row["dropped_total"] = sum(s["dropped"] for s in samples)
     return {"title": "Pipeline throughput", "reps": reps, "lines": lines, "row": row,
@@ -157,9 +170,10 @@ def table(result: dict) -> str:
     r = result["row"]
     rows = [[f"{result['lines']:,} records", harness.fmt(r["records_per_s"]), f"{r['lost_total']} / {r['dropped_total']}",
              harness.fmt(r["stall_p50_ms"], " ms", 1), harness.fmt(r["stall_p99_ms"], " ms", 1),
-             harness.fmt(r["stall_max_ms"], " ms", 0)]]
+             harness.fmt(r["stall_max_ms"], " ms", 0), harness.fmt(r.get("app_cpu_pct"), " %", 0),
+             harness.fmt(r.get("collector_cpu_pct"), " %", 0)]]
     return harness.md_table(["run", "records/s stored", "lost / dropped (all reps)", "stall p50", "stall p99",
-                             "stall max"], rows)
+                             "stall max", "app CPU", "collector CPU"], rows)
 
 
 if __name__ == "__main__":
