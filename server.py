@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
+import logging.handlers
+import queue
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -42,6 +44,19 @@ def _batch_log(log_file: str | None) -> logging.Logger:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         log.addHandler(handler)
     return log
+
+
+def _console_log() -> logging.handlers.QueueListener:
+    """Log lines go to stderr from a thread of their own; a request only queues its line. (A handler
+    writes under a lock, and under load the request threads would queue on it, one per batch.)"""
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    lines: queue.SimpleQueue = queue.SimpleQueue()
+    logging.root.addHandler(logging.handlers.QueueHandler(lines))
+    logging.root.setLevel(logging.INFO)
+    listener = logging.handlers.QueueListener(lines, console)
+    listener.start()
+    return listener
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -106,7 +121,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    console = _console_log()
+    try:
+        return _serve(args)
+    finally:
+        console.stop()  # writes out the lines still queued
+
+
+def _serve(args: argparse.Namespace) -> int:
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "task queue depth" chatter under load
     try:
         app = create_app({"db_url": args.db, "log_file": args.log_file, "tokens": args.tokens,

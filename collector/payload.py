@@ -19,6 +19,8 @@ from itertools import repeat
 from json.decoder import scanstring
 from typing import Any
 
+import orjson
+
 MAX_SEQUENCE = 2**53 - 1  # the largest integer every JSON implementation keeps exact
 MAX_DEPTH = 32  # containers inside containers; a hist record is 5 deep
 MAX_RECORDS = 100_000  # per batch
@@ -102,6 +104,8 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # UTF-8 text gets a surrog
 # with every digit as 0, E as e and no "+" (deleting a character can only add matches, never hide one)
 _NUMBER_SHAPES = bytes.maketrans(b"123456789E", b"000000000e")
 _OVERFLOW_SHAPES = (b"0e000", b"0" * 100)
+_LONG_INTEGER = b"0" * 18  # orjson reads an integer past 64 bits as a float: such bodies go to json
+_IS_DICT = frozenset({dict}).__contains__
 _RECORD_BRACKETS = MAX_DEPTH - 2  # a record is at depth 3: this many brackets in its text cannot be too deep
 
 
@@ -112,9 +116,10 @@ def parse_json(body: bytes) -> tuple[Any, list[str] | None]:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise bad("not_json", "body is not UTF-8 text") from None
+    numbers = body.translate(_NUMBER_SHAPES, b"+")
     try:
         try:
-            value, record_texts = _scan_payload(text)
+            value, record_texts = _fast_payload(text, numbers) or _scan_payload(text)
         except (ValueError, IndexError, StopIteration):
             # not the usual shape, or not JSON: json.loads decides, with its own error message
             value, record_texts = json.loads(text, parse_constant=_no_constants), None
@@ -122,12 +127,28 @@ def parse_json(body: bytes) -> tuple[Any, list[str] | None]:
         raise bad("too_deep", f"nesting deeper than {MAX_DEPTH} levels") from None
     except ValueError as e:
         raise bad("not_json", f"body is not JSON ({str(e)[:120]})") from None
-    if _clean_by_text(body, text, record_texts):
+    if _clean_by_text(text, numbers, record_texts):
         # nothing in the records can fail the walk: walk only the payload's other values
         _check_tree([(item, 2) for key, item in value.items() if key != "metrics"])
     else:
         _check_tree([(value, 1)])
     return value, record_texts
+
+
+def _fast_payload(text: str, numbers: bytes) -> tuple[Any, list[str] | None] | None:
+    """orjson's parse (a third of json's time), where it gives what json.loads would, and each record
+    encoded again by orjson (a tenth of json.dumps's time); None leaves the body to the slower paths,
+    which also name what is wrong with it."""
+    if _LONG_INTEGER in numbers:
+        return None
+    try:
+        value = orjson.loads(text)  # refuses NaN, inf, lone surrogates, depth > 1024: json's path decides
+    except orjson.JSONDecodeError:
+        return None
+    metrics = value.get("metrics") if type(value) is dict else None
+    if type(metrics) is not list or not all(map(_IS_DICT, map(type, metrics))):
+        return value, None
+    return value, [encoded.decode() for encoded in map(orjson.dumps, metrics)]
 
 
 def _scan_payload(text: str) -> tuple[dict, list[str] | None]:
@@ -193,12 +214,11 @@ def _scan_list(text: str, i: int) -> tuple[list, list[str], int]:
             i = _WHITESPACE.match(text, i).end()
 
 
-def _clean_by_text(body: bytes, text: str, record_texts: list[str] | None) -> bool:
-    """True when the text alone shows that no string holds a surrogate, no number is inf and no record
-    nests too deep. False only means "walk the tree to know"."""
+def _clean_by_text(text: str, numbers: bytes, record_texts: list[str] | None) -> bool:
+    """True when the text alone (and its numbers' shapes) shows that no string holds a surrogate, no
+    number is inf and no record nests too deep. False only means "walk the tree to know"."""
     if record_texts is None or _SURROGATE_ESCAPE.search(text):
         return False
-    numbers = body.translate(_NUMBER_SHAPES, b"+")
     if any(shape in numbers for shape in _OVERFLOW_SHAPES):
         return False
     # brackets in a record's text bound its depth (strings holding brackets only make it stricter);
@@ -308,7 +328,6 @@ def parse_batch(payload: Any, record_texts: list[str] | None = None) -> Batch:
     return batch
 
 
-_IS_DICT = frozenset({dict}).__contains__
 _NUMBER_TYPES = frozenset({int, float})  # not bool: its type is bool
 
 

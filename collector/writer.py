@@ -27,8 +27,8 @@ from collector.stream import MISSING_LISTED, TOTALS, Stream
 
 GROUP_BATCHES = 64  # batches in one transaction at most
 GROUP_RECORDS = 50_000  # and records, past a group's first batch
-RECORDS_PER_INSERT = 500  # rows of one INSERT: 4000 parameters, well within SQLite's and PostgreSQL's limits
-RECORD_COLUMNS = 8
+RECORDS_PER_INSERT = 500  # SQLite: rows of one INSERT, 4000 parameters (its limit is 32766)
+RECORD_COLUMNS = ("batch", "stream", "sequence", "idx", "ts", "kind", "metric", "data")
 BATCH_COLUMNS = 12
 CHECKPOINT_RECORDS = 20_000  # SQLite: records written between two checkpoints (a few MB of WAL)
 WAL_PAGES_MAX = 16_384  # SQLite: a longer WAL (64 MB of 4 KB pages) is truncated before the next write
@@ -94,8 +94,8 @@ class _Sql:
         # every stream's new totals in one statement: each row conflicts on its id and updates it
         self.update_streams = (f"INSERT INTO streams (id, host, run_id, source, {totals}) VALUES {{rows}}"
                                f" ON CONFLICT (id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in TOTALS)}")
-        self.insert_records = ("INSERT INTO records (batch, stream, sequence, idx, ts, kind, metric, data)"
-                               " VALUES {rows}")
+        self.insert_records = f"INSERT INTO records ({', '.join(RECORD_COLUMNS)}) VALUES {{rows}}"
+        self.copy_records = f"COPY records ({', '.join(RECORD_COLUMNS)}) FROM STDIN"  # PostgreSQL
         self.read_stream = self.sql(f"SELECT id, {totals} FROM streams WHERE host = ? AND run_id = ? AND source = ?")
         self.gap_below = self.sql("SELECT lo, hi FROM gaps WHERE stream = ? AND lo <= ? ORDER BY lo DESC LIMIT 1")
         self.add_gap = self.sql("INSERT INTO gaps (stream, lo, hi) VALUES (?, ?, ?)")
@@ -128,7 +128,7 @@ class _Group:
 
     def __init__(self) -> None:
         self.streams: dict[tuple, list] = {}  # (host, run_id, source) -> [id, *totals]
-        self.records: list = []  # the parameters of every record row, flat
+        self.records: list[tuple] = []  # the rows of records to insert
 
 
 class BatchWriter:
@@ -138,6 +138,7 @@ class BatchWriter:
         self._driver_error = engine.dialect.loaded_dbapi.Error
         self._group = GroupCommit(self._write_group, GROUP_BATCHES, lambda job: job.batch.n_records, GROUP_RECORDS)
         self._checkpoints = _Checkpoints(engine) if engine.dialect.name == "sqlite" else None
+        self._copy = engine.dialect.name == "postgresql"
 
     def ingest(self, job: Ingest) -> IngestResult:
         """Store a batch once, or recognise it as a duplicate; returns once its transaction committed."""
@@ -177,10 +178,7 @@ class BatchWriter:
                 run[0].batch.run_id = legacy_runs.assign(conn, run[0].batch, run[0].legacy_slack_s)
             new += self._insert_batches(cursor, run, group, now)
         sql = self._sql
-        step = RECORD_COLUMNS * RECORDS_PER_INSERT
-        for start in range(0, len(group.records), step):
-            chunk = group.records[start:start + step]
-            cursor.execute(sql.values(sql.insert_records, len(chunk) // RECORD_COLUMNS, RECORD_COLUMNS), chunk)
+        self._insert_records(cursor, group.records)
         if group.streams:
             rows = [(stream[0], *key, *stream[1:]) for key, stream in group.streams.items()]
             cursor.execute(sql.values(sql.update_streams, len(rows), 4 + len(TOTALS)), list(chain.from_iterable(rows)))
@@ -233,8 +231,20 @@ class BatchWriter:
                       min(lowest, batch.sequence) if n else batch.sequence, dropped + batch.dropped,
                       min(first_seen, now) if n else now, max(last_seen, now) if n else now,
                       bool(legacy) or batch.legacy, max(tokens) if tokens else None)
-        group.records += chain.from_iterable(zip(repeat(row_id), repeat(stream_id), repeat(batch.sequence), count(),
-                                                 batch.ts, batch.kinds, batch.metrics, batch.data))
+        group.records += zip(repeat(row_id), repeat(stream_id), repeat(batch.sequence), count(), batch.ts, batch.kinds,
+                             batch.metrics, batch.data)
+
+    def _insert_records(self, cursor: Any, rows: list[tuple]) -> None:
+        sql = self._sql
+        if self._copy:  # PostgreSQL: a tenth of an INSERT's time on the client, where the GIL is
+            with cursor.copy(sql.copy_records) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        for start in range(0, len(rows), RECORDS_PER_INSERT):
+            chunk = rows[start:start + RECORDS_PER_INSERT]
+            cursor.execute(sql.values(sql.insert_records, len(chunk), len(RECORD_COLUMNS)),
+                           list(chain.from_iterable(chunk)))
 
     def _answer(self, cursor: Any, key: tuple, group: _Group) -> Stream:
         """The stream as this group leaves it: its totals, and its first gaps when it has any."""
