@@ -28,6 +28,7 @@ PEERS = {
     "tcplife": (["/usr/sbin/tcplife-bpfcc"], "PID", "tcpconnlat"),
 }
 MARKERS = ["metric_overhead", "metric_startup_memory"]
+NOISE_PCT = 5.0     # a peer slowing the workload less than this gives no meaningful ratio
 
 
 class Run:
@@ -78,7 +79,8 @@ class Run:
 def run(quick: bool = False, reps: int | None = None) -> dict:
     binary = harness.compile_c("mixed")
     reps = reps or (3 if quick else 5)
-    rounds, runs = (300, 2) if quick else (500, 3)
+    # a run spans at least one 1 s interval of the tools, so their periodic user-space work is in it
+    rounds, runs = (400, 2) if quick else (1000, 2)
     metrics = {spec.name: (harness.metric_argv(spec), harness.is_meta) for spec in config.METRICS}
     peers = {name: (argv, ready) for name, (argv, ready, _) in PEERS.items()}
     configs = ["bare", *metrics, ALL, *peers]
@@ -109,7 +111,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
     for name in configs:
         peer_of = next((p for p, (_, _, m) in PEERS.items() if m == name), None)
         vs_peer = None
-        if peer_of:
+        if peer_of and (harness.summary(slowdown[peer_of])["median"] or 0) >= NOISE_PCT:
             vs_peer = harness.summary([m / p for m, p in zip(slowdown[name], slowdown[peer_of], strict=False) if p > 0], 2)
         rows.append({"config": name, "kind": "peer" if name in peers else "metric" if name in metrics else name,
                      "seconds": harness.summary(times[name], 3), "slowdown_pct": harness.summary(slowdown[name]),
@@ -133,7 +135,8 @@ def _median(samples: list[dict], key: str) -> float | None:
 def tables(result: dict) -> dict[str, str]:
     rows = []
     for r in result["rows"]:
-        vs = f"{harness.fmt(r['vs_peer'], 'x', 2)} of {r['peer']}" if r["vs_peer"] else ""
+        vs = f"{harness.fmt(r['vs_peer'], 'x', 2)} of {r['peer']}" if r["vs_peer"] else \
+            f"{r['peer']} within noise (< {NOISE_PCT:g} %)" if r["peer"] else ""
         slow = "—" if r["config"] == "bare" else harness.fmt(r["slowdown_pct"], " %")
         rows.append([r["config"], harness.fmt(r["seconds"], " s", 3), slow, vs])
     overhead = harness.md_table([f"under ({result['rounds']} rounds, fastest of {result.get('runs', 1)})", "workload time", "slowdown",
