@@ -120,18 +120,22 @@ class Store:
         """Records matching the filters, oldest first (newest=True: the latest `limit`, still oldest first)."""
         r, s = records.c, streams.c
         where = [r.kind == kind] if kind is not None else []
-        of_stream = [c == v for c, v in ((s.host, host), (s.run_id, run_id), (s.source, source)) if v is not None]
-        if of_stream:  # through the streams' ids, so the (stream, ts) index serves the query
-            where.append(r.stream.in_(select(s.id).where(*of_stream)))
         if since is not None:
             where.append(r.ts >= since)
         if until is not None:
             where.append(r.ts <= until)
+        of_stream = [c == v for c, v in ((s.host, host), (s.run_id, run_id), (s.source, source)) if v is not None]
         order = (r.ts.desc(), r.id.desc()) if newest else (r.ts, r.id)
-        query = (select(r.id, s.host, s.run_id, s.source, r.sequence, r.ts, r.kind, r.metric, r.data,
-                        batches.c.batch_id)
-                 .select_from(records.join(streams, s.id == r.stream).join(batches, batches.c.id == r.batch))
-                 .where(*where).order_by(*order).limit(limit))
         with self.engine.connect() as conn:
+            if of_stream:
+                # the streams' ids first: for one stream the (stream, ts) index then gives the rows in order
+                ids = conn.execute(select(s.id).where(*of_stream)).scalars().all()
+                if not ids:
+                    return []
+                where.append(r.stream == ids[0] if len(ids) == 1 else r.stream.in_(ids))
+            query = (select(r.id, s.host, s.run_id, s.source, r.sequence, r.ts, r.kind, r.metric, r.data,
+                            batches.c.batch_id)
+                     .select_from(records.join(streams, s.id == r.stream).join(batches, batches.c.id == r.batch))
+                     .where(*where).order_by(*order).limit(limit))
             rows = [dict(row._mapping) for row in conn.execute(query)]
         return rows[::-1] if newest else rows
