@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
+from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select, text
 
 from collector.payload import Batch
 from collector.schema import batches, counters, gaps, metadata, records, streams
@@ -59,6 +59,10 @@ class Store:
                 # several processes starting at once would race on CREATE TABLE
                 conn.execute(select(func.pg_advisory_xact_lock(SCHEMA_LOCK)))
             metadata.create_all(conn)
+            # no migration: a database from before the streams table would fail every POST
+            if "stream" not in {c["name"] for c in inspect(conn).get_columns("records")}:
+                raise ValueError("the database was made by an older collector (no records.stream column):"
+                                 " move it aside and start again")
 
     def close(self) -> None:
         self.engine.dispose()
