@@ -1,10 +1,10 @@
 """Benchmark 1: what tracing every syscall adds to one syscall.
 
 bench/getppid.c makes N raw getppid calls and prints ns/call. Each repetition runs it bare, under
-sysnest, BCC's `syscount -L`, `strace -c -f`, `perf trace -s` and the floor (bench/floor.py: two empty
-raw-tracepoint programs), in a rotated order; a tracer is started fresh for each run. Added ns/call is
-the run minus the same repetition's bare run; ratios are to syscount's added cost in that repetition.
-A separate pass with kernel.bpf_stats_enabled shows what each BPF program costs per run.
+sysnest, BCC's `syscount -L`, `strace -c -f`, `perf trace -s`, the floor (bench/floor.py: two empty
+raw-tracepoint programs) and the floor with one clock read in each program, in a rotated order; a
+tracer is started fresh for each run. Added ns/call is the run minus the same repetition's bare run;
+ratios are to syscount's added cost in that repetition. A separate pass with kernel.bpf_stats_enabled shows what each BPF program costs per run.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from harness import PYTHON, BenchError, BpfStats, Tracer
 SYSCOUNT = "/usr/sbin/syscount-bpfcc"
 IN_KERNEL = {   # tracers that attach system-wide, then the workload runs: argv, ready line
     "floor": ([PYTHON, os.path.join(harness.BENCH, "floor.py")], "ready"),
+    "floor + clock": ([PYTHON, os.path.join(harness.BENCH, "floor.py"), "--clock"], "ready"),
     "sysnest": ([PYTHON, os.path.join(harness.ROOT, "metrics", "sysnest.py"), "--json"], '"kind":"meta"'),
     "syscount -L": ([SYSCOUNT, "-L"], "Tracing"),
 }
