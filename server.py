@@ -52,6 +52,10 @@ def _console_log() -> logging.handlers.QueueListener:
     console = logging.StreamHandler(sys.stderr)
     console.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     lines: queue.SimpleQueue = queue.SimpleQueue()
+    # what no line shows, not gathered for each (the logging HOWTO's "Optimization"): the caller's
+    # file and line (a walk up the stack), thread and process names
+    logging._srcfile = None
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     logging.root.addHandler(logging.handlers.QueueHandler(lines))
     logging.root.setLevel(logging.INFO)
     listener = logging.handlers.QueueListener(lines, console)

@@ -3,7 +3,8 @@ gaps. A rejected request stores nothing (only a rejection counter moves) and get
 
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+import orjson
+from flask import Blueprint, Response, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -56,7 +57,7 @@ def receive():
         app.log.error("storage failed for batch %s: %s", batch.batch_id, db_error.__class__.__name__)
         return (*error(503, "storage_unavailable", "the database did not take the batch; retry later"), ACCEPTS)
     _log_batch(app, batch.batch_id, result, token_name, remote)
-    return jsonify(_answer(result)), 200, ACCEPTS
+    return Response(orjson.dumps(_answer(result)), 200, ACCEPTS, mimetype="application/json")
 
 
 def _answer(result: IngestResult) -> dict:
