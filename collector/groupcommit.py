@@ -6,9 +6,11 @@ request still queued. Every request returns only once the transaction holding it
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 Item = TypeVar("Item")
@@ -36,6 +38,25 @@ class GroupCommit(Generic[Item, Result]):
         self._queue: deque[_Job] = deque()
         self._lock = threading.Lock()  # guards the queue and _leading
         self._leading = False  # a request is writing, or has been handed the lead
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No group is written meanwhile (the lead is taken, as a request would take it)."""
+        while True:
+            with self._lock:
+                if not self._leading:
+                    self._leading = True
+                    break
+            time.sleep(0.01)
+        try:
+            yield
+        finally:
+            with self._lock:
+                successor = self._queue[0] if self._queue else None
+                if successor is None:
+                    self._leading = False
+                else:
+                    successor.wake.set()
 
     def submit(self, item: Item) -> Result:
         """Store item with whatever else is queued; its result, or the write's exception."""

@@ -65,6 +65,7 @@ class Store:
                                  " move it aside and start again")
 
     def close(self) -> None:
+        self._writer.close()
         self.engine.dispose()
 
     def ping(self) -> None:

@@ -30,6 +30,7 @@ GROUP_RECORDS = 50_000  # and records, past a group's first batch
 RECORDS_PER_INSERT = 500  # SQLite: rows of one INSERT, 4000 parameters (its limit is 32766)
 RECORD_COLUMNS = ("batch", "stream", "sequence", "idx", "ts", "kind", "metric", "data")
 BATCH_COLUMNS = 12
+WRITER_CACHE_KB = 32_768  # SQLite: the writer's page cache (the default 2 MB holds too few index pages)
 CHECKPOINT_RECORDS = 20_000  # SQLite: records written between two checkpoints (a few MB of WAL)
 WAL_PAGES_MAX = 16_384  # SQLite: a longer WAL (64 MB of 4 KB pages) is truncated before the next write
 
@@ -139,6 +140,16 @@ class BatchWriter:
         self._group = GroupCommit(self._write_group, GROUP_BATCHES, lambda job: job.batch.n_records, GROUP_RECORDS)
         self._checkpoints = _Checkpoints(engine) if engine.dialect.name == "sqlite" else None
         self._copy = engine.dialect.name == "postgresql"
+        # one connection for every group, while it works: SQLite keeps its page cache valid from one
+        # transaction to the next only on the connection that wrote them (a pooled one would re-read
+        # the indexes' pages each time), and PostgreSQL's pool would check it with a round trip
+        self._conn: Connection | None = None
+
+    def close(self) -> None:
+        with self._group.paused():
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def ingest(self, job: Ingest) -> IngestResult:
         """Store a batch once, or recognise it as a duplicate; returns once its transaction committed."""
@@ -157,14 +168,25 @@ class BatchWriter:
     def _write_group(self, jobs: list[Ingest]) -> list[IngestResult]:
         if self._checkpoints:
             self._checkpoints.before_write()
-        with write_transaction(self.engine) as conn:
-            cursor = conn.connection.cursor()
-            try:
-                results = self._store(conn, cursor, jobs)
-            except self._driver_error as e:  # as SQLAlchemy would have raised it: callers handle those
-                raise DBAPIError.instance(None, None, e, self._driver_error) from e
-            finally:
-                cursor.close()
+        if self._conn is None:
+            self._conn = self.engine.connect().execution_options(write=True)
+            if self._checkpoints:
+                self._conn.exec_driver_sql(f"PRAGMA cache_size = -{WRITER_CACHE_KB}")
+                self._conn.commit()
+        conn = self._conn
+        try:
+            with conn.begin():
+                cursor = conn.connection.cursor()
+                try:
+                    results = self._store(conn, cursor, jobs)
+                except self._driver_error as e:  # as SQLAlchemy would have raised it: callers handle those
+                    raise DBAPIError.instance(None, None, e, self._driver_error) from e
+                finally:
+                    cursor.close()
+        except Exception:
+            self._conn = None  # rolled back; a fresh connection next time, in case this one is broken
+            conn.close()
+            raise
         if self._checkpoints:
             self._checkpoints.written(sum(r.stored_records + 1 for r in results))
         return results
