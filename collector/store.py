@@ -12,7 +12,7 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, 
 from collector.payload import Batch
 from collector.schema import batches, counters, gaps, metadata, records, streams
 from collector.stream import MISSING_LISTED, TOTALS, Stream
-from collector.writer import BatchWriter, Ingest, IngestResult, write_transaction
+from collector.writer import BUSY_TIMEOUT_MS, BatchWriter, Ingest, IngestResult, write_transaction
 
 __all__ = ["MISSING_LISTED", "IngestResult", "Store", "Stream", "make_engine"]
 
@@ -30,8 +30,8 @@ def make_engine(url: str) -> Engine:
         def _sqlite_connect(dbapi_conn, _record) -> None:
             dbapi_conn.isolation_level = None  # let the "begin" hook below open transactions
             # wal_autocheckpoint=0: the writer checkpoints, outside any commit (writer._Checkpoints)
-            for pragma in ("journal_mode=WAL", "busy_timeout=60000", "synchronous=NORMAL", "foreign_keys=ON",
-                           "wal_autocheckpoint=0"):
+            for pragma in ("journal_mode=WAL", f"busy_timeout={BUSY_TIMEOUT_MS}", "synchronous=NORMAL",
+                           "foreign_keys=ON", "wal_autocheckpoint=0"):
                 dbapi_conn.execute(f"PRAGMA {pragma}")
 
         @event.listens_for(engine, "begin")

@@ -33,6 +33,8 @@ BATCH_COLUMNS = 12
 WRITER_CACHE_KB = 32_768  # SQLite: the writer's page cache (the default 2 MB holds too few index pages)
 CHECKPOINT_RECORDS = 20_000  # SQLite: records written between two checkpoints (a few MB of WAL)
 WAL_PAGES_MAX = 16_384  # SQLite: a longer WAL (64 MB of 4 KB pages) is truncated before the next write
+TRUNCATE_WAIT_MS = 200  # for readers to finish, before giving up until the next checkpoint
+BUSY_TIMEOUT_MS = 60_000  # store.make_engine's, for everything else
 
 
 @dataclass
@@ -365,7 +367,10 @@ class _Checkpoints:
             raw = self._engine.raw_connection()
             try:
                 cursor = raw.cursor()
+                # TRUNCATE waits for readers (a long export): not for long, while the writers wait too
+                cursor.execute(f"PRAGMA busy_timeout = {TRUNCATE_WAIT_MS if mode == 'TRUNCATE' else BUSY_TIMEOUT_MS}")
                 row = cursor.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+                cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
                 cursor.close()
                 return tuple(row)
             finally:

@@ -146,3 +146,34 @@ def test_sqlite_wal_is_checkpointed_outside_commits(tmp_path, monkeypatch):
     unchecked = _wal_after(tmp_path, monkeypatch, 10**9)
     checked = _wal_after(tmp_path, monkeypatch, 200)
     assert unchecked > 3_000_000 and checked < unchecked / 4, (unchecked, checked)
+
+
+def test_sqlite_wal_truncation_does_not_wait_long_for_a_reader(tmp_path, monkeypatch):
+    """A long read (an export) holds the WAL: truncating it waits a moment, then gives up until the next
+    checkpoint, instead of holding every POST up for the busy timeout."""
+    import sqlite3
+    import time
+
+    from collector.state import EXTENSION
+    from server import create_app
+
+    monkeypatch.setattr(writer, "CHECKPOINT_RECORDS", 20)
+    monkeypatch.setattr(writer, "WAL_PAGES_MAX", 1)
+    app = create_app({"db_url": f"sqlite:///{tmp_path}/c.db"})
+    reader = sqlite3.connect(tmp_path / "c.db", isolation_level=None)
+    try:
+        client = app.test_client()
+        records = [envelope("sysnest", 1000.0 + i, 1) for i in range(10)]
+        post = lambda seq: client.post("/data", data=json.dumps(ours(seq, records=records)),  # noqa: E731
+                                       content_type="application/json")
+        assert post(0).status_code == 200
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT COUNT(*) FROM records").fetchone() == (10,)  # holds its snapshot
+        started = time.monotonic()
+        assert all(post(seq).status_code == 200 for seq in range(1, 30))
+        assert time.monotonic() - started < 10  # 60 s (the busy timeout) a truncation, without the limit
+        reader.execute("COMMIT")
+        assert client.get("/api/streams").get_json()["streams"][0]["batches"] == 30
+    finally:
+        reader.close()
+        app.extensions[EXTENSION].store.close()
