@@ -104,14 +104,14 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # UTF-8 text gets a surrog
 # with every digit as 0, E as e and no "+" (deleting a character can only add matches, never hide one)
 _NUMBER_SHAPES = bytes.maketrans(b"123456789E", b"000000000e")
 _OVERFLOW_SHAPES = (b"0e000", b"0" * 100)
-_LONG_INTEGER = b"0" * 18  # orjson reads an integer past 64 bits as a float: such bodies go to json
+_LONG_INTEGER = b"0" * 19  # orjson reads an integer past 64 bits as a float (18 digits are safe)
 _IS_DICT = frozenset({dict}).__contains__
 _RECORD_BRACKETS = MAX_DEPTH - 2  # a record is at depth 3: this many brackets in its text cannot be too deep
 
 
 def parse_json(body: bytes) -> tuple[Any, list[str] | None]:
-    """The body as JSON, checked for depth and text, and the exact text of each element of its
-    "metrics" list (None when the body is not the usual object shape: then only the value is known)."""
+    """The body as JSON, checked for depth and text, and a JSON text for each element of its "metrics"
+    list, ready to store (None when the body is not the usual shape: the records are encoded later)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -152,9 +152,10 @@ def _fast_payload(text: str, numbers: bytes) -> tuple[Any, list[str] | None] | N
 
 
 def _scan_payload(text: str) -> tuple[dict, list[str] | None]:
-    """json.loads for a top-level object, keeping the text of each record of its "metrics" list (so a
-    record is stored as sent, not encoded again). Raises ValueError/IndexError/StopIteration on
-    anything unusual; the caller then asks json.loads."""
+    """json.loads for a top-level object (json's own scanner), keeping the text of each record of its
+    "metrics" list so that it need not be encoded again: for the bodies orjson does not take (long
+    integers, or something wrong). Raises ValueError/IndexError/StopIteration on anything unusual;
+    the caller then asks json.loads."""
     i = _WHITESPACE.match(text, 0).end()
     if text[i] != "{":
         raise ValueError("not an object")

@@ -82,7 +82,7 @@ records = Table(
     Column("ts", Float, nullable=False),
     Column("kind", String(32), nullable=False),
     Column("metric", String(64), nullable=False),
-    Column("data", Text, nullable=False),           # the record's JSON text as sent (re-encoded if not ASCII)
+    Column("data", Text, nullable=False),           # the record as JSON text: compact, ASCII, its fields as sent
     Index("ix_records_stream_ts", "stream", "ts"),
     Index("ix_records_ts", "ts"),
 )
