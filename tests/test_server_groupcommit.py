@@ -8,6 +8,7 @@ import json
 import os
 import random
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -15,6 +16,13 @@ from collector_payloads import envelope, ours, prometheus_samples
 
 from collector import writer
 from collector.groupcommit import GroupCommit
+
+
+def _wait_for(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
 
 
 def _recording_write(groups: list[list[int]], release: threading.Event | None = None):
@@ -34,11 +42,9 @@ def test_concurrent_submits_share_groups_and_each_gets_its_own_result():
     commit = GroupCommit(_recording_write(groups, release), max_items=4, weight=lambda item: 1, max_weight=100)
     with ThreadPoolExecutor(12) as pool:
         first = pool.submit(commit.submit, 0)
-        while not groups:  # the first item is being written: the next eleven queue
-            pass
+        _wait_for(lambda: groups)  # the first item is being written: the next eleven queue
         rest = [pool.submit(commit.submit, n) for n in range(1, 12)]
-        while len(commit._queue) < 11:
-            threading.Event().wait(0.001)
+        _wait_for(lambda: len(commit._queue) == 11)
         release.set()
         results = [first.result(5)] + [f.result(5) for f in rest]
     assert results == [n * 10 for n in range(12)]
@@ -52,11 +58,9 @@ def test_a_failing_item_fails_alone():
     commit = GroupCommit(_recording_write(groups, release), max_items=8, weight=lambda item: 1, max_weight=100)
     with ThreadPoolExecutor(6) as pool:
         first = pool.submit(commit.submit, 0)
-        while not groups:
-            pass
+        _wait_for(lambda: groups)
         rest = {n: pool.submit(commit.submit, n) for n in (1, 2, -1, 3)}
-        while len(commit._queue) < 4:
-            threading.Event().wait(0.001)
+        _wait_for(lambda: len(commit._queue) == 4)
         release.set()
         assert first.result(5) == 0
         with pytest.raises(RuntimeError, match="cannot store -1"):
@@ -72,11 +76,9 @@ def test_weight_limits_a_group_past_its_first_item():
     commit = GroupCommit(_recording_write(groups, release), max_items=10, weight=lambda item: item, max_weight=5)
     with ThreadPoolExecutor(5) as pool:
         first = pool.submit(commit.submit, 1)
-        while not groups:
-            pass
+        _wait_for(lambda: groups)
         rest = [pool.submit(commit.submit, n) for n in (9, 2, 3, 1)]
-        while len(commit._queue) < 4:
-            threading.Event().wait(0.001)
+        _wait_for(lambda: len(commit._queue) == 4)
         release.set()
         assert [f.result(5) for f in rest] == [90, 20, 30, 10]
         first.result(5)
@@ -152,7 +154,6 @@ def test_sqlite_wal_truncation_does_not_wait_long_for_a_reader(tmp_path, monkeyp
     """A long read (an export) holds the WAL: truncating it waits a moment, then gives up until the next
     checkpoint, instead of holding every POST up for the busy timeout."""
     import sqlite3
-    import time
 
     from collector.state import EXTENSION
     from server import create_app
