@@ -14,7 +14,7 @@ run: setup
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# BENCH_QUICK=1: fewer repetitions and shorter runs; BENCH_ARGS: e.g. --only startup,memory
+# BENCH_QUICK=1: fewer repetitions and shorter runs; BENCH_ARGS: e.g. --only ingest,app_memory
 BENCH_QUICK ?=
 BENCH_ARGS ?=
 bench: setup
