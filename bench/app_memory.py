@@ -19,8 +19,10 @@ import tempfile
 import time
 
 import harness
-from harness import PYTHON, BenchError
+import stats
+from harness import PYTHON
 from server_fixtures import ServerProcess
+from stats import BenchError
 
 import config
 
@@ -106,7 +108,7 @@ def run(quick: bool = False, rss_minutes: float | None = None) -> dict:
         "dropped": sum(m["dropped"] for m in summary["metrics"].values()),
         "pending": sum(m["pending"] for m in summary["metrics"].values()),
         "failed_metrics": failed, "samples": samples,
-        "targets": [harness.target(f"app RSS growth after the first minute ({minutes:g} min run)",
+        "targets": [stats.target(f"app RSS growth after the first minute ({minutes:g} min run)",
                                    f"<= {GROWTH_LIMIT_PCT:g} %", round(growth_pct, 1), GROWTH_LIMIT_PCT,
                                    higher_is_better=False, unit=" %")],
     }
@@ -119,7 +121,7 @@ def table(result: dict) -> str:
              f"{a['peak_after_1_min']:.0f} MB", f"{result['growth_pct']:+.1f} %",
              f"{result['slope_mb_per_min']:+.2f} / {result.get('slope_last_half_mb_per_min', 0):+.2f}",
              f"{result['metrics_mb_end']:.0f} MB", f"{result['records']:,}", f"{result['dropped']} / {result['pending']}"]]
-    out = harness.md_table(["run", "app RSS at 1 min", "at the end", "peak after 1 min", "growth",
+    out = stats.md_table(["run", "app RSS at 1 min", "at the end", "peak after 1 min", "growth",
                             "slope MB/min (after 1 min / last half)",
                             "metric processes RSS (sum, end)", "records sent", "dropped / pending"], rows)
     if result["failed_metrics"]:

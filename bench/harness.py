@@ -1,28 +1,22 @@
-"""What every benchmark shares: alternating repetitions and their statistics, tracers started and
-stopped as subprocesses (ready line, peak RSS), C workloads built with the system compiler, and the
-machine a result was measured on.
-
-The machine is shared and noisy, so a benchmark never compares a number with one taken minutes
-apart: each repetition runs every configuration once, in a rotated order, and figures are medians of
-per-repetition differences or ratios, with min and max shown.
+"""What every benchmark runs things with: the project's paths on sys.path, tracers and metrics started
+and stopped as subprocesses (ready line, peak RSS, CPU), C workloads built with the system compiler,
+a light background load, and the machine a result was measured on. Figures are in stats.py, the
+kernel's view (other people's programs, bpf_stats) in bpfwatch.py.
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import platform
-import re
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
@@ -31,9 +25,10 @@ for _path in (ROOT, os.path.join(ROOT, "metrics"), os.path.join(ROOT, "tests")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from helpers import PYTHON, loaded_prog_ids, prog_ids_of  # noqa: E402
+from helpers import PYTHON, prog_ids_of  # noqa: E402
+from stats import BenchError  # noqa: E402
 
-__all__ = ["PYTHON", "loaded_prog_ids", "prog_ids_of"]
+__all__ = ["PYTHON", "BenchError", "prog_ids_of"]
 
 
 # --- the machine -----------------------------------------------------------------------------------
@@ -71,67 +66,6 @@ def _os_name() -> str:
     return platform.system()
 
 
-def loadavg() -> float:
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
-
-
-# --- statistics ------------------------------------------------------------------------------------
-def summary(values: Iterable[float], digits: int = 1) -> dict:
-    """median, min, max and n of a list (None when empty)."""
-    vals = [v for v in values if v is not None]
-    if not vals:
-        return {"median": None, "min": None, "max": None, "n": 0}
-    return {"median": round(statistics.median(vals), digits), "min": round(min(vals), digits),
-            "max": round(max(vals), digits), "n": len(vals)}
-
-
-def alternate(configs: list[str], run_one: Callable[[str, int], float | dict | None], reps: int,
-              log: Callable[[str], None] | None = None) -> dict[str, list]:
-    """Run every configuration once per repetition, rotating the order so none is always first.
-
-    Returns {config: [value per repetition]} (None where a run failed)."""
-    out: dict[str, list] = {c: [] for c in configs}
-    for rep in range(reps):
-        shift = rep % len(configs)
-        for name in configs[shift:] + configs[:shift]:
-            try:
-                value = run_one(name, rep)
-            except BenchError as exc:
-                value = None
-                if log:
-                    log(f"  {name} rep {rep + 1}: {exc}")
-            out[name].append(value)
-            if log and value is not None and not isinstance(value, dict):
-                log(f"  rep {rep + 1}/{reps} {name}: {value:g}")
-    return out
-
-
-def paired(values: dict[str, list], base: str, how: str = "diff") -> dict[str, list]:
-    """Per-repetition difference (or ratio) of every configuration to `base`, same repetition."""
-    out = {}
-    for name, vals in values.items():
-        pairs = zip(vals, values[base], strict=True)
-        if how == "diff":
-            out[name] = [v - b for v, b in pairs if v is not None and b is not None]
-        else:
-            out[name] = [v / b for v, b in pairs if v is not None and b]
-    return out
-
-
-def target(name: str, goal: str, measured: float | None, limit: float, higher_is_better: bool,
-           unit: str = "") -> dict:
-    """One target's verdict: met or not, and the margin as a factor of the limit."""
-    if measured is None:
-        return {"name": name, "target": goal, "measured": None, "met": None, "margin": "not measured"}
-    met = measured >= limit if higher_is_better else measured <= limit
-    if higher_is_better:
-        margin = f"{measured / limit:.2f}x the target" if limit else ""
-    else:
-        margin = f"{measured / limit:.2f}x the limit" if limit else ""
-    return {"name": name, "target": goal, "measured": f"{measured:g}{unit}", "met": met, "margin": margin}
-
-
 # --- build -----------------------------------------------------------------------------------------
 def compile_c(name: str) -> str:
     """bench/NAME.c built with the system gcc into bench/build/NAME (rebuilt when the source is newer)."""
@@ -142,10 +76,6 @@ def compile_c(name: str) -> str:
         gcc = shutil.which("gcc") or "cc"
         subprocess.run([gcc, "-O2", "-Wall", "-o", out, src], check=True)
     return out
-
-
-class BenchError(Exception):
-    """A run that failed in a way the benchmark reports rather than crashes on."""
 
 
 def run_workload(argv: list[str], timeout: float = 300) -> str:
@@ -253,121 +183,8 @@ def proc_status_kb(pid: int, field: str) -> int | None:
     return None
 
 
-_SYSCALL_PROG = re.compile(r"sys_(enter|exit)|raw_syscalls")
-_TRACING_TYPES = {"tracepoint", "raw_tracepoint", "perf_event", "kprobe", "tracing", "raw_tracepoint_writable"}
-
-
-def foreign_progs(own_pids: Iterable[int] = (), syscalls_only: bool = False) -> set[int]:
-    """Tracing BPF programs other people have loaded right now (another engineer's test slows every
-    traced event on the machine while it runs)."""
-    own: set[int] = set()
-    for pid in own_pids:
-        own |= prog_ids_of(pid)
-    try:
-        out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return set()
-    return {p["id"] for p in json.loads(out or "[]")
-            if p["id"] not in own and p.get("type") in _TRACING_TYPES
-            and (not syscalls_only or _SYSCALL_PROG.search(p.get("name", "")))}
-
-
-class Quiet:
-    """Runs a measurement again (up to `retries` times) when someone else's tracing program came or
-    went while it ran, and counts how many measurements still overlapped one."""
-
-    def __init__(self, syscalls_only: bool, retries: int = 2) -> None:
-        self.syscalls_only = syscalls_only
-        self.retries = retries
-        self.retried = 0
-        self.overlapped = 0
-
-    def run(self, measure: Callable[[], float], own_pids: Iterable[int] = ()) -> float:
-        own_pids = list(own_pids)
-        for attempt in range(self.retries + 1):
-            before = foreign_progs(own_pids, self.syscalls_only)
-            value = measure()
-            after = foreign_progs(own_pids, self.syscalls_only)
-            if before == after or attempt == self.retries:
-                break
-            self.retried += 1
-            time.sleep(1)
-        if before or after:
-            self.overlapped += 1
-        return value
-
-    def note(self) -> dict:
-        return {"retried_runs": self.retried, "runs_with_foreign_tracers": self.overlapped}
-
-
-def quiet_note(result: dict) -> str:
-    """The sentence a table ends with when other people's tracers were running."""
-    q = result.get("interference") or {}
-    if not q.get("runs_with_foreign_tracers") and not q.get("retried_runs"):
-        return ""
-    return (f"\n\nOther people's tracing programs were loaded during {q['runs_with_foreign_tracers']} run(s) "
-            f"(they slow every configuration they overlap); {q['retried_runs']} run(s) were repeated because one "
-            f"was loaded or unloaded mid-run.")
-
-
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-class BpfStats:
-    """The kernel's own per-program run time (kernel.bpf_stats_enabled) over a block of code, for the
-    given program ids: {id: {"name", "runs", "ns_per_run"}}. Turning stats on adds two clock reads to
-    every program run, so it is only ever used in a separate profiling pass, never in a timed one."""
-
-    SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
-
-    def __init__(self, prog_ids: set[int]) -> None:
-        self.ids = prog_ids
-        self.result: dict[int, dict] = {}
-
-    def _snapshot(self) -> dict[int, tuple[str, int, int]]:
-        out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True, check=True).stdout
-        return {p["id"]: (p.get("name", ""), p.get("run_cnt", 0), p.get("run_time_ns", 0))
-                for p in json.loads(out or "[]") if p["id"] in self.ids}
-
-    def __enter__(self) -> BpfStats:
-        with open(self.SYSCTL) as f:
-            self._was = f.read().strip()
-        with open(self.SYSCTL, "w") as f:
-            f.write("1")
-        self._before = self._snapshot()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        after = self._snapshot()
-        with open(self.SYSCTL, "w") as f:
-            f.write(self._was)
-        for pid, (name, cnt, ns) in after.items():
-            _, cnt0, ns0 = self._before.get(pid, (name, 0, 0))
-            runs = cnt - cnt0
-            self.result[pid] = {"name": name, "runs": runs, "ns_per_run": round((ns - ns0) / runs, 1) if runs else None}
-
-
-# --- markdown ----------------------------------------------------------------------------------------
-def fmt(s: dict | None, unit: str = "", digits: int | None = None) -> str:
-    """A summary as `median (min–max)`, or `n/a`."""
-    if not s or s.get("median") is None:
-        return "n/a"
-
-    def num(v: float) -> str:
-        if digits is not None:
-            return f"{v:,.{digits}f}"
-        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2g}" if abs(v) < 1 else f"{v:,.1f}"
-
-    if s.get("n", 1) > 1 and num(s["min"]) != num(s["max"]):
-        return f"{num(s['median'])}{unit} ({num(s['min'])}–{num(s['max'])})"
-    return f"{num(s['median'])}{unit}"
-
-
-def md_table(headers: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 # --- metrics and workloads ---------------------------------------------------------------------------

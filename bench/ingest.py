@@ -20,8 +20,10 @@ import time
 
 import harness
 import requests
-from harness import PYTHON, BenchError
+import stats
+from harness import PYTHON
 from server_fixtures import ServerProcess, free_port, private_pg_cluster
+from stats import BenchError
 
 RECORDS = 100
 CONNECTIONS = 8
@@ -105,23 +107,23 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
             return result["per_s"]
 
         harness.log(f"collector ingest: {reps} repetitions of {len(CONFIGS)} endpoints, {seconds} s of wrk each")
-        values = harness.alternate(CONFIGS, one, reps, harness.log)
+        values = stats.alternate(CONFIGS, one, reps, harness.log)
     shutil.rmtree(workdir, ignore_errors=True)
-    ratios = harness.paired(values, "no-op Flask", "ratio")
-    rows = [{"config": c, "batches_per_s": harness.summary(values[c]),
-             "records_per_s": harness.summary([v * RECORDS for v in values[c] if v is not None]),
-             "vs_noop": harness.summary(ratios[c], 2)} for c in CONFIGS]
+    ratios = stats.paired(values, "no-op Flask", "ratio")
+    rows = [{"config": c, "batches_per_s": stats.summary(values[c]),
+             "records_per_s": stats.summary([v * RECORDS for v in values[c] if v is not None]),
+             "vs_noop": stats.summary(ratios[c], 2)} for c in CONFIGS]
     sqlite_ratio = rows[1]["vs_noop"]["median"]
     return {"title": "Collector ingest", "reps": reps, "seconds": seconds, "connections": CONNECTIONS,
             "records_per_batch": RECORDS, "rows": rows, "problems": problems,
-            "targets": [harness.target("collector on SQLite vs the no-op Flask ceiling", f">= {TARGET}x",
+            "targets": [stats.target("collector on SQLite vs the no-op Flask ceiling", f">= {TARGET}x",
                                        sqlite_ratio, TARGET, higher_is_better=True, unit="x")]}
 
 
 def table(result: dict) -> str:
-    rows = [[r["config"], harness.fmt(r["batches_per_s"]), harness.fmt(r["records_per_s"]),
-             harness.fmt(r["vs_noop"], "x", 2)] for r in result["rows"]]
-    out = harness.md_table([f"endpoint ({result['connections']} connections, {result['seconds']} s)", "batches/s",
+    rows = [[r["config"], stats.fmt(r["batches_per_s"]), stats.fmt(r["records_per_s"]),
+             stats.fmt(r["vs_noop"], "x", 2)] for r in result["rows"]]
+    out = stats.md_table([f"endpoint ({result['connections']} connections, {result['seconds']} s)", "batches/s",
                             f"records/s ({result['records_per_batch']} a batch)", "vs no-op"], rows)
     if result.get("problems"):
         out += "\n\nProblems seen: " + "; ".join(result["problems"])

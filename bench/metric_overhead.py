@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import time
 
+import bpfwatch
 import harness
-from harness import BenchError, Tracer
+import stats
+from harness import Tracer
+from stats import BenchError
 
 import config
 
@@ -85,7 +88,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
     peers = {name: (argv, ready) for name, (argv, ready, _) in PEERS.items()}
     configs = ["bare", *metrics, ALL, *peers]
     per_tool: dict[str, list[dict]] = {name: [] for name in [*metrics, *peers]}
-    quiet = harness.Quiet(syscalls_only=False, retries=0)
+    quiet = bpfwatch.Quiet(syscalls_only=False, retries=0)
 
     def workload() -> float:
         """The fastest of `runs` runs: other people's load only ever adds time, so the minimum is the
@@ -105,21 +108,21 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         return seconds
 
     harness.log(f"per-metric overhead: {reps} repetitions of {len(configs)} configurations, {rounds} rounds")
-    times = harness.alternate(configs, one, reps, harness.log)
-    slowdown = {name: [r * 100 - 100 for r in ratios] for name, ratios in harness.paired(times, "bare", "ratio").items()}
+    times = stats.alternate(configs, one, reps, harness.log)
+    slowdown = {name: [r * 100 - 100 for r in ratios] for name, ratios in stats.paired(times, "bare", "ratio").items()}
     rows = []
     for name in configs:
         peer_of = next((p for p, (_, _, m) in PEERS.items() if m == name), None)
         vs_peer = None
-        if peer_of and (harness.summary(slowdown[peer_of])["median"] or 0) >= NOISE_PCT:
-            vs_peer = harness.summary([m / p for m, p in zip(slowdown[name], slowdown[peer_of], strict=False) if p > 0], 2)
+        if peer_of and (stats.summary(slowdown[peer_of])["median"] or 0) >= NOISE_PCT:
+            vs_peer = stats.summary([m / p for m, p in zip(slowdown[name], slowdown[peer_of], strict=False) if p > 0], 2)
         rows.append({"config": name, "kind": "peer" if name in peers else "metric" if name in metrics else name,
-                     "seconds": harness.summary(times[name], 3), "slowdown_pct": harness.summary(slowdown[name]),
+                     "seconds": stats.summary(times[name], 3), "slowdown_pct": stats.summary(slowdown[name]),
                      "peer": peer_of, "vs_peer": vs_peer})
     syscount_rss = _median(per_tool.get("syscount -L", []), "peak_rss_mb")
     tools = []
     for name, got in per_tool.items():
-        row = {"tool": name, **{k: harness.summary([s[k] for s in got], 2)
+        row = {"tool": name, **{k: stats.summary([s[k] for s in got], 2)
                                 for k in ("ready_s", "first_data_s", "peak_rss_mb", "cpu_s")}}
         rss = row["peak_rss_mb"]["median"]
         row["rss_vs_syscount"] = round(rss / syscount_rss, 2) if rss and syscount_rss else None
@@ -129,23 +132,23 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
 
 
 def _median(samples: list[dict], key: str) -> float | None:
-    return harness.summary([s[key] for s in samples])["median"]
+    return stats.summary([s[key] for s in samples])["median"]
 
 
 def tables(result: dict) -> dict[str, str]:
     rows = []
     for r in result["rows"]:
-        vs = f"{harness.fmt(r['vs_peer'], 'x', 2)} of {r['peer']}" if r["vs_peer"] else \
+        vs = f"{stats.fmt(r['vs_peer'], 'x', 2)} of {r['peer']}" if r["vs_peer"] else \
             f"{r['peer']} within noise (< {NOISE_PCT:g} %)" if r["peer"] else ""
-        slow = "—" if r["config"] == "bare" else harness.fmt(r["slowdown_pct"], " %")
-        rows.append([r["config"], harness.fmt(r["seconds"], " s", 3), slow, vs])
-    overhead = harness.md_table([f"under ({result['rounds']} rounds, fastest of {result.get('runs', 1)})", "workload time", "slowdown",
-                                 "slowdown vs its BCC peer"], rows) + harness.quiet_note(result)
-    tool_rows = [[t["tool"], harness.fmt(t["ready_s"], " s", 2), harness.fmt(t["first_data_s"], " s", 2),
-                  harness.fmt(t["peak_rss_mb"], " MB", 0),
-                  f"{t['rss_vs_syscount']:.2f}x" if t["rss_vs_syscount"] else "n/a", harness.fmt(t["cpu_s"], " s", 2)]
+        slow = "—" if r["config"] == "bare" else stats.fmt(r["slowdown_pct"], " %")
+        rows.append([r["config"], stats.fmt(r["seconds"], " s", 3), slow, vs])
+    overhead = stats.md_table([f"under ({result['rounds']} rounds, fastest of {result.get('runs', 1)})", "workload time", "slowdown",
+                                 "slowdown vs its BCC peer"], rows) + bpfwatch.quiet_note(result)
+    tool_rows = [[t["tool"], stats.fmt(t["ready_s"], " s", 2), stats.fmt(t["first_data_s"], " s", 2),
+                  stats.fmt(t["peak_rss_mb"], " MB", 0),
+                  f"{t['rss_vs_syscount']:.2f}x" if t["rss_vs_syscount"] else "n/a", stats.fmt(t["cpu_s"], " s", 2)]
                  for t in result["tools"]]
-    startup = harness.md_table(["tool", "exec to first record", "exec to first data record", "peak RSS",
+    startup = stats.md_table(["tool", "exec to first record", "exec to first data record", "peak RSS",
                                 "RSS vs syscount", "CPU (start to stop)"], tool_rows)
     return {"metric_overhead": overhead, "metric_startup_memory": startup}
 

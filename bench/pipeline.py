@@ -21,8 +21,9 @@ import time
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import harness  # noqa: E402 - sets sys.path for the project's modules
-from harness import BenchError  # noqa: E402
+import stats
 from server_fixtures import ServerProcess  # noqa: E402
+from stats import BenchError  # noqa: E402
 
 TICK_MS = 10
 TARGET_RATE, TARGET_STALL_MS = 50_000, 50.0
@@ -150,29 +151,29 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
 
     harness.log(f"pipeline: {reps} repetitions of {lines:,} records through window, worker, transport, collector")
     try:
-        harness.alternate(["flood"], one, reps, harness.log)
+        stats.alternate(["flood"], one, reps, harness.log)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    row = {k: harness.summary([s[k] for s in samples], 1) for k in
+    row = {k: stats.summary([s[k] for s in samples], 1) for k in
            ("records_per_s", "stall_p50_ms", "stall_p99_ms", "stall_max_ms", "app_cpu_pct", "collector_cpu_pct")}
     row["lost_total"] = sum(s["lost"] for s in samples)
     row["dropped_total"] = sum(s["dropped"] for s in samples)
     return {"title": "Pipeline throughput", "reps": reps, "lines": lines, "row": row,
             "targets": [
-                harness.target("records/s stored end to end (zero loss)", f">= {TARGET_RATE:,}",
+                stats.target("records/s stored end to end (zero loss)", f">= {TARGET_RATE:,}",
                                row["records_per_s"]["median"] if not row["lost_total"] else 0, TARGET_RATE,
                                higher_is_better=True),
-                harness.target("GUI event-loop stall p99 while records flow", f"<= {TARGET_STALL_MS:g} ms",
+                stats.target("GUI event-loop stall p99 while records flow", f"<= {TARGET_STALL_MS:g} ms",
                                row["stall_p99_ms"]["median"], TARGET_STALL_MS, higher_is_better=False, unit=" ms")]}
 
 
 def table(result: dict) -> str:
     r = result["row"]
-    rows = [[f"{result['lines']:,} records", harness.fmt(r["records_per_s"]), f"{r['lost_total']} / {r['dropped_total']}",
-             harness.fmt(r["stall_p50_ms"], " ms", 1), harness.fmt(r["stall_p99_ms"], " ms", 1),
-             harness.fmt(r["stall_max_ms"], " ms", 0), harness.fmt(r.get("app_cpu_pct"), " %", 0),
-             harness.fmt(r.get("collector_cpu_pct"), " %", 0)]]
-    return harness.md_table(["run", "records/s stored", "lost / dropped (all reps)", "stall p50", "stall p99",
+    rows = [[f"{result['lines']:,} records", stats.fmt(r["records_per_s"]), f"{r['lost_total']} / {r['dropped_total']}",
+             stats.fmt(r["stall_p50_ms"], " ms", 1), stats.fmt(r["stall_p99_ms"], " ms", 1),
+             stats.fmt(r["stall_max_ms"], " ms", 0), stats.fmt(r.get("app_cpu_pct"), " %", 0),
+             stats.fmt(r.get("collector_cpu_pct"), " %", 0)]]
+    return stats.md_table(["run", "records/s stored", "lost / dropped (all reps)", "stall p50", "stall p99",
                              "stall max", "app CPU", "collector CPU"], rows)
 
 

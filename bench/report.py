@@ -14,6 +14,7 @@ import re
 import sys
 
 import harness
+import stats
 from suite import BENCHES
 
 RESULTS = os.path.join(harness.BENCH, "results.json")
@@ -52,7 +53,7 @@ def targets_table(results: dict) -> str:
         for t in section.get("targets", []):
             verdict = {True: "met", False: "**not met**", None: "not measured"}[t["met"]]
             rows.append([t["name"], t["target"], t["measured"] or "n/a", verdict, t["margin"]])
-    return harness.md_table(["target", "goal", "measured (median)", "verdict", "margin"], rows) if rows else "(none yet)"
+    return stats.md_table(["target", "goal", "measured (median)", "verdict", "margin"], rows) if rows else "(none yet)"
 
 
 def section_blocks(name: str, module, section: dict | None) -> dict[str, str]:

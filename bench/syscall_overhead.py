@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import os
 
+import bpfwatch
 import harness
-from harness import PYTHON, BenchError, BpfStats, Tracer
+import stats
+from bpfwatch import BpfStats
+from harness import PYTHON, Tracer
+from stats import BenchError
 
 SYSCOUNT = "/usr/sbin/syscount-bpfcc"
 IN_KERNEL = {   # tracers that attach system-wide, then the workload runs: argv, ready line
@@ -40,7 +44,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
     binary = harness.compile_c("getppid")
     reps = reps or (3 if quick else 5)
     n_fast, n_slow, runs = (500_000, 5_000, 3) if quick else (2_000_000, 20_000, 3)
-    quiet = harness.Quiet(syscalls_only=True)
+    quiet = bpfwatch.Quiet(syscalls_only=True)
 
     def one(config: str, rep: int) -> float:
         if config == "bare":
@@ -56,17 +60,17 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         return value
 
     harness.log(f"syscall overhead: {reps} repetitions of {', '.join(CONFIGS)}")
-    values = harness.alternate(CONFIGS, one, reps, harness.log)
-    added = harness.paired(values, "bare")
+    values = stats.alternate(CONFIGS, one, reps, harness.log)
+    added = stats.paired(values, "bare")
     syscount_added = added["syscount -L"]
     rows = []
     for config in CONFIGS:
         ratios = [a / s for a, s in zip(added[config], syscount_added, strict=False) if s > 0]
         rows.append({
             "config": config,
-            "ns_per_call": harness.summary(values[config]),
-            "added_ns": harness.summary(added[config]) if config != "bare" else None,
-            "ratio_to_syscount": harness.summary(ratios, 2) if config != "bare" else None,
+            "ns_per_call": stats.summary(values[config]),
+            "added_ns": stats.summary(added[config]) if config != "bare" else None,
+            "ratio_to_syscount": stats.summary(ratios, 2) if config != "bare" else None,
         })
     sysnest_ratio = next(r["ratio_to_syscount"]["median"] for r in rows if r["config"] == "sysnest")
     return {
@@ -76,7 +80,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         "rows": rows,
         "interference": quiet.note(),
         "bpf_stats": profile(binary, n_fast),
-        "targets": [harness.target("sysnest added cost vs syscount -L", f"<= {TARGET_RATIO}x",
+        "targets": [stats.target("sysnest added cost vs syscount -L", f"<= {TARGET_RATIO}x",
                                    sysnest_ratio, TARGET_RATIO, higher_is_better=False, unit="x")],
     }
 
@@ -102,10 +106,10 @@ def profile(binary: str, n: int) -> list[dict]:
 
 
 def table(result: dict) -> str:
-    rows = [[r["config"], harness.fmt(r["ns_per_call"]), harness.fmt(r["added_ns"]) if r["added_ns"] else "—",
-             harness.fmt(r["ratio_to_syscount"], "x", 2) if r["ratio_to_syscount"] else ""]
+    rows = [[r["config"], stats.fmt(r["ns_per_call"]), stats.fmt(r["added_ns"]) if r["added_ns"] else "—",
+             stats.fmt(r["ratio_to_syscount"], "x", 2) if r["ratio_to_syscount"] else ""]
             for r in result["rows"]]
-    out = harness.md_table(["tracer", "ns per getppid", "added ns", "added vs syscount -L"], rows)
+    out = stats.md_table(["tracer", "ns per getppid", "added ns", "added vs syscount -L"], rows)
     floor = {p["program"]: p["ns_per_run"] for p in result["bpf_stats"] if p["config"] == "floor"}
     if result["bpf_stats"]:
         stats_rows = [[p["config"], p["program"], f"{p['ns_per_run']:.1f}",
@@ -113,8 +117,8 @@ def table(result: dict) -> str:
                       for p in result["bpf_stats"]]
         out += "\n\nWhat each BPF program costs per run (kernel.bpf_stats_enabled, one pass; the floor's empty " \
                "programs show what the stats themselves add):\n\n"
-        out += harness.md_table(["tracer", "program", "ns per run", "above an empty program"], stats_rows)
-    return out + harness.quiet_note(result)
+        out += stats.md_table(["tracer", "program", "ns per run", "above an empty program"], stats_rows)
+    return out + bpfwatch.quiet_note(result)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,92 @@
+"""Figures from repetitions: alternating runs, their median/min/max, per-repetition differences and
+ratios, a target's verdict, and the markdown they are shown in.
+
+The machine is shared and noisy, so a benchmark never compares a number with one taken minutes
+apart: each repetition runs every configuration once, in a rotated order, and figures are medians of
+per-repetition differences or ratios, with min and max shown.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+
+
+class BenchError(Exception):
+    """A run that failed in a way the benchmark reports rather than crashes on."""
+
+
+def summary(values: Iterable[float], digits: int = 1) -> dict:
+    """median, min, max and n of a list (None when empty)."""
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return {"median": None, "min": None, "max": None, "n": 0}
+    return {"median": round(statistics.median(vals), digits), "min": round(min(vals), digits),
+            "max": round(max(vals), digits), "n": len(vals)}
+
+
+def alternate(configs: list[str], run_one: Callable[[str, int], float | dict | None], reps: int,
+              log: Callable[[str], None] | None = None) -> dict[str, list]:
+    """Run every configuration once per repetition, rotating the order so none is always first.
+
+    Returns {config: [value per repetition]} (None where a run failed)."""
+    out: dict[str, list] = {c: [] for c in configs}
+    for rep in range(reps):
+        shift = rep % len(configs)
+        for name in configs[shift:] + configs[:shift]:
+            try:
+                value = run_one(name, rep)
+            except BenchError as exc:
+                value = None
+                if log:
+                    log(f"  {name} rep {rep + 1}: {exc}")
+            out[name].append(value)
+            if log and value is not None and not isinstance(value, dict):
+                log(f"  rep {rep + 1}/{reps} {name}: {value:g}")
+    return out
+
+
+def paired(values: dict[str, list], base: str, how: str = "diff") -> dict[str, list]:
+    """Per-repetition difference (or ratio) of every configuration to `base`, same repetition."""
+    out = {}
+    for name, vals in values.items():
+        pairs = zip(vals, values[base], strict=True)
+        if how == "diff":
+            out[name] = [v - b for v, b in pairs if v is not None and b is not None]
+        else:
+            out[name] = [v / b for v, b in pairs if v is not None and b]
+    return out
+
+
+def target(name: str, goal: str, measured: float | None, limit: float, higher_is_better: bool,
+           unit: str = "") -> dict:
+    """One target's verdict: met or not, and the margin as a factor of the limit."""
+    if measured is None:
+        return {"name": name, "target": goal, "measured": None, "met": None, "margin": "not measured"}
+    met = measured >= limit if higher_is_better else measured <= limit
+    if higher_is_better:
+        margin = f"{measured / limit:.2f}x the target" if limit else ""
+    else:
+        margin = f"{measured / limit:.2f}x the limit" if limit else ""
+    return {"name": name, "target": goal, "measured": f"{measured:g}{unit}", "met": met, "margin": margin}
+
+
+def fmt(s: dict | None, unit: str = "", digits: int | None = None) -> str:
+    """A summary as `median (min–max)`, or `n/a`."""
+    if not s or s.get("median") is None:
+        return "n/a"
+
+    def num(v: float) -> str:
+        if digits is not None:
+            return f"{v:,.{digits}f}"
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2g}" if abs(v) < 1 else f"{v:,.1f}"
+
+    if s.get("n", 1) > 1 and num(s["min"]) != num(s["max"]):
+        return f"{num(s['median'])}{unit} ({num(s['min'])}–{num(s['max'])})"
+    return f"{num(s['median'])}{unit}"
+
+
+def md_table(headers: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
