@@ -328,7 +328,9 @@ class Tool:
             yield self.interval_index
             self.report_lost()
             self.flush()
-            if not completed or self.stopping:
+            # A stop during the wait made this the last, partial interval; a stop while it was being
+            # processed leaves one more read to do (wait() returns at once), so nothing since is lost.
+            if not completed:
                 return
             if count is not None and self.interval_index >= count:
                 return

@@ -35,3 +35,40 @@ def test_comm_limit():
 def test_table_alignment():
     text = bcctool.table([("PID", 5), ("COMM", -8)], [[1, "a"], [22, "bb"]])
     assert text.splitlines() == ["  PID COMM", "    1 a", "   22 bb"]
+
+
+@pytest.fixture
+def own_signals():
+    """intervals() installs the tool's signal handlers; give pytest its own back afterwards."""
+    import signal
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)}
+    yield
+    signal.set_wakeup_fd(-1)
+    for s, handler in saved.items():
+        signal.signal(s, handler)
+
+
+def test_stop_while_an_interval_is_processed_leaves_one_more_read(own_signals):
+    """A stop signal that lands while an interval is being printed must not drop what the probes
+    counted since that interval's read: the loop reads once more, at once, then ends."""
+    tool = bcctool.Tool("t", "test", [], interval=0.01)
+    tool.parse_args(["0.01"])
+    seen = []
+    for index in tool.intervals():
+        seen.append(index)
+        if index == 2:
+            tool.stopping = True  # as the SIGINT handler does
+        assert index <= 3, "the loop went on after the final read"
+    assert seen == [1, 2, 3]
+
+
+def test_stop_during_the_wait_makes_that_interval_the_last(own_signals):
+    tool = bcctool.Tool("t", "test", [], interval=0.01)
+    tool.parse_args(["0.01"])
+    seen = []
+    for index in tool.intervals():
+        seen.append(index)
+        if index == 2:
+            # the handler fires while the loop waits for the next interval
+            tool.wait = lambda seconds: (setattr(tool, "stopping", True), False)[1]
+    assert seen == [1, 2, 3]
