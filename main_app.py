@@ -26,6 +26,7 @@ from PySide6.QtGui import QBrush, QCloseEvent, QColor
 from PySide6.QtWidgets import QApplication, QHeaderView, QMainWindow, QTreeWidgetItem
 
 import config
+import heap_trim
 import preflight
 from bpf_overhead import BpfStatsSwitch, OverheadSampler
 from gui_forms import ArgForm
@@ -417,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    heap_trim.start()  # window or headless: RSS stays flat over a long run (heap_trim.py says why)
     if "--headless" in argv:        # its own options (--metric, --arg, --duration ...) live in headless.py
         import headless
 
