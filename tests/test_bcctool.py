@@ -48,27 +48,24 @@ def own_signals():
         signal.signal(s, handler)
 
 
-def test_stop_while_an_interval_is_processed_leaves_one_more_read(own_signals):
-    """A stop signal that lands while an interval is being printed must not drop what the probes
-    counted since that interval's read: the loop reads once more, at once, then ends."""
+def _stop_after_second_interval(how: str) -> list[int]:
+    """The interval indexes a 10 ms tool yields when a stop arrives after its second interval was read:
+    while it is being processed ("processing"), or during the wait for the third ("waiting")."""
     tool = bcctool.Tool("t", "test", [], interval=0.01)
     tool.parse_args(["0.01"])
     seen = []
     for index in tool.intervals():
         seen.append(index)
-        if index == 2:
+        if index == 2 and how == "processing":
             tool.stopping = True  # as the SIGINT handler does
-        assert index <= 3, "the loop went on after the final read"
-    assert seen == [1, 2, 3]
-
-
-def test_stop_during_the_wait_makes_that_interval_the_last(own_signals):
-    tool = bcctool.Tool("t", "test", [], interval=0.01)
-    tool.parse_args(["0.01"])
-    seen = []
-    for index in tool.intervals():
-        seen.append(index)
-        if index == 2:
-            # the handler fires while the loop waits for the next interval
+        elif index == 2:
             tool.wait = lambda seconds: (setattr(tool, "stopping", True), False)[1]
-    assert seen == [1, 2, 3]
+        assert index <= 3, "the loop went on after the final read"
+    return seen
+
+
+@pytest.mark.parametrize("how", ["processing", "waiting"])
+def test_a_stop_always_ends_with_one_final_read(own_signals, how):
+    """A stop during the wait makes that interval the last (partial) one; a stop that lands while an
+    interval is printed must not drop what the probes counted since its read: one more read, at once."""
+    assert _stop_after_second_interval(how) == [1, 2, 3]
