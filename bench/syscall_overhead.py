@@ -2,7 +2,8 @@
 
 bench/getppid.c makes N raw getppid calls and prints ns/call. Each repetition runs it bare, under
 sysnest, BCC's `syscount -L`, `strace -c -f`, `perf trace -s`, the floor (bench/floor.py: two empty
-raw-tracepoint programs) and the floor with one clock read in each program, in a rotated order; a
+raw-tracepoint programs), the floor with one clock read in each program and sysnest --sample 8 (every
+call counted, one in 8 per thread timed), in a rotated order; a
 tracer is started fresh for each run. Added ns/call is the run minus the same repetition's bare run;
 ratios are to syscount's added cost in that repetition. A separate pass with kernel.bpf_stats_enabled shows what each BPF program costs per run.
 """
@@ -23,6 +24,9 @@ IN_KERNEL = {   # tracers that attach system-wide, then the workload runs: argv,
     "floor": ([PYTHON, os.path.join(harness.BENCH, "floor.py")], "ready"),
     "floor + clock": ([PYTHON, os.path.join(harness.BENCH, "floor.py"), "--clock"], "ready"),
     "sysnest": ([PYTHON, os.path.join(harness.ROOT, "metrics", "sysnest.py"), "--json"], '"kind":"meta"'),
+    # every call counted, one in 8 per thread timed: the clock reads are most of exact timing's cost
+    "sysnest --sample 8": ([PYTHON, os.path.join(harness.ROOT, "metrics", "sysnest.py"), "--json", "--sample", "8"],
+                           '"kind":"meta"'),
     "syscount -L": ([SYSCOUNT, "-L"], "Tracing"),
 }
 WRAPPERS = {    # tracers that run the workload as their child
@@ -72,7 +76,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
             "added_ns": stats.summary(added[config]) if config != "bare" else None,
             "ratio_to_syscount": stats.summary(ratios, 2) if config != "bare" else None,
         })
-    sysnest_ratio = next(r["ratio_to_syscount"]["median"] for r in rows if r["config"] == "sysnest")
+    ratio = {r["config"]: r["ratio_to_syscount"]["median"] for r in rows if r["config"] != "bare"}
     return {
         "title": "Syscall tracing overhead (getppid)",
         "reps": reps,
@@ -80,8 +84,9 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         "rows": rows,
         "interference": quiet.note(),
         "bpf_stats": profile(binary, n_fast),
-        "targets": [stats.target("sysnest added cost vs syscount -L", f"<= {TARGET_RATIO}x",
-                                   sysnest_ratio, TARGET_RATIO, higher_is_better=False, unit="x")],
+        "targets": [stats.target(f"{name} added cost vs syscount -L", f"<= {TARGET_RATIO}x",
+                                   ratio[name], TARGET_RATIO, higher_is_better=False, unit="x")
+                    for name in ("sysnest", "sysnest --sample 8")],
     }
 
 

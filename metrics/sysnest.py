@@ -7,6 +7,7 @@ or syscalls) with their top members.
 """
 
 import os
+import sys
 import time
 
 import kernelfeatures
@@ -19,7 +20,10 @@ EXAMPLES = [
     ("sysnest --group-by syscall --top 5", "top 5 syscalls, top processes under each"),
     ("sysnest --ppid 1 --duration 30", "children of PID 1, for 30 seconds"),
     ("sysnest -m --json", "milliseconds; NDJSON records for the app"),
+    ("sysnest --sample 8", "time one syscall in 8 per thread (counts stay exact): less overhead"),
 ]
+
+MAX_SAMPLE = 1_000_000  # the per-thread tick is 31 bits; a million already times almost nothing
 
 tool = Tool("sysnest", __doc__.strip().splitlines()[0], EXAMPLES)
 tool.add_pid_filters(tid=True, ppid=True)
@@ -33,12 +37,23 @@ parser.add_argument("--details-top", type=positive_int, default=5,
 parser.add_argument("-s", "--sort", choices=["time", "count"], default="time",
                     help="order groups and members by total time or by count (default time)")
 parser.add_argument("-m", "--milliseconds", action="store_true", help="show latency in ms (default us)")
+parser.add_argument("--sample", type=positive_int, default=1, metavar="N",
+                    help="time one syscall in N per thread, count all (default 1: time every one); totals "
+                         "are then estimates, max is the sampled max")
 args = tool.parse_args()
+if args.sample > MAX_SAMPLE:
+    parser.error(f"argument --sample: at most {MAX_SAMPLE:,}")
 
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid, filter_ppid=args.ppid)
+if args.sample > 1:
+    cflags.append(f"-DSAMPLE_EVERY={args.sample}")
 variants = [["-DUSE_TASK_STORAGE"], []] if kernelfeatures.task_storage_available() else [[]]
 b = tool.load(cflags, variants=variants)
+# sampling needs a per-thread tick between syscalls, which only task storage keeps
+sample_every = args.sample if tool.variant else 1
+if sample_every != args.sample:
+    print("sysnest: no task storage on this kernel: every syscall is timed (--sample ignored)", file=sys.stderr)
 stats, comms, epoch = b["stats"], b["comms"], b["epoch"]
 
 if args.ppid:
@@ -55,7 +70,8 @@ if args.ppid:
                 children[children.Key(int(entry))] = children.Leaf(ppid)
 
 epoch[epoch.Key(0)] = epoch.Leaf(1)
-tool.meta(group_by=args.group_by, entry_storage="task_storage" if tool.variant else "hash")
+tool.meta(group_by=args.group_by, entry_storage="task_storage" if tool.variant else "hash",
+          sample_every=sample_every)
 unit, div = ("ms", 1e6) if args.milliseconds else ("us", 1e3)
 tool.say(f"Tracing syscalls, grouped by {args.group_by}, top {args.top}... Ctrl-C to end.")
 
@@ -66,22 +82,24 @@ except ImportError:  # pragma: no cover - bcc always ships it
         return b"sys_%d" % nr
 
 
-def read_totals(min_epoch: int) -> dict[tuple[int, int], tuple[int, int, int, int]]:
-    """(tgid, nr) -> (count, total_ns, errors, max_ns in windows >= min_epoch), summed over CPUs."""
+def read_totals(min_epoch: int) -> dict[tuple[int, int], tuple[int, int, int, int, int]]:
+    """(tgid, nr) -> (count, total_ns, errors, timed, max_ns in windows >= min_epoch), summed over CPUs;
+    timed: the syscalls in total_ns (all of them unless sampling)."""
     totals = {}
     try:
         items = stats.items_lookup_batch()
     except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
         items = stats.items()
     for key, per_cpu in items:
-        count = total = errors = mx = 0
+        count = total = errors = timed = mx = 0
         for v in per_cpu:
             count += v.count
             total += v.total_ns
             errors += v.errors
+            timed += v.timed
             if v.epoch >= min_epoch and v.max_ns > mx:
                 mx = v.max_ns
-        totals[(key.tgid, key.nr)] = (count, total, errors, mx)
+        totals[(key.tgid, key.nr)] = (count, total, errors, timed if sample_every > 1 else count, mx)
     return totals
 
 
@@ -105,10 +123,10 @@ def nest(rows: list[dict]) -> list[tuple[dict, list[dict]]]:
     order = "total_ns" if args.sort == "time" else "count"
     groups: dict = {}
     for r in rows:
-        g = groups.setdefault(r[by], {"count": 0, "total_ns": 0, "errors": 0, "max_ns": 0, "members": []})
-        g["count"] += r["count"]
-        g["total_ns"] += r["total_ns"]
-        g["errors"] += r["errors"]
+        g = groups.setdefault(r[by], {"count": 0, "total_ns": 0, "errors": 0, "timed": 0, "max_ns": 0,
+                                      "members": []})
+        for field in ("count", "total_ns", "errors", "timed"):
+            g[field] += r[field]
         g["max_ns"] = max(g["max_ns"], r["max_ns"])
         g["members"].append(r)
         g.update({k: r[k] for k in (("pid", "comm") if by == "pid" else ("syscall", "nr"))})
@@ -143,22 +161,24 @@ def line(label: str, r: dict) -> str:
 
 
 # --- loop ------------------------------------------------------------------------------------------
-seen: dict[tuple[int, int], tuple[int, int, int]] = {}
+seen: dict[tuple[int, int], tuple[int, int, int, int]] = {}
 last = time.monotonic()
 for interval in tool.intervals(args.duration):
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
     rows, changed = [], set()
-    for key, (count, total_ns, errors, max_ns) in read_totals(0 if interval == 1 else interval).items():
-        old = seen.get(key, (0, 0, 0))
-        dc, dt, de = count - old[0], total_ns - old[1], errors - old[2]
-        seen[key] = (count, total_ns, errors)
+    for key, (count, total_ns, errors, timed, max_ns) in read_totals(0 if interval == 1 else interval).items():
+        old = seen.get(key, (0, 0, 0, 0))
+        dc, dt, de, dtimed = count - old[0], total_ns - old[1], errors - old[2], timed - old[3]
+        seen[key] = (count, total_ns, errors, timed)
         if dc <= 0:
             continue
         changed.add(key)
+        if dtimed != dc:  # sampled: the total of all dc syscalls, estimated from the dtimed ones
+            dt = dt * dc // dtimed if dtimed else 0
         name = syscall_name(key[1]).decode(errors="replace")
         rows.append({"pid": key[0], "comm": process_name(key[0], comms), "nr": key[1], "syscall": name,
-                     "count": dc, "total_ns": dt, "errors": de, "max_ns": max_ns})
+                     "count": dc, "total_ns": dt, "errors": de, "timed": dtimed, "max_ns": max_ns})
     # Read first, then open the next max window: a key hit between the two keeps its max in the window
     # just read, which is a smaller loss than the reverse order (the read's own bpf() calls would reset it).
     epoch[epoch.Key(0)] = epoch.Leaf(interval + 1)
@@ -173,11 +193,11 @@ for interval in tool.intervals(args.duration):
             ident = {"pid": group["pid"], "comm": group["comm"]} if args.group_by == "process" else \
                 {"syscall": group["syscall"], "nr": group["nr"]}
             tool.emit("row", level="group", group_by=args.group_by, rank=rank, **ident,
-                      count=group["count"], errors=group["errors"], **latency_fields(group))
+                      count=group["count"], errors=group["errors"], timed=group["timed"], **latency_fields(group))
             for r in members:
                 tool.emit("row", level="detail", group_by=args.group_by, rank=rank, pid=r["pid"],
                           comm=r["comm"], syscall=r["syscall"], nr=r["nr"], count=r["count"],
-                          errors=r["errors"], **latency_fields(r))
+                          errors=r["errors"], timed=r["timed"], **latency_fields(r))
     else:
         print_human(nested, total, nprocs, elapsed)
     tool.set_lost_total("stats_map_full", sum(b["full"][0]))

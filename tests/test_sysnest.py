@@ -6,27 +6,30 @@ from helpers import MetricProcess, run_workload
 
 N = 20_000
 GETPPID_CHILD = f"""
-import os, sys
+import os, sys, time
 sys.stdin.readline()
+start = time.perf_counter_ns()
 for _ in range({N}):
     os.getppid()
-print("done", flush=True)
+print("done", (time.perf_counter_ns() - start) / {N}, flush=True)
 sys.stdin.readline()
 """
 
 pytestmark = pytest.mark.bpf
 
 
-def traced_getppid(group_by: str) -> tuple[list[dict], int]:
+def traced_getppid(group_by: str, *extra: str) -> tuple[list[dict], int, float]:
+    """sysnest's records, the child's pid, and the child's own wall time per getppid call (ns)."""
     child = run_workload(GETPPID_CHILD)
     tool = MetricProcess("sysnest", "-p", str(child.pid), "0.5", "--group-by", group_by,
-                         "--details-top", "50", "--top", "50")
+                         "--details-top", "50", "--top", "50", *extra)
     try:
         meta = tool.wait_meta()
         assert meta["filters"] == {"filter_pid": child.pid}
         child.stdin.write("\n")
         child.stdin.flush()
-        assert child.stdout.readline().strip() == "done"
+        done, ns_per_call = child.stdout.readline().split()
+        assert done == "done"
         tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= 3)
         status, _ = tool.stop()
         assert status == 0
@@ -35,11 +38,11 @@ def traced_getppid(group_by: str) -> tuple[list[dict], int]:
         child.stdin.write("\n")
         child.stdin.close()
         child.wait()
-    return tool.records, child.pid
+    return tool.records, child.pid, float(ns_per_call)
 
 
 def test_counts_getppid_by_process():
-    records, pid = traced_getppid("process")
+    records, pid, _ = traced_getppid("process")
     details = [r for r in records if r["kind"] == "row" and r["level"] == "detail" and r["syscall"] == "getppid"]
     assert {r["pid"] for r in details} == {pid}
     count = sum(r["count"] for r in details)
@@ -50,7 +53,7 @@ def test_counts_getppid_by_process():
 
 
 def test_counts_getppid_by_syscall():
-    records, pid = traced_getppid("syscall")
+    records, pid, _ = traced_getppid("syscall")
     groups = [r for r in records if r["kind"] == "row" and r["level"] == "group" and r["syscall"] == "getppid"]
     count = sum(g["count"] for g in groups)
     assert abs(count - N) <= N * 0.001, count
@@ -58,6 +61,27 @@ def test_counts_getppid_by_syscall():
     assert {r["pid"] for r in details} == {pid}
     assert sum(r["count"] for r in details) == count
     assert all(g["avg_us"] > 0 for g in groups)
+
+
+def test_sampled_timing_counts_every_call_and_times_one_in_n():
+    """--sample 8: the count stays exact; one call in 8 of the thread is timed; the estimated total is
+    the sampled average times the count, and that average is below the child's own time per call
+    (its loop included)."""
+    records, pid, ns_per_call = traced_getppid("process", "--sample", "8")
+    meta = next(r for r in records if r["kind"] == "meta")
+    assert meta["sample_every"] == 8
+    details = [r for r in records if r["kind"] == "row" and r["level"] == "detail" and r["syscall"] == "getppid"]
+    count, timed = sum(r["count"] for r in details), sum(r["timed"] for r in details)
+    total_us = sum(r["total_us"] for r in details)
+    print(f"{count} calls, {timed} timed, {total_us:.1f} us estimated; the child: {ns_per_call:.0f} ns a call")
+    assert abs(count - N) <= N * 0.001, count
+    # the tick runs over all of the thread's syscalls, and the loop makes nothing but getppid
+    assert abs(timed - N / 8) <= N / 8 * 0.01 + 2, timed
+    avg_us = total_us / count
+    assert 0 < avg_us * 1000 < ns_per_call
+    for r in details:
+        assert r["avg_us"] == pytest.approx(r["total_us"] / r["count"], rel=0.01, abs=0.002)
+        assert r["max_us"] >= r["avg_us"]
 
 
 def test_human_output_has_columns():
