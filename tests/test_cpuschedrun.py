@@ -4,7 +4,7 @@ on-CPU ns (field 1) and the run-queue wait ns (field 2) of each thread."""
 import json
 
 import pytest
-from helpers import MetricProcess, run_workload
+from helpers import MetricProcess, end_workload, run_workload
 
 # Two threads pinned to one CPU, busy for ~2 s, so each waits on the run queue while the other runs.
 # hashlib releases the GIL while it hashes a large buffer, so both are runnable at once. The threads
@@ -61,9 +61,7 @@ def test_pinned_threads_match_schedstat():
         assert status == 0, tool.stderr
     finally:
         tool.kill()
-        child.stdin.write("\n")
-        child.stdin.close()
-        child.wait()
+        end_workload(child)
 
     rows = tool.of_kind("row")
     assert {r["pid"] for r in rows} == {child.pid}

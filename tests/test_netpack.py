@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import MetricProcess, run_workload
+from helpers import MetricProcess, end_workload, run_workload
 
 PAYLOADS = (100, 500, 1200)
 N = 1000
@@ -55,9 +55,7 @@ def run_traced(tool_args: tuple, child_argv: tuple, netns: str | None = None) ->
         assert status == 0, tool.stderr
     finally:
         tool.kill()
-        child.stdin.write("\n")
-        child.stdin.close()
-        child.wait()
+        end_workload(child)
     return tool, sent
 
 

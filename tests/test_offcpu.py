@@ -5,7 +5,7 @@ the kernel's own books on itself (schedstat, voluntary context switches) while i
 import json
 
 import pytest
-from helpers import MetricProcess, run_workload
+from helpers import MetricProcess, end_workload, run_workload
 
 SLEEPER_CHILD = """
 import json, sys, threading, time
@@ -53,9 +53,7 @@ def test_sleeping_thread_blocked_time_and_stack():
         assert status == 0, tool.stderr
     finally:
         tool.kill()
-        child.stdin.write("\n")
-        child.stdin.close()
-        child.wait()
+        end_workload(child)
 
     rows = [r for r in tool.of_kind("row") if r["tid"] == tid]
     threads = [r for r in rows if r["level"] == "thread"]
@@ -104,9 +102,7 @@ def test_min_block_filters_short_blocks():
         assert status == 0
     finally:
         tool.kill()
-        child.stdin.write("\n")
-        child.stdin.close()
-        child.wait()
+        end_workload(child)
     # Every 50 ms sleep is shorter than 60 ms: none of the sleeper's blocks may be reported.
     assert not [r for r in tool.of_kind("row") if r["tid"] == tid]
 

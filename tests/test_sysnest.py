@@ -2,7 +2,7 @@
 
 
 import pytest
-from helpers import MetricProcess, run_workload
+from helpers import MetricProcess, end_workload, run_workload
 
 N = 20_000
 GETPPID_CHILD = f"""
@@ -35,9 +35,7 @@ def traced_getppid(group_by: str, *extra: str) -> tuple[list[dict], int, float]:
         assert status == 0
     finally:
         tool.kill()
-        child.stdin.write("\n")
-        child.stdin.close()
-        child.wait()
+        end_workload(child)
     return tool.records, child.pid, float(ns_per_call)
 
 

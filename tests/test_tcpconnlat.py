@@ -4,7 +4,7 @@ import json
 import socket
 
 import pytest
-from helpers import MetricProcess, run_workload
+from helpers import MetricProcess, end_workload, run_workload
 
 N = 50   # connects per address family
 CONNECT_CHILD = """
@@ -80,9 +80,7 @@ def traced_connects(listeners, *tool_args: str, lport_filter: bool = False) -> t
         assert status == 0, tool.stderr
     finally:
         tool.kill()
-        child.stdin.write("\n")
-        child.stdin.close()
-        child.wait()
+        end_workload(child)
     assert not tool.of_kind("lost"), tool.of_kind("lost")
     return tool.of_kind("event"), report, child.pid, bind_port
 
