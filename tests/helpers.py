@@ -148,6 +148,14 @@ def run_workload(code: str, *args: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, text=True)
 
 
+def human_output(metric: str, *args: str) -> str:
+    """What a metric prints for a person (no --json) in a short run that must end by itself, exit 0."""
+    tool = MetricProcess(metric, *args, json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 0, err
+    return out
+
+
 def end_workload(child: subprocess.Popen, timeout: float = 30.0) -> None:
     """Let a run_workload child past its last stdin wait (closing stdin), and reap it."""
     try:

@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 
 import pytest
-from helpers import PYTHON, MetricProcess, block_device_dir, run_workload, script
+from helpers import PYTHON, MetricProcess, block_device_dir, human_output, run_workload, script
 
 MIB = 1 << 20
 SIZE = 32 * MIB
@@ -108,9 +108,7 @@ def test_unknown_device_is_a_one_line_error():
 
 
 def test_human_output_has_columns():
-    tool = MetricProcess("biopwise", "0.3", "2", json_output=False)
-    out, err = tool.proc.communicate(timeout=60)
-    assert tool.proc.returncode == 0, err
+    out = human_output("biopwise", "0.3", "2")
     for column in ("PID", "COMM", "DEVICES", "READ", "WRITE", "R_IOS", "W_IOS", "AVG_SZ", "SYNC", "ASYNC",
                    "AVG_LAT(ms)", "Totals: R:"):
         assert column in out

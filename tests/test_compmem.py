@@ -4,7 +4,7 @@ memory must rise and fall back), /proc/PID/status for RSS, and a map too small o
 import time
 
 import pytest
-from helpers import MetricProcess, end_workload, run_workload
+from helpers import MetricProcess, end_workload, human_output, run_workload
 
 PIPES = 2000
 TOUCH_MB = 64
@@ -170,9 +170,7 @@ def test_a_full_map_is_reported_as_lost():
 
 
 def test_human_output_has_overview_processes_and_stacks():
-    tool = MetricProcess("compmem", "0.3", "2", json_output=False)
-    out, err = tool.proc.communicate(timeout=60)
-    assert tool.proc.returncode == 0, err
+    out = human_output("compmem", "0.3", "2")
     assert "System memory: total" in out
     assert "KERN_ALLOC" in out and "OUTSTANDING" in out and "RSS" in out and "VMSIZE" in out
     assert "by kernel stack" in out

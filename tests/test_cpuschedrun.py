@@ -4,7 +4,7 @@ on-CPU ns (field 1) and the run-queue wait ns (field 2) of each thread."""
 import json
 
 import pytest
-from helpers import MetricProcess, end_workload, run_workload
+from helpers import MetricProcess, end_workload, human_output, run_workload
 
 # Two threads pinned to one CPU, busy for ~2 s, so each waits on the run queue while the other runs.
 # hashlib releases the GIL while it hashes a large buffer, so both are runnable at once. The threads
@@ -87,9 +87,7 @@ def test_pinned_threads_match_schedstat():
 
 
 def test_human_output_has_columns():
-    tool = MetricProcess("cpuschedrun", "-P", "0.3", "2", json_output=False)
-    out, err = tool.proc.communicate(timeout=60)
-    assert tool.proc.returncode == 0, err
+    out = human_output("cpuschedrun", "-P", "0.3", "2")
     assert "CPU%" in out and "RUN(ms)" in out and "WAIT(ms)" in out and "PRIO" in out
     assert "CPU Runtime Distribution (microseconds)" in out and "Run Queue Latency Distribution" in out
 

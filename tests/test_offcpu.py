@@ -5,7 +5,7 @@ the kernel's own books on itself (schedstat, voluntary context switches) while i
 import json
 
 import pytest
-from helpers import MetricProcess, end_workload, run_workload
+from helpers import MetricProcess, end_workload, human_output, run_workload
 
 SLEEPER_CHILD = """
 import json, sys, threading, time
@@ -108,9 +108,7 @@ def test_min_block_filters_short_blocks():
 
 
 def test_folded_output_is_flamegraph_input():
-    tool = MetricProcess("offcpu", "--folded", "0.5", "1", json_output=False)
-    out, err = tool.proc.communicate(timeout=60)
-    assert tool.proc.returncode == 0, err
+    out = human_output("offcpu", "--folded", "0.5", "1")
     lines = out.strip().splitlines()
     assert lines, "no stacks in half a second of a running machine?"
     for line in lines:
@@ -119,9 +117,7 @@ def test_folded_output_is_flamegraph_input():
 
 
 def test_human_output_has_columns():
-    tool = MetricProcess("offcpu", "0.3", "1", json_output=False)
-    out, err = tool.proc.communicate(timeout=60)
-    assert tool.proc.returncode == 0, err
+    out = human_output("offcpu", "0.3", "1")
     assert "BLOCKED(ms)" in out and "COUNT" in out and "MAX(us)" in out and "__schedule" in out
 
 

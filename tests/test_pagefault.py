@@ -11,6 +11,7 @@ from helpers import (
     MetricProcess,
     block_device_dir,
     end_workload,
+    human_output,
     run_workload,
 )
 
@@ -155,8 +156,6 @@ def test_major_faults_after_dropping_the_cache_match_rusage(how):
 
 
 def test_human_output_has_figure_5_columns():
-    tool = MetricProcess("pagefault", "0.3", "2", json_output=False)
-    out, err = tool.proc.communicate(timeout=60)
-    assert tool.proc.returncode == 0, err
+    out = human_output("pagefault", "0.3", "2")
     header = next(line for line in out.splitlines() if line.startswith("TIME"))
     assert header.split() == ["TIME", "COMM", "PID", "MINOR/s", "MAJOR/s", "TOTAL/s"]

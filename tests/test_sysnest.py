@@ -2,7 +2,7 @@
 
 
 import pytest
-from helpers import MetricProcess, end_workload, run_workload
+from helpers import MetricProcess, end_workload, human_output, run_workload
 
 N = 20_000
 GETPPID_CHILD = f"""
@@ -83,7 +83,5 @@ def test_sampled_timing_counts_every_call_and_times_one_in_n():
 
 
 def test_human_output_has_columns():
-    tool = MetricProcess("sysnest", "0.3", "2", json_output=False)
-    out, err = tool.proc.communicate(timeout=60)
-    assert tool.proc.returncode == 0, err
+    out = human_output("sysnest", "0.3", "2")
     assert "COUNT" in out and "AVG(us)" in out and "MAX(us)" in out

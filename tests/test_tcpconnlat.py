@@ -4,7 +4,7 @@ import json
 import socket
 
 import pytest
-from helpers import MetricProcess, end_workload, run_workload
+from helpers import MetricProcess, end_workload, human_output, run_workload
 
 N = 50   # connects per address family
 CONNECT_CHILD = """
@@ -121,8 +121,6 @@ def test_local_port_filter(listeners):
 
 
 def test_human_output_has_figure_3_columns(listeners):
-    tool = MetricProcess("tcpconnlat", "-t", "0.3", "2", json_output=False)
-    out, err = tool.proc.communicate(timeout=60)
-    assert tool.proc.returncode == 0, err
+    out = human_output("tcpconnlat", "-t", "0.3", "2")
     header = out.splitlines()[1].split()
     assert header == ["TIME(s)", "PID", "COMM", "IP", "SADDR", "LPORT", "DADDR", "DPORT", "LAT(ms)", "STATUS"]
