@@ -25,63 +25,51 @@ def _wait_for(condition, timeout: float = 5.0) -> None:
         time.sleep(0.001)
 
 
-def _recording_write(groups: list[list[int]], release: threading.Event | None = None):
-    def write(items: list[int]) -> list[int]:
-        groups.append(list(items))
-        if release is not None:
-            release.wait(5)  # hold the first transaction open so that the others queue behind it
-        if -1 in items:
+def _queued_behind_first(items: list[int], max_items: int, weight=lambda item: 1, max_weight: int = 100):
+    """Submit items[0], hold its transaction open until every other item has queued behind it, then let
+    the writes go. Returns the groups written, in order, and each item's future (a result, or the
+    write's exception); writing -1 fails."""
+    groups: list[list[int]] = []
+    release = threading.Event()
+
+    def write(group: list[int]) -> list[int]:
+        groups.append(list(group))
+        release.wait(5)  # only the first transaction waits: the event is set before any other starts
+        if -1 in group:
             raise RuntimeError("cannot store -1")
-        return [item * 10 for item in items]
-    return write
+        return [item * 10 for item in group]
+
+    commit = GroupCommit(write, max_items=max_items, weight=weight, max_weight=max_weight)
+    with ThreadPoolExecutor(len(items)) as pool:
+        futures = [pool.submit(commit.submit, items[0])]
+        _wait_for(lambda: groups)  # the first item is being written: the others queue
+        futures += [pool.submit(commit.submit, n) for n in items[1:]]
+        _wait_for(lambda: len(commit._queue) == len(items) - 1)
+        release.set()
+    return groups, futures
 
 
 def test_concurrent_submits_share_groups_and_each_gets_its_own_result():
-    groups: list[list[int]] = []
-    release = threading.Event()
-    commit = GroupCommit(_recording_write(groups, release), max_items=4, weight=lambda item: 1, max_weight=100)
-    with ThreadPoolExecutor(12) as pool:
-        first = pool.submit(commit.submit, 0)
-        _wait_for(lambda: groups)  # the first item is being written: the next eleven queue
-        rest = [pool.submit(commit.submit, n) for n in range(1, 12)]
-        _wait_for(lambda: len(commit._queue) == 11)
-        release.set()
-        results = [first.result(5)] + [f.result(5) for f in rest]
-    assert results == [n * 10 for n in range(12)]
+    groups, futures = _queued_behind_first(list(range(12)), max_items=4)
+    assert [f.result(5) for f in futures] == [n * 10 for n in range(12)]
     assert sorted(n for group in groups for n in group) == list(range(12))  # each written once
     assert groups[0] == [0] and max(map(len, groups)) == 4 and len(groups) == 4  # 1 + 4 + 4 + 3
 
 
 def test_a_failing_item_fails_alone():
-    groups: list[list[int]] = []
-    release = threading.Event()
-    commit = GroupCommit(_recording_write(groups, release), max_items=8, weight=lambda item: 1, max_weight=100)
-    with ThreadPoolExecutor(6) as pool:
-        first = pool.submit(commit.submit, 0)
-        _wait_for(lambda: groups)
-        rest = {n: pool.submit(commit.submit, n) for n in (1, 2, -1, 3)}
-        _wait_for(lambda: len(commit._queue) == 4)
-        release.set()
-        assert first.result(5) == 0
-        with pytest.raises(RuntimeError, match="cannot store -1"):
-            rest[-1].result(5)
-        assert [rest[n].result(5) for n in (1, 2, 3)] == [10, 20, 30]
+    groups, futures = _queued_behind_first([0, 1, 2, -1, 3], max_items=8)
+    first, *rest = futures
+    assert first.result(5) == 0
+    with pytest.raises(RuntimeError, match="cannot store -1"):
+        rest[2].result(5)
+    assert [rest[i].result(5) for i in (0, 1, 3)] == [10, 20, 30]
     # the shared transaction failed, then each of its items was written alone
     assert sorted(groups[1]) == [-1, 1, 2, 3] and sorted(map(tuple, groups[2:])) == [(-1,), (1,), (2,), (3,)]
 
 
 def test_weight_limits_a_group_past_its_first_item():
-    groups: list[list[int]] = []
-    release = threading.Event()
-    commit = GroupCommit(_recording_write(groups, release), max_items=10, weight=lambda item: item, max_weight=5)
-    with ThreadPoolExecutor(5) as pool:
-        first = pool.submit(commit.submit, 1)
-        _wait_for(lambda: groups)
-        rest = [pool.submit(commit.submit, n) for n in (9, 2, 3, 1)]
-        _wait_for(lambda: len(commit._queue) == 4)
-        release.set()
-        assert [f.result(5) for f in rest] == [90, 20, 30, 10]
-        first.result(5)
+    groups, futures = _queued_behind_first([1, 9, 2, 3, 1], max_items=10, weight=lambda item: item, max_weight=5)
+    assert [f.result(5) for f in futures] == [10, 90, 20, 30, 10]
     assert groups[1:] == [[9], [2, 3], [1]]  # 9 alone (a first item always goes), then up to 5 in all
 
 
