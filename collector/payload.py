@@ -269,7 +269,7 @@ def _required(obj: dict, key: str, where: str = "payload") -> Any:
 def _text(value: Any, key: str, max_len: int, where: str = "payload") -> str:
     if not isinstance(value, str):
         raise bad("wrong_type", f"{where} {key!r} must be a string")
-    if not 0 < len(value) <= max_len or not value.isprintable():
+    if not _name_ok(value, max_len):
         raise bad("bad_value", f"{where} {key!r} must be 1..{max_len} printable characters")
     return value
 
@@ -333,7 +333,7 @@ _NUMBER_TYPES = frozenset({int, float})  # not bool: its type is bool
 
 
 def _name_ok(value: Any, max_len: int) -> bool:
-    """_text's rule as a test."""
+    """A name or id: 1..max_len printable characters (_text says which rule a wrong one breaks)."""
     return type(value) is str and 0 < len(value) <= max_len and value.isprintable()
 
 
