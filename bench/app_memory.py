@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -33,13 +34,10 @@ GROWTH_LIMIT_PCT = 5.0
 
 def slope_mb_per_min(points: list[tuple[float, float]]) -> float:
     """Least-squares slope of (seconds, MB) points, in MB per minute."""
-    if len(points) < 2:
+    if len({t for t, _ in points}) < 2:
         return 0.0
-    n = len(points)
-    mean_t = sum(t for t, _ in points) / n
-    mean_m = sum(m for _, m in points) / n
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    return 60 * sum((t - mean_t) * (m - mean_m) for t, m in points) / var if var else 0.0
+    seconds, mb = zip(*points, strict=True)
+    return 60 * statistics.linear_regression(seconds, mb).slope
 
 
 def children_rss_mb(state_dir: str) -> float:
