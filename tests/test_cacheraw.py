@@ -1,7 +1,9 @@
 """cacheraw against reads and writes with known page counts. A 64 MiB file on disk, dropped from the
 page cache: a child's first full read must be misses (the file's 16,384 pages), the second hits. Then
 the child writes a new 16 MiB file: the pages it dirties are what its own /proc/self/io write_bytes
-counts (the kernel adds a dirtied folio's size there); rewriting it once clean must be write hits."""
+counts (the kernel adds a dirtied folio's size there); rewriting it once clean must be write hits, but
+for any of its pages the kernel dropped from the cache meanwhile (mincore, just before the rewrite):
+those are write misses again."""
 
 import os
 import tempfile
@@ -15,8 +17,27 @@ FILE_PAGES = 64 * MIB // PAGE          # 16,384 with 4 KiB pages
 WRITE_PAGES = 16 * MIB // PAGE
 SMALL_READS = 100
 CHILD = f"""
-import os, sys
+import ctypes, mmap, os, sys
 path, out, small = sys.argv[1], sys.argv[2], sys.argv[3]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+def resident_pages(path):
+    # the file's pages in the page cache, by mincore on a mapping nothing touches (no page is read)
+    size = os.path.getsize(path)
+    fd = os.open(path, os.O_RDONLY)
+    addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    os.close(fd)
+    if addr in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap")
+    vec = ctypes.create_string_buffer(-(-size // {PAGE}))
+    failed = libc.mincore(addr, size, vec)
+    libc.munmap(addr, size)
+    if failed:
+        raise OSError(ctypes.get_errno(), "mincore")
+    return sum(byte & 1 for byte in vec.raw)
 def write_bytes():
     return int(dict(l.split(": ") for l in open("/proc/self/io").read().splitlines())["write_bytes"])
 def read_all(path=path):
@@ -41,7 +62,8 @@ print("warm", read_all(), flush=True)
 sys.stdin.readline()
 print("written", write_all(os.O_CREAT | os.O_TRUNC), flush=True)
 sys.stdin.readline()
-print("rewritten", write_all(0), flush=True)
+resident = resident_pages(out)
+print("rewritten", write_all(0), resident, flush=True)
 sys.stdin.readline()
 print("small", sum(-(-read_all(small) // 4096) for _ in range({SMALL_READS})), flush=True)
 sys.stdin.readline()
@@ -52,7 +74,8 @@ pytestmark = pytest.mark.bpf
 
 @pytest.fixture(scope="module")
 def phases():
-    """{phase: (child's own figure, [its rows in that phase])} from one traced run of CHILD."""
+    """{phase: (child's own figure, [its rows in that phase], *its other figures)} from one traced run
+    of CHILD."""
     directory, _ = block_device_dir()
     with tempfile.TemporaryDirectory(dir=directory, prefix="cacheraw-test-") as tmp:
         path, out, small = (os.path.join(tmp, name) for name in ("read.bin", "write.bin", "small.bin"))
@@ -73,13 +96,13 @@ def phases():
             for _ in range(5):
                 child.stdin.write("\n")
                 child.stdin.flush()
-                name, figure = child.stdout.readline().split()
+                name, figure, *more = child.stdout.readline().split()
                 # the phase ended in interval `now` + 1 at the latest; two more keep late events and
                 # the read-hit carry inside it
                 now = tool.drain()
                 end = tool.read_until(lambda r, n=now: r["kind"] == "summary" and r["interval"] >= n + 3)["interval"]
                 rows = [r for r in tool.of_kind("row") if start < r["interval"] <= end and r["pid"] == child.pid]
-                results[name] = (int(figure), rows)
+                results[name] = (int(figure), rows, *map(int, more))
                 start = end
             status, _ = tool.stop()
             assert status == 0, tool.stderr
@@ -133,16 +156,22 @@ def test_new_file_write_dirties_what_proc_io_counts(phases):
 
 
 def test_rewrite_of_clean_cached_file_is_write_hits(phases):
-    write_bytes, rows = phases["rewritten"]
+    write_bytes, rows, resident = phases["rewritten"]
     io_pages = write_bytes // PAGE
+    extra = io_pages - WRITE_PAGES      # a metadata block dirtied now and then
     hits, misses = total(rows, "write_hit_folios"), total(rows, "write_miss_folios")
+    miss_pages = total(rows, "write_miss_pages")
     first = total(phases["written"][1], "write_miss_folios")
-    print(f"rewrite: {hits} write hits, {misses} write misses (folios; the first write made {first}); "
-          f"/proc/self/io {io_pages} pages")
-    assert io_pages >= WRITE_PAGES
-    # the folios the first write created, clean after fsync, dirtied again; plus any metadata block
-    assert first <= hits <= first + (io_pages - WRITE_PAGES)
-    assert 100.0 * hits / (hits + misses) > 90.0
+    print(f"rewrite: {hits} write hits, {misses} write misses = {miss_pages} pages (folios; the first write made "
+          f"{first}); {resident} of {WRITE_PAGES} pages cached before it; /proc/self/io {io_pages} pages")
+    assert io_pages >= WRITE_PAGES and resident <= WRITE_PAGES
+    # what the kernel dropped since the first write is allocated again: misses, page for page
+    absent = WRITE_PAGES - resident
+    assert absent <= miss_pages <= absent + extra
+    # every folio of the first write is dirtied again: a hit while it is cached
+    assert first <= hits + misses and hits <= first + extra
+    if absent == 0:
+        assert first <= hits and 100.0 * hits / (hits + misses) > 90.0
 
 
 def test_reads_past_the_end_of_a_file_count_only_its_pages(phases):
