@@ -5,9 +5,8 @@ connections for a fixed time to: server.py on SQLite, server.py on PostgreSQL (a
 PostgreSQL's default, durable settings), a no-op Flask endpoint, one that only validates the body as
 server.py does (collector.payload) and one that logs every record like the original paper's server —
 all five served by waitress with server.py's 8 threads, each started fresh per repetition, in a
-rotated order. Ratios are to the no-op endpoint of the same
-repetition. After each collector run the database is checked: every batch wrk saw answered 200 is
-stored, with its 100 records.
+rotated order. Ratios are to the no-op endpoint of the same repetition. After each collector run the
+database is checked: every batch wrk saw answered 200 is stored, with its 100 records.
 """
 
 from __future__ import annotations
