@@ -120,6 +120,67 @@ def test_local_port_filter(listeners):
     assert [m["lport"] for m in report["connects"]].count(bind_port) == 1
 
 
+GIVE_UP_S = 0.3
+GIVE_UP_CHILD = """
+import json, socket, sys, time
+ports = {4: int(sys.argv[1]), 6: int(sys.argv[2])}
+give_up = float(sys.argv[3])
+sys.stdin.readline()
+kept, done = [], []
+for ip, family, addr in ((4, socket.AF_INET, "127.0.0.1"), (6, socket.AF_INET6, "::1")):
+    for _ in range(3):                   # the first connect fills the accept queue; the next SYN is dropped
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.settimeout(give_up)
+        t0 = time.perf_counter()
+        try:
+            s.connect((addr, ports[ip]))
+        except TimeoutError:
+            lport = s.getsockname()[1]
+            s.close()                    # SYN_SENT -> CLOSE: the connect given up
+            done.append({"ip": ip, "lport": lport, "wall_ms": (time.perf_counter() - t0) * 1e3})
+            break
+        kept.append(s)
+print(json.dumps(done), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_connect_given_up_is_failed_with_its_wait():
+    """A connect whose SYN is never answered (the listener's accept queue is full, so the kernel drops
+    it), given up by the child after GIVE_UP_S: one failed event each, as long as the child waited."""
+    full = []
+    for family, addr in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.bind((addr, 0))
+        s.listen(0)                          # one connection queued, never accepted
+        full.append(s)
+    ports = {4: full[0].getsockname()[1], 6: full[1].getsockname()[1]}
+    child = run_workload(GIVE_UP_CHILD, str(ports[4]), str(ports[6]), str(GIVE_UP_S))
+    tool = MetricProcess("tcpconnlat", "-p", str(child.pid), "0.3")
+    try:
+        tool.wait_meta()
+        child.stdin.write("\n")
+        child.stdin.flush()
+        given_up = json.loads(child.stdout.readline())
+        seen = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
+        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= seen + 2)
+        status, _ = tool.stop()
+        assert status == 0, tool.stderr
+    finally:
+        tool.kill()
+        end_workload(child)
+        for s in full:
+            s.close()
+    print(f"given up: {given_up}; events: {tool.of_kind('event')}")
+    assert sorted(m["ip"] for m in given_up) == [4, 6], "a connect to a full accept queue was answered"
+    failed = [e for e in tool.of_kind("event") if e["status"] == "failed"]
+    assert sorted((e["ip"], e["lport"]) for e in failed) == sorted((m["ip"], m["lport"]) for m in given_up)
+    wall = {(m["ip"], m["lport"]): m["wall_ms"] for m in given_up}
+    for e in failed:
+        assert e["dport"] == ports[e["ip"]]
+        assert GIVE_UP_S * 1e3 <= e["latency_ms"] <= wall[(e["ip"], e["lport"])], e
+
+
 def test_human_output_has_figure_3_columns(listeners):
     out = human_output("tcpconnlat", "-t", "0.3", "2")
     header = out.splitlines()[1].split()
