@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 from procs import prog_ids_of  # noqa: F401 - the app's own /proc/PID/fdinfo reader, re-exported
 
@@ -164,6 +165,22 @@ def end_workload(child: subprocess.Popen, timeout: float = 30.0) -> None:
     except OSError:
         pass
     child.wait(timeout=timeout)
+
+
+def report_of(child: subprocess.Popen) -> Any:
+    """Release a run_workload child (a line on its stdin) and take the JSON line it reports."""
+    child.stdin.write("\n")
+    child.stdin.flush()
+    return json.loads(child.stdout.readline())
+
+
+def settle_and_stop(tool: MetricProcess, intervals: int = 2) -> None:
+    """Once the workload is done: let the metric print `intervals` more full intervals after the one in
+    progress (by then every event it raised has been read and counted), then stop it; it must exit 0."""
+    last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
+    tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + intervals)
+    status, _ = tool.stop()
+    assert status == 0, tool.stderr
 
 
 def progs_released(ids: set[int], timeout: float = 3.0) -> bool:

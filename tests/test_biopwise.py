@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 
 import pytest
-from helpers import PYTHON, MetricProcess, block_device_dir, human_output, run_workload, script
+from helpers import PYTHON, MetricProcess, block_device_dir, human_output, run_workload, script, settle_and_stop
 
 MIB = 1 << 20
 SIZE = 32 * MIB
@@ -57,10 +57,7 @@ def traced_direct_io(*tool_args: str) -> tuple[MetricProcess, int, int, int]:
             word, read_back = go(child)
             assert word == "read" and int(read_back) == SIZE
             # completions of the last requests land in the interval after
-            last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
-            tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + 2)
-            status, _ = tool.stop()
-            assert status == 0, tool.stderr
+            settle_and_stop(tool)
         finally:
             tool.kill()
             child.stdin.close()

@@ -1,10 +1,9 @@
 """cpuschedrun against the kernel's own per-thread accounting: /proc/PID/task/TID/schedstat gives the
 on-CPU ns (field 1) and the run-queue wait ns (field 2) of each thread."""
 
-import json
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, run_workload
+from helpers import MetricProcess, end_workload, human_output, report_of, run_workload, settle_and_stop
 
 # Two threads pinned to one CPU, busy for ~2 s, so each waits on the run queue while the other runs.
 # hashlib releases the GIL while it hashes a large buffer, so both are runnable at once. The threads
@@ -52,13 +51,8 @@ def test_pinned_threads_match_schedstat():
     tool = MetricProcess("cpuschedrun", "-P", "-p", str(child.pid), "--top", "1000", "0.5")
     try:
         tool.wait_meta()
-        child.stdin.write("\n")
-        child.stdin.flush()
-        truth = {int(tid): v for tid, v in json.loads(child.stdout.readline()).items()}
-        last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
-        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + 2)
-        status, _ = tool.stop()
-        assert status == 0, tool.stderr
+        truth = {int(tid): v for tid, v in report_of(child).items()}
+        settle_and_stop(tool)
     finally:
         tool.kill()
         end_workload(child)

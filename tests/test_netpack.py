@@ -1,13 +1,12 @@
 """netpack against datagrams a child sent (known count and sizes), and against a qdisc's own drop
 counter for queued packets that never reach the driver."""
 
-import json
 import os
 import subprocess
 import sys
 
 import pytest
-from helpers import MetricProcess, end_workload, run_workload
+from helpers import MetricProcess, end_workload, report_of, run_workload, settle_and_stop
 
 PAYLOADS = (100, 500, 1200)
 N = 1000
@@ -46,13 +45,8 @@ def run_traced(tool_args: tuple, child_argv: tuple, netns: str | None = None) ->
     tool = MetricProcess("netpack", "0.5", *tool_args)
     try:
         tool.wait_meta()
-        child.stdin.write("\n")
-        child.stdin.flush()
-        sent = {int(size): count for size, count in json.loads(child.stdout.readline()).items()}
-        seen = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
-        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= seen + 2, timeout=30)
-        status, _ = tool.stop()
-        assert status == 0, tool.stderr
+        sent = {int(size): count for size, count in report_of(child).items()}
+        settle_and_stop(tool)
     finally:
         tool.kill()
         end_workload(child)

@@ -5,7 +5,7 @@ the kernel's own books on itself (schedstat, voluntary context switches) while i
 import json
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, run_workload
+from helpers import MetricProcess, end_workload, human_output, run_workload, settle_and_stop
 
 SLEEPER_CHILD = """
 import json, sys, threading, time
@@ -47,10 +47,7 @@ def test_sleeping_thread_blocked_time_and_stack():
         done, _, truth = child.stdout.readline().partition(" ")
         assert done == "done"
         truth = json.loads(truth)
-        last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
-        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + 1)
-        status, _ = tool.stop()
-        assert status == 0, tool.stderr
+        settle_and_stop(tool, intervals=1)
     finally:
         tool.kill()
         end_workload(child)

@@ -1,7 +1,6 @@
 """pagefault against getrusage: children that fault a known way report their own ru_minflt/ru_majflt,
 and the metric's counts for their pid must agree."""
 
-import json
 import os
 import subprocess
 import tempfile
@@ -12,7 +11,9 @@ from helpers import (
     block_device_dir,
     end_workload,
     human_output,
+    report_of,
     run_workload,
+    settle_and_stop,
 )
 
 PAGES = 20_000
@@ -63,13 +64,6 @@ sys.stdin.readline()
 pytestmark = pytest.mark.bpf
 
 
-def send_line(child: subprocess.Popen) -> None:
-    child.stdin.write("\n")
-    child.stdin.flush()
-
-
-
-
 def pid_totals(records: list[dict], pid: int) -> dict[str, int]:
     rows = [r for r in records if r["kind"] == "row" and r["pid"] == pid]
     return {k: sum(r[k] for r in rows) for k in ("minor", "major", "total")}
@@ -79,12 +73,8 @@ def traced_until_reported(tool: MetricProcess, child: subprocess.Popen) -> dict:
     """Release the child, read its rusage report, let the metric print one more interval, stop it."""
     meta = tool.wait_meta()
     assert {p["name"] for p in meta["probes"]} >= {"minor-faults", "major-faults"}
-    send_line(child)
-    report = json.loads(child.stdout.readline())
-    last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
-    tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + 2)
-    status, _ = tool.stop()
-    assert status == 0, tool.stderr
+    report = report_of(child)
+    settle_and_stop(tool)
     return report
 
 
@@ -112,12 +102,8 @@ def test_minor_faults_over_a_child_lifetime_match_rusage():
     try:
         tool.wait_meta()
         child = run_workload(ANON_CHILD)
-        send_line(child)
-        report = json.loads(child.stdout.readline())
-        last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
-        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + 2)
-        status, _ = tool.stop()
-        assert status == 0, tool.stderr
+        report = report_of(child)
+        settle_and_stop(tool)
     finally:
         tool.kill()
         if child:

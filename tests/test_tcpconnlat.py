@@ -1,10 +1,10 @@
 """tcpconnlat against connects whose count, ports and wall time a child process measured itself."""
 
-import json
 import socket
+import subprocess
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, run_workload
+from helpers import MetricProcess, end_workload, human_output, report_of, run_workload, settle_and_stop
 
 N = 50   # connects per address family
 CONNECT_CHILD = """
@@ -67,22 +67,22 @@ def traced_connects(listeners, *tool_args: str, lport_filter: bool = False) -> t
         tool_args += ("--lport", str(bind_port))
     ports = [*listeners, free_port(socket.AF_INET, "127.0.0.1"), free_port(socket.AF_INET6, "::1"), bind_port]
     child = run_workload(CONNECT_CHILD, *map(str, ports), str(N))
+    events, report = traced_report(child, *tool_args)
+    return events, report, child.pid, bind_port
+
+
+def traced_report(child: subprocess.Popen, *tool_args: str) -> tuple[list, object]:
+    """(the event records of tcpconnlat on the run_workload child, the child's JSON report)."""
     tool = MetricProcess("tcpconnlat", "-p", str(child.pid), "0.3", *tool_args)
     try:
         tool.wait_meta()
-        child.stdin.write("\n")
-        child.stdin.flush()
-        report = json.loads(child.stdout.readline())
-        seen = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
-        # two full intervals after the child finished: every event has been read from the buffer
-        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= seen + 2)
-        status, _ = tool.stop()
-        assert status == 0, tool.stderr
+        report = report_of(child)
+        settle_and_stop(tool)
     finally:
         tool.kill()
         end_workload(child)
     assert not tool.of_kind("lost"), tool.of_kind("lost")
-    return tool.of_kind("event"), report, child.pid, bind_port
+    return tool.of_kind("event"), report
 
 
 def test_every_connect_with_pid_ports_family_and_latency(listeners):
@@ -155,25 +155,14 @@ def test_connect_given_up_is_failed_with_its_wait():
         s.listen(0)                          # one connection queued, never accepted
         full.append(s)
     ports = {4: full[0].getsockname()[1], 6: full[1].getsockname()[1]}
-    child = run_workload(GIVE_UP_CHILD, str(ports[4]), str(ports[6]), str(GIVE_UP_S))
-    tool = MetricProcess("tcpconnlat", "-p", str(child.pid), "0.3")
     try:
-        tool.wait_meta()
-        child.stdin.write("\n")
-        child.stdin.flush()
-        given_up = json.loads(child.stdout.readline())
-        seen = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
-        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= seen + 2)
-        status, _ = tool.stop()
-        assert status == 0, tool.stderr
+        events, given_up = traced_report(run_workload(GIVE_UP_CHILD, str(ports[4]), str(ports[6]), str(GIVE_UP_S)))
     finally:
-        tool.kill()
-        end_workload(child)
         for s in full:
             s.close()
-    print(f"given up: {given_up}; events: {tool.of_kind('event')}")
+    print(f"given up: {given_up}; events: {events}")
     assert sorted(m["ip"] for m in given_up) == [4, 6], "a connect to a full accept queue was answered"
-    failed = [e for e in tool.of_kind("event") if e["status"] == "failed"]
+    failed = [e for e in events if e["status"] == "failed"]
     assert sorted((e["ip"], e["lport"]) for e in failed) == sorted((m["ip"], m["lport"]) for m in given_up)
     wall = {(m["ip"], m["lport"]): m["wall_ms"] for m in given_up}
     for e in failed:
