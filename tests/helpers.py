@@ -174,11 +174,11 @@ def report_of(child: subprocess.Popen) -> Any:
     return json.loads(child.stdout.readline())
 
 
-def settle_and_stop(tool: MetricProcess, intervals: int = 2) -> None:
+def settle_and_stop(tool: MetricProcess, intervals: int = 2, timeout: float = 60.0) -> None:
     """Once the workload is done: let the metric print `intervals` more full intervals after the one in
     progress (by then every event it raised has been read and counted), then stop it; it must exit 0."""
     last = tool.read_until(lambda r: r["kind"] == "summary")["interval"]
-    tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + intervals)
+    tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= last + intervals, timeout)
     status, _ = tool.stop()
     assert status == 0, tool.stderr
 

@@ -1,7 +1,6 @@
 """cpuschedrun against the kernel's own per-thread accounting: /proc/PID/task/TID/schedstat gives the
 on-CPU ns (field 1) and the run-queue wait ns (field 2) of each thread."""
 
-
 import pytest
 from helpers import MetricProcess, end_workload, human_output, report_of, run_workload, settle_and_stop
 

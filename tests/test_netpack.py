@@ -46,7 +46,7 @@ def run_traced(tool_args: tuple, child_argv: tuple, netns: str | None = None) ->
     try:
         tool.wait_meta()
         sent = {int(size): count for size, count in report_of(child).items()}
-        settle_and_stop(tool)
+        settle_and_stop(tool, timeout=30)
     finally:
         tool.kill()
         end_workload(child)

@@ -70,7 +70,7 @@ def pid_totals(records: list[dict], pid: int) -> dict[str, int]:
 
 
 def traced_until_reported(tool: MetricProcess, child: subprocess.Popen) -> dict:
-    """Release the child, read its rusage report, let the metric print one more interval, stop it."""
+    """Release the child, read its rusage report, let the metric print two more intervals, stop it."""
     meta = tool.wait_meta()
     assert {p["name"] for p in meta["probes"]} >= {"minor-faults", "major-faults"}
     report = report_of(child)
