@@ -167,11 +167,17 @@ def end_workload(child: subprocess.Popen, timeout: float = 30.0) -> None:
     child.wait(timeout=timeout)
 
 
-def report_of(child: subprocess.Popen) -> Any:
-    """Release a run_workload child (a line on its stdin) and take the JSON line it reports."""
+def next_line(child: subprocess.Popen) -> str:
+    """Release a run_workload child past its next stdin wait (a line on its stdin) and take the line it
+    prints then."""
     child.stdin.write("\n")
     child.stdin.flush()
-    return json.loads(child.stdout.readline())
+    return child.stdout.readline()
+
+
+def report_of(child: subprocess.Popen) -> Any:
+    """next_line, a JSON report."""
+    return json.loads(next_line(child))
 
 
 def settle_and_stop(tool: MetricProcess, intervals: int = 2, timeout: float = 60.0) -> None:

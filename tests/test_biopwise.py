@@ -7,7 +7,16 @@ import subprocess
 import tempfile
 
 import pytest
-from helpers import PYTHON, MetricProcess, block_device_dir, human_output, run_workload, script, settle_and_stop
+from helpers import (
+    PYTHON,
+    MetricProcess,
+    block_device_dir,
+    human_output,
+    next_line,
+    run_workload,
+    script,
+    settle_and_stop,
+)
 
 MIB = 1 << 20
 SIZE = 32 * MIB
@@ -38,9 +47,7 @@ pytestmark = pytest.mark.bpf
 
 
 def go(child: subprocess.Popen) -> list[str]:
-    child.stdin.write("\n")
-    child.stdin.flush()
-    return child.stdout.readline().split()
+    return next_line(child).split()
 
 
 def traced_direct_io(*tool_args: str) -> tuple[MetricProcess, int, int, int]:

@@ -10,7 +10,7 @@ import os
 import tempfile
 
 import pytest
-from helpers import MetricProcess, block_device_dir, human_output, run_workload
+from helpers import MetricProcess, block_device_dir, human_output, next_line, run_workload
 
 MIB = 1 << 20
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -116,9 +116,7 @@ def phases():
             tool.wait_meta()
             start = 0
             for _ in range(5):
-                child.stdin.write("\n")
-                child.stdin.flush()
-                name, figure, *more = child.stdout.readline().split()
+                name, figure, *more = next_line(child).split()
                 # the phase ended in interval `now` + 1 at the latest; two more keep late events and
                 # the read-hit carry inside it
                 now = tool.drain()

@@ -4,7 +4,7 @@ memory must rise and fall back), /proc/PID/status for RSS, and a map too small o
 import time
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, run_workload
+from helpers import MetricProcess, end_workload, human_output, next_line, run_workload
 
 PIPES = 2000
 TOUCH_MB = 64
@@ -34,9 +34,7 @@ pytestmark = pytest.mark.bpf
 
 
 def step(child, expect: str) -> None:
-    child.stdin.write("\n")
-    child.stdin.flush()
-    assert child.stdout.readline().strip() == expect
+    assert next_line(child).strip() == expect
 
 
 

@@ -5,7 +5,7 @@ the kernel's own books on itself (schedstat, voluntary context switches) while i
 import json
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, run_workload, settle_and_stop
+from helpers import MetricProcess, end_workload, human_output, next_line, run_workload, settle_and_stop
 
 SLEEPER_CHILD = """
 import json, sys, threading, time
@@ -41,9 +41,7 @@ def test_sleeping_thread_blocked_time_and_stack():
     try:
         meta = tool.wait_meta()
         assert meta["filters"] == {"filter_pid": child.pid}
-        child.stdin.write("\n")
-        child.stdin.flush()
-        tid = int(child.stdout.readline())
+        tid = int(next_line(child))
         done, _, truth = child.stdout.readline().partition(" ")
         assert done == "done"
         truth = json.loads(truth)
@@ -90,9 +88,7 @@ def test_min_block_filters_short_blocks():
     tool = MetricProcess("offcpu", "-p", str(child.pid), "--min-block-us", "60000", "0.5")
     try:
         tool.wait_meta()
-        child.stdin.write("\n")
-        child.stdin.flush()
-        tid = int(child.stdout.readline())
+        tid = int(next_line(child))
         assert child.stdout.readline().startswith("done ")
         tool.read_until(lambda r: r["kind"] == "summary")
         status, _ = tool.stop()

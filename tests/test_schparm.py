@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import MetricProcess
+from helpers import MetricProcess, next_line
 
 # Switches itself to SCHED_BATCH, sleeps 20 times (20 voluntary switches at least), spins a little,
 # then prints its own count of voluntary switches and its on-CPU time, and exits.
@@ -102,9 +102,7 @@ sys.stdin.readline()
     tool = MetricProcess("schparm", "-p", str(parent.pid), "0.3")
     try:
         assert tool.wait_meta()["filters"] == {"filter_pid": parent.pid}
-        parent.stdin.write("\n")
-        parent.stdin.flush()
-        thread_tid = int(parent.stdout.readline())
+        thread_tid = int(next_line(parent))
         parent.stdin.write("\n")
         parent.stdin.close()
         parent.wait(timeout=30)

@@ -2,7 +2,7 @@
 
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, run_workload
+from helpers import MetricProcess, end_workload, human_output, next_line, run_workload
 
 N = 20_000
 GETPPID_CHILD = f"""
@@ -26,9 +26,7 @@ def traced_getppid(group_by: str, *extra: str) -> tuple[list[dict], int, float]:
     try:
         meta = tool.wait_meta()
         assert meta["filters"] == {"filter_pid": child.pid}
-        child.stdin.write("\n")
-        child.stdin.flush()
-        done, ns_per_call = child.stdout.readline().split()
+        done, ns_per_call = next_line(child).split()
         assert done == "done"
         tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= 3)
         status, _ = tool.stop()
