@@ -7,8 +7,6 @@ Display text is formatted by unit; the raw value is kept under SORT_ROLE so sort
 
 from __future__ import annotations
 
-import os
-import sys
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,10 +14,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
 import config
-
-# bcctool imports its sibling modules as top-level names
-sys.path.insert(0, os.path.join(config.ROOT, "metrics"))
-from bcctool import human_bytes  # noqa: E402
+from bcctool import human_bytes
 
 SORT_ROLE = Qt.ItemDataRole.UserRole
 UNIT_SUFFIX = {"us": "µs", "ms": "ms", "ns": "ns", "bytes": "bytes", "pct": "%", "/s": "/s"}

@@ -11,7 +11,7 @@ import platform
 from dataclasses import dataclass
 
 import config
-from metrics import kernelfeatures as kf
+from bcctool import kernelfeatures as kf
 
 
 @dataclass

@@ -5,10 +5,13 @@ Traces block:block_io_start (who submitted), block:block_rq_issue (size, read/wr
 block:block_rq_complete (latency); per (process, device) the kernel keeps never-cleared totals.
 """
 
+import os
+import sys
 import time
 
-import kernelfeatures
-from bcctool import CounterDeltas, Tool, human_bytes, positive_int, process_name
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
+
+from bcctool import CounterDeltas, Tool, human_bytes, kernelfeatures, positive_int, process_name
 
 EXAMPLES = [
     ("biopwise", "per-process block I/O every second, top 20"),

@@ -5,10 +5,13 @@ Traces filemap:mm_filemap_get_pages (pages a read asks for), filemap:mm_filemap_
 it had to bring in) and writeback:writeback_dirty_folio (folios a write dirtied); plus /proc/meminfo.
 """
 
+import os
+import sys
 import time
 
-import kernelfeatures
-from bcctool import CounterDeltas, Tool, human_bytes, positive_int, process_name
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
+
+from bcctool import CounterDeltas, Tool, human_bytes, kernelfeatures, positive_int, process_name
 
 EXAMPLES = [
     ("cacheraw", "per-process page-cache hits and misses every second"),

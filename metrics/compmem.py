@@ -7,10 +7,12 @@ Each interval: the system overview (/proc/meminfo), the top processes, outstandi
 """
 
 import os
+import sys
 import time
 
-import procmem
-from bcctool import Tool, human_bytes, nonneg_int, percpu_totals, positive_float, positive_int, process_name
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
+
+from bcctool import Tool, human_bytes, nonneg_int, percpu_totals, positive_float, positive_int, process_name, procmem
 
 EXAMPLES = [
     ("compmem", "top 10 processes by outstanding kernel memory, 5 leak suspects, every second"),

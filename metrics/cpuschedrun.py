@@ -6,11 +6,14 @@ Traces sched_wakeup, sched_wakeup_new and sched_switch: a thread waits on the ru
 prints log2 histograms of both and, with -P, a table per thread with CPU%, run and wait time.
 """
 
+import os
+import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
+
 import bcctool
-import taskinfo
-from bcctool import CounterDeltas, Tool, positive_int
+from bcctool import CounterDeltas, Tool, positive_int, taskinfo
 
 EXAMPLES = [
     ("cpuschedrun", "run-time and run-queue histograms, every second"),

@@ -7,7 +7,11 @@ prints per device: packets, bytes, mean, p50, p99 and max latency (from an in-ke
 """
 
 import argparse
+import os
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 from bcctool import CounterDeltas, Tool, positive_float, table
 

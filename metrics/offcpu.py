@@ -7,11 +7,13 @@ time (count, min/avg/max, share) and the top stacks, symbolized, or with --folde
 """
 
 import os
+import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
+
 import bcctool
-import taskinfo
-from bcctool import Tool, nonneg_int, positive_int
+from bcctool import Tool, nonneg_int, positive_int, taskinfo
 
 EXAMPLES = [
     ("offcpu", "blocked threads and their top stacks, every second"),

@@ -6,7 +6,11 @@ which the kernel raises where it counts rusage's ru_minflt/ru_majflt; a per-CPU 
 counts and each interval prints the top processes by faults per second.
 """
 
+import os
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 from bcctool import CounterDeltas, Tool, positive_int, process_name
 

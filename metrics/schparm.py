@@ -7,12 +7,14 @@ time; sched_process_exit sends one record per exiting thread.
 """
 
 import ctypes
+import os
+import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
+
 import bcctool
-import kernelfeatures
-import taskinfo
-from bcctool import Tool
+from bcctool import Tool, kernelfeatures, taskinfo
 
 EXAMPLES = [
     ("schparm", "one line per exiting thread, system-wide"),

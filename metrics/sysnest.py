@@ -10,8 +10,9 @@ import os
 import sys
 import time
 
-import kernelfeatures
-from bcctool import Tool, positive_int, process_name
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
+
+from bcctool import Tool, kernelfeatures, positive_int, process_name
 
 EXAMPLES = [
     ("sysnest", "top 10 processes and their top 5 syscalls, every second"),

@@ -6,8 +6,12 @@ SYN_SENT, and one event per connect is printed when it leaves it, established or
 """
 
 import argparse
+import os
 import socket
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 from bcctool import Tool, positive_float, table_line
 

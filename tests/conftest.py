@@ -10,7 +10,6 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "metrics"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # Qt tests run without a display (CI has none); a developer can still ask for a real one.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

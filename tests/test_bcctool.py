@@ -2,8 +2,9 @@
 
 import argparse
 
-import bcctool
 import pytest
+
+import bcctool
 
 
 def test_log2_buckets_follow_bpf_log2l():

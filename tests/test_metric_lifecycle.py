@@ -9,7 +9,7 @@ import pytest
 from helpers import MetricProcess, loaded_prog_ids, progs_released
 
 import config
-from metrics import kernelfeatures
+from bcctool import kernelfeatures
 
 pytestmark = pytest.mark.bpf
 

@@ -8,7 +8,7 @@ from helpers import ROOT
 
 import config
 import preflight
-from metrics import kernelfeatures
+from bcctool import kernelfeatures
 
 
 @pytest.mark.bpf

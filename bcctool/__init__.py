@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import kernelfeatures
+from . import kernelfeatures
 
 SCHEMA_VERSION = 1
 KINDS = ("meta", "row", "hist", "event", "summary", "lost")
