@@ -48,6 +48,17 @@ class Profile:
             self.add(stack, weight)
         return self
 
+    def subtract(self, other: Profile) -> Profile:
+        """Take every stack of `other` out of this one (a sliding window's expired interval); returns self."""
+        for stack, weight in other.stacks.items():
+            left = self.stacks.get(stack, 0) - weight
+            self.total -= min(weight, self.stacks.get(stack, 0))
+            if left > 0:
+                self.stacks[stack] = left
+            else:
+                self.stacks.pop(stack, None)
+        return self
+
     def copy(self) -> Profile:
         return Profile(self.unit).merge(self)
 

@@ -34,6 +34,23 @@ class Node:
             node = child
         node.self_weight += weight
 
+    def remove(self, stack: Stack, weight: float) -> None:
+        """Take out a stack added before; nodes left with nothing are dropped."""
+        path = [self]
+        for frame in stack:
+            child = path[-1].children.get(frame)
+            if child is None:
+                return
+            path.append(child)
+        path[-1].self_weight -= weight
+        for parent, node in zip(path, path[1:], strict=False):
+            node.total -= weight
+            if node.total <= 0:
+                del parent.children[node.frame]
+                parent._ordered = None
+                break
+        self.total -= weight
+
     def ordered(self) -> list[Node]:
         """Children by frame name (then module, kind), as flamegraph.pl orders them; cached until a new
         child arrives."""
@@ -72,26 +89,45 @@ class FunctionStat(NamedTuple):
     total_pct: float
 
 
-def _function_weights(profile: Profile) -> dict[Frame, list[float]]:
-    """frame -> [self, total]; a frame twice in one stack (recursion) counts once in its total."""
-    out: dict[Frame, list[float]] = {}
-    for stack, weight in profile.stacks.items():
+class Functions:
+    """Self and total weight per frame, kept up to date as stacks are added (or removed): a frame twice in
+    one stack (recursion) counts once in its total; process roots are not functions."""
+
+    def __init__(self, profile: Profile | None = None) -> None:
+        self.weights: dict[Frame, list[float]] = {}
+        self.total = 0.0
+        for stack, weight in (profile.stacks.items() if profile else ()):
+            self.add(stack, weight)
+
+    def add(self, stack: Stack, weight: float) -> None:
+        self.total += weight
+        weights = self.weights
         for frame in set(stack):
             if frame.kind != "process":
-                out.setdefault(frame, [0.0, 0.0])[1] += weight
+                entry = weights.get(frame)
+                if entry is None:
+                    entry = weights[frame] = [0.0, 0.0]
+                entry[1] += weight
+                if entry[1] <= 0:
+                    del weights[frame]
         leaf = stack[-1]
-        if leaf.kind != "process":
-            out[leaf][0] += weight
-    return out
+        if leaf.kind != "process" and leaf in weights:
+            weights[leaf][0] += weight
+
+    def remove(self, stack: Stack, weight: float) -> None:
+        self.add(stack, -weight)
+
+    def stats(self, limit: int | None = None) -> list[FunctionStat]:
+        """By self weight, then total, heaviest first."""
+        total = self.total or 1.0
+        stats = [FunctionStat(f, s, t, 100.0 * s / total, 100.0 * t / total) for f, (s, t) in self.weights.items()]
+        stats.sort(key=lambda s: (-s.self_weight, -s.total_weight, s.frame))
+        return stats[:limit] if limit is not None else stats
 
 
 def top_functions(profile: Profile, limit: int | None = None) -> list[FunctionStat]:
-    """Every function (not the process roots) by self weight, then total, heaviest first."""
-    total = profile.total or 1.0
-    stats = [FunctionStat(f, s, t, 100.0 * s / total, 100.0 * t / total)
-             for f, (s, t) in _function_weights(profile).items()]
-    stats.sort(key=lambda s: (-s.self_weight, -s.total_weight, s.frame))
-    return stats[:limit] if limit is not None else stats
+    """Every function of the profile by self weight, then total, heaviest first."""
+    return Functions(profile).stats(limit)
 
 
 class FunctionChange(NamedTuple):
@@ -102,16 +138,18 @@ class FunctionChange(NamedTuple):
     self_change_pct: float     # the same for the self share
 
 
-def differential(baseline: Profile, current: Profile) -> list[FunctionChange]:
+def differential(baseline: Profile | Functions, current: Profile | Functions,
+                 limit: int | None = None) -> list[FunctionChange]:
     """Every function of either profile with the change of its share (total, and self), largest change
     first. Shares, not weights: a baseline of 10 s and a current of 2 s still compare."""
-    before, after = _function_weights(baseline), _function_weights(current)
-    b_total, c_total = baseline.total or 1.0, current.total or 1.0
+    before = baseline if isinstance(baseline, Functions) else Functions(baseline)
+    after = current if isinstance(current, Functions) else Functions(current)
+    b_total, c_total = before.total or 1.0, after.total or 1.0
     out = []
-    for frame in before.keys() | after.keys():
-        b_self, b_tot = before.get(frame, (0.0, 0.0))
-        c_self, c_tot = after.get(frame, (0.0, 0.0))
+    for frame in before.weights.keys() | after.weights.keys():
+        b_self, b_tot = before.weights.get(frame, (0.0, 0.0))
+        c_self, c_tot = after.weights.get(frame, (0.0, 0.0))
         b_pct, c_pct = 100.0 * b_tot / b_total, 100.0 * c_tot / c_total
         out.append(FunctionChange(frame, b_pct, c_pct, c_pct - b_pct, 100.0 * (c_self / c_total - b_self / b_total)))
     out.sort(key=lambda c: (-abs(c.change_pct), -abs(c.self_change_pct), c.frame))
-    return out
+    return out[:limit] if limit is not None else out

@@ -10,6 +10,7 @@ import pytest
 
 from profile_data import (
     Frame,
+    Functions,
     Profile,
     call_tree,
     differential,
@@ -145,3 +146,19 @@ def test_offcpu_sample_records_make_a_profile_of_every_stack_row():
     profile = from_records(records, "total_ms", "ns")
     assert rows and profile.total == sum(round(r["total_ms"] * 1e6) for r in rows)
     assert all(stack[0].kind == "process" for stack in profile.stacks)
+
+
+def test_sliding_window_subtract_and_remove_undo_an_add():
+    first, second = parse_folded("p;main;a 6\np;main;b 4\n"), parse_folded("p;main;a 1\n")
+    window, tree, functions = first.copy().merge(second), call_tree(first), Functions(first)
+    for stack, weight in second:
+        tree.add(stack, weight)
+        functions.add(stack, weight)
+    for stack, weight in first:                        # the first interval expires
+        tree.remove(stack, weight)
+        functions.remove(stack, weight)
+    window.subtract(first)
+    assert window == second and window.total == 1
+    assert tree.total == 1 and [n.frame.name for n in tree.ordered()[0].ordered()[0].ordered()] == ["a"]
+    assert {s.frame.name: (s.self_weight, s.total_weight) for s in functions.stats()} == {"main": (0, 1), "a": (1, 1)}
+    assert differential(functions, second)[0].change_pct == 0
