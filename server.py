@@ -24,7 +24,7 @@ from flask import Flask, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
-from collector import api, dashboard, ingest
+from collector import api, dashboard, httpserver, ingest
 from collector import settings as settings_mod
 from collector.state import EXTENSION, Collector
 from collector.store import Store
@@ -140,19 +140,18 @@ def _serve(args: argparse.Namespace) -> int:
     except (SQLAlchemyError, ValueError, OSError) as e:
         print(f"server.py: cannot open the database or log: {str(e).splitlines()[0]}", file=sys.stderr)
         return 1
-    import waitress
-
     store = app.extensions[EXTENSION].store
+    try:
+        server = httpserver.make_server(app, args.host, args.port, args.threads, args.max_body)
+    except OSError as e:
+        print(f"server.py: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        store.close()
+        return 1
     logging.getLogger("collector").info(
         "collector on http://%s:%d/ storing in %s%s", args.host, args.port, store.engine.url.render_as_string(),
         f", {len(args.tokens)} token(s) required" if args.tokens else " (no tokens: anyone may post)")
     try:
-        # waitress buffers a body before the app sees it: cap that too, leaving room for our JSON 413
-        waitress.serve(app, host=args.host, port=args.port, threads=args.threads, ident="collector",
-                       max_request_body_size=max(4 * args.max_body, 64 * 1024 * 1024))
-    except OSError as e:
-        print(f"server.py: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
-        return 1
+        server.run()
     except KeyboardInterrupt:  # Ctrl-C is how an instructor stops it
         pass
     finally:

@@ -9,6 +9,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from collector.payload import Batch, Rejected, bad, decode_body, parse_body
+from collector.settings import Settings
 from collector.state import ACCEPTS, Collector, error, state
 from collector.store import IngestResult
 from collector.tokens import TOKEN_QUERY_PARAM, authenticate
@@ -16,14 +17,26 @@ from collector.tokens import TOKEN_QUERY_PARAM, authenticate
 bp = Blueprint("ingest", __name__)
 
 
+def authorize(settings: Settings, authorization: str | None, query_token: str | None) -> str | None:
+    """The name of the request's token (None when no tokens are configured); raises Rejected(401).
+    Judged on the headers alone: the HTTP server calls it before reading the body (httpserver.py)."""
+    if not settings.auth_required:
+        return None
+    token_name = authenticate(authorization, query_token, settings.tokens)
+    if token_name is None:
+        raise Rejected(401, "unauthorized", "missing or unknown token (send Authorization: Bearer <token>)")
+    return token_name
+
+
+def note_rejection(app: Collector, e: Rejected, remote: str) -> None:
+    """Count (in memory: no database write per rejection) and log a refused request."""
+    app.store.reject(e.reason)
+    app.log.warning("rejected %s from %s: %s", e.reason, remote, e.detail)
+
+
 def _read(app: Collector) -> tuple[Batch, str | None]:
     settings = app.settings
-    token_name = None
-    if settings.auth_required:
-        token_name = authenticate(request.headers.get("Authorization"), request.args.get(TOKEN_QUERY_PARAM),
-                                  settings.tokens)
-        if token_name is None:
-            raise Rejected(401, "unauthorized", "missing or unknown token (send Authorization: Bearer <token>)")
+    token_name = authorize(settings, request.headers.get("Authorization"), request.args.get(TOKEN_QUERY_PARAM))
     try:
         raw = request.get_data(cache=False)
     except RequestEntityTooLarge:
@@ -39,11 +52,7 @@ def receive():
     try:
         batch, token_name = _read(app)
     except Rejected as e:
-        try:
-            app.store.count("rejected:" + e.reason)
-        except SQLAlchemyError as db_error:
-            app.log.error("could not count a rejection: %s", type(db_error).__name__)
-        app.log.warning("rejected %s from %s: %s", e.reason, remote, e.detail)
+        note_rejection(app, e, remote)
         response, status = error(e.status, e.reason, e.detail)
         if e.status == 401:
             response.headers["WWW-Authenticate"] = "Bearer"

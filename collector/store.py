@@ -10,6 +10,7 @@ import os
 from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select, text
 
 from collector.payload import Batch
+from collector.rejections import Rejections
 from collector.schema import batches, counters, gaps, metadata, records, streams
 from collector.stream import MISSING_LISTED, TOTALS, Stream
 from collector.writer import BUSY_TIMEOUT_MS, BatchWriter, Ingest, IngestResult, write_transaction
@@ -51,7 +52,8 @@ class Store:
         self.engine = make_engine(url)
         self.dialect = self.engine.dialect.name
         self._create_schema()
-        self._writer = BatchWriter(self.engine)
+        self._rejections = Rejections()
+        self._writer = BatchWriter(self.engine, self._rejections)
 
     def _create_schema(self) -> None:
         with write_transaction(self.engine) as conn:
@@ -79,14 +81,18 @@ class Store:
         Returns once the transaction holding it has committed (shared with batches posted meanwhile)."""
         return self._writer.ingest(Ingest(batch, token_name, remote_addr, legacy_slack_s))
 
-    def count(self, name: str) -> None:
-        """Add 1 to a named counter (a rejection)."""
-        self._writer.count(name)
+    def reject(self, reason: str) -> None:
+        """Count a rejected request: in memory, written with the next batch (see rejections.py)."""
+        self._rejections.add(reason)
 
     # --- reading ---------------------------------------------------------------------------------------
     def counters(self) -> dict[str, int]:
+        """The named counters: the database's, plus this process's rejections not written yet."""
         with self.engine.connect() as conn:
-            return {name: value for name, value in conn.execute(select(counters.c.name, counters.c.value))}
+            found = {name: value for name, value in conn.execute(select(counters.c.name, counters.c.value))}
+        for reason, n in self._rejections.pending().items():
+            found["rejected:" + reason] = found.get("rejected:" + reason, 0) + n
+        return found
 
     def totals(self) -> tuple[int, int]:
         """(batches, records) stored."""

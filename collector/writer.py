@@ -22,6 +22,7 @@ from sqlalchemy.exc import DBAPIError
 from collector import legacy_runs
 from collector.groupcommit import GroupCommit
 from collector.payload import Batch
+from collector.rejections import Rejections
 from collector.schema import counters
 from collector.stream import MISSING_LISTED, TOTALS, Stream
 
@@ -135,8 +136,9 @@ class _Group:
 
 
 class BatchWriter:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, rejections: Rejections) -> None:
         self.engine = engine
+        self._rejections = rejections  # written with the next group, not one transaction each
         self._sql = _Sql(engine.dialect.name)
         self._driver_error = engine.dialect.loaded_dbapi.Error
         self._group = GroupCommit(self._write_group, GROUP_BATCHES, lambda job: job.batch.n_records, GROUP_RECORDS)
@@ -160,13 +162,6 @@ class BatchWriter:
             self._checkpoints.after_commit()
         return result
 
-    def count(self, name: str) -> None:
-        with write_transaction(self.engine) as conn:
-            bump(conn, name)
-        if self._checkpoints:
-            self._checkpoints.written(1)
-            self._checkpoints.after_commit()
-
     def _write_group(self, jobs: list[Ingest]) -> list[IngestResult]:
         if self._checkpoints:
             self._checkpoints.before_write()
@@ -176,8 +171,11 @@ class BatchWriter:
                 self._conn.exec_driver_sql(f"PRAGMA cache_size = -{WRITER_CACHE_KB}")
                 self._conn.commit()
         conn = self._conn
+        rejected = self._rejections.take()
         try:
             with conn.begin():
+                for reason, n in sorted(rejected.items()):
+                    bump(conn, "rejected:" + reason, n)
                 cursor = conn.connection.cursor()
                 try:
                     results = self._store(conn, cursor, jobs)
@@ -186,6 +184,7 @@ class BatchWriter:
                 finally:
                     cursor.close()
         except Exception:
+            self._rejections.put_back(rejected)
             self._conn = None  # rolled back; a fresh connection next time, in case this one is broken
             conn.close()
             raise

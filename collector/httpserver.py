@@ -1,0 +1,157 @@
+"""The collector's HTTP server: waitress, with its request parser taught to judge a POST /data's token
+on the headers, before the body. Plain waitress buffers a whole body (in a temp file past 512 KB, up
+to max_request_body_size) before the app sees the request: 10 tokenless 60 MB posts held 600 MB of
+temp space before their 401s. Here a refused request is answered at once, its connection closed, and
+whatever it still sends is read and dropped for a moment (a lingering close: closing with unread data
+would reset the connection and could destroy the 401 before the client reads it)."""
+
+from __future__ import annotations
+
+import resource
+import socket
+import time
+from urllib.parse import parse_qs
+
+import orjson
+from flask import Flask
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
+from waitress.server import MultiSocketServer, TcpWSGIServer
+from waitress.task import ThreadedTaskDispatcher
+from waitress.utilities import Error
+
+from collector import ingest
+from collector.payload import Rejected
+from collector.state import ACCEPTS, EXTENSION, Collector
+from collector.tokens import TOKEN_QUERY_PARAM
+
+MAX_CONNECTIONS = 4096  # open connections at most, whatever the file limit allows
+LINGER_S = 2.0  # how long a refused client's remaining body is read and dropped before closing
+DRAIN_BYTES = 256 * 1024  # read at a time while lingering
+
+
+class _Refusal(Error):
+    """waitress's error response, as the collector's JSON error."""
+
+    def __init__(self, rejected: Rejected) -> None:
+        super().__init__(rejected.detail)
+        self.code, self.reason, self.rejected = rejected.status, rejected.reason, rejected
+
+    def to_response(self, ident: str | None = None) -> tuple[str, list[tuple[str, str]], bytes]:
+        e = self.rejected
+        body = orjson.dumps({"status": "error", "reason": e.reason, "detail": e.detail})
+        headers = [("Content-Type", "application/json"), *ACCEPTS.items()]
+        if e.status == 401:
+            headers.append(("WWW-Authenticate", "Bearer"))
+        return f"{e.status} {e.reason.replace('_', ' ').title()}", headers, body
+
+
+def _refusal(collector: Collector, parser: HTTPRequestParser, remote: str) -> Rejected | None:
+    """Why a request is refused on its headers alone, or None to read it and pass it to the app."""
+    if parser.command != "POST" or parser.path != "/data":
+        return None
+    query_token = parse_qs(parser.query).get(TOKEN_QUERY_PARAM, [None])[0]
+    try:
+        ingest.authorize(collector.settings, parser.headers.get("AUTHORIZATION"), query_token)
+    except Rejected as e:
+        ingest.note_rejection(collector, e, remote)
+        return e
+    return None
+
+
+class _GatedParser(HTTPRequestParser):
+    def __init__(self, adj: Adjustments, channel: _Channel) -> None:
+        super().__init__(adj)
+        self._channel = channel
+
+    def parse_header(self, header_plus: bytes) -> None:
+        super().parse_header(header_plus)
+        refused = _refusal(self._channel.server.collector, self, self._channel.addr[0])
+        if refused is not None:
+            self.error, self.completed, self.expect_continue = _Refusal(refused), True, False
+            self._channel.refused = True
+
+
+class _Channel(HTTPChannel):
+    refused = False  # a request was refused on its headers: linger when closing
+    _linger_until: float | None = None
+
+    def parser_class(self, adj: Adjustments) -> _GatedParser:  # waitress calls self.parser_class(adj)
+        return _GatedParser(adj, self)
+
+    def handle_close(self) -> None:
+        if self.refused and self._linger_until is None and self.connected:
+            try:
+                self.socket.shutdown(socket.SHUT_WR)  # the answer is complete: the client sees EOF
+            except OSError:
+                return super().handle_close()
+            self._linger_until = time.monotonic() + LINGER_S
+            self.will_close = self.close_when_flushed = False
+            return None
+        return super().handle_close()
+
+    def readable(self) -> bool:
+        return True if self._linger_until is not None else super().readable()
+
+    def writable(self) -> bool:
+        return False if self._linger_until is not None else super().writable()
+
+    def handle_read(self) -> None:
+        if self._linger_until is None:
+            return super().handle_read()
+        try:
+            data = self.socket.recv(DRAIN_BYTES)
+        except OSError:
+            data = b""
+        if not data or time.monotonic() > self._linger_until:
+            self._linger_until = None
+            self.refused = False
+            super().handle_close()
+        return None
+
+
+class _Server(TcpWSGIServer):
+    channel_class = _Channel
+
+    def __init__(self, app: Flask, **kw) -> None:
+        self.collector: Collector = app.extensions[EXTENSION]
+        super().__init__(app, **kw)
+
+    def maintenance(self, now: float) -> None:
+        super().maintenance(now)
+        for channel in list(self.active_channels.values()):
+            linger = channel._linger_until
+            if linger is not None and time.monotonic() > linger:  # a client that sent nothing more
+                channel._linger_until, channel.refused = None, False
+                channel.handle_close()
+
+
+def connection_limit() -> int:
+    """Open connections the process can hold: its file limit (raised to the hard limit) allows each a
+    socket and a temp file for its body, less a reserve for the database and logs. (waitress's default
+    of 100 let 101 idle connections lock every client out.)"""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        soft = min(hard, 65536) if hard != resource.RLIM_INFINITY else 65536
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        except (ValueError, OSError):
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return max(16, min(MAX_CONNECTIONS, (soft - 64) // 2))
+
+
+def make_server(app: Flask, host: str, port: int, threads: int, max_body: int) -> TcpWSGIServer | MultiSocketServer:
+    """The server for app on host:port (every address host resolves to); .run() serves until Ctrl-C."""
+    # the body is still buffered before the app runs once the token passed: cap that too, leaving
+    # room for the app's own JSON 413
+    adj = Adjustments(host=host, port=port, threads=threads, ident="collector",
+                      max_request_body_size=max(4 * max_body, 64 * 1024 * 1024),
+                      connection_limit=connection_limit(), asyncore_use_poll=True)  # select() stops at fd 1024
+    dispatcher = ThreadedTaskDispatcher()
+    dispatcher.set_thread_count(adj.threads)
+    socket_map: dict = {}
+    servers = [_Server(app, map=socket_map, dispatcher=dispatcher, adj=adj, sockinfo=info) for info in adj.listen]
+    if len(servers) == 1:
+        return servers[0]
+    return MultiSocketServer(socket_map, adj, [(s.effective_host, s.effective_port) for s in servers], dispatcher)

@@ -1,0 +1,78 @@
+"""The collector under hostile or careless clients, run as server.py: tokens judged before bodies are
+read, rejections that cost no database write."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+
+import requests
+from collector_payloads import ours, prometheus_samples
+from server_fixtures import ServerProcess
+
+TOKEN = "tok-trust-1"
+BIG = 62 * 2**20  # announced, never sent
+
+
+def _deleted_files(pid: int) -> int:
+    """Open files of pid already unlinked: waitress's temp files for bodies it buffers."""
+    fds = f"/proc/{pid}/fd"
+    return sum(os.readlink(os.path.join(fds, fd)).endswith("(deleted)") for fd in os.listdir(fds))
+
+
+def _post_headers(port: int, length: int, token: str | None = None) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    sock.sendall(f"POST /data HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{auth}"
+                 f"Content-Length: {length}\r\n\r\n".encode())
+    return sock
+
+
+def _answer(sock: socket.socket) -> tuple[int, dict]:
+    data = b""
+    while b"\r\n\r\n" not in data or len(data.partition(b"\r\n\r\n")[2]) < int(
+            data.lower().partition(b"content-length: ")[2].split(b"\r\n")[0] or 0):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def test_tokenless_huge_posts_refused_before_their_bodies(tmp_path):
+    db = tmp_path / "c.db"
+    server = ServerProcess("--token", TOKEN, "--db", str(db))
+    socks = []
+    try:
+        for _ in range(100):
+            sock = _post_headers(server.port, BIG)
+            try:
+                sock.sendall(b"x" * 2**20)  # past waitress's 512 KB in memory: a temp file if buffered
+            except OSError:
+                pass  # already refused and closed: fine
+            socks.append(sock)
+        answers = [_answer(s) for s in socks]
+        assert answers == [(401, {"status": "error", "reason": "unauthorized", "detail": answers[0][1]["detail"]})] * 100
+        assert _deleted_files(server.proc.pid) == 0  # no body buffered in temp space
+        samples = prometheus_samples(requests.get(server.url + "/metrics", timeout=10).text)
+        assert samples['collector_rejected_total{reason="unauthorized"}'] == 100
+        # counted in memory: not one database write for them
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("SELECT count(*) FROM counters WHERE name LIKE 'rejected:%'").fetchone() == (0,)
+        # a client sending a whole 3 MB body with a wrong token still reads its 401 (no reset)
+        wrong = requests.post(server.url + "/data", data=b"[" + b" " * 3 * 2**20 + b"]",
+                              headers={"Authorization": "Bearer nope"}, timeout=10)
+        assert wrong.status_code == 401 and wrong.json()["reason"] == "unauthorized"
+        assert wrong.headers["WWW-Authenticate"] == "Bearer"
+        good = requests.post(server.url + "/data", json=ours(0), headers={"Authorization": f"Bearer {TOKEN}"},
+                             timeout=10)
+        assert good.status_code == 200, good.text
+        with sqlite3.connect(db) as conn:  # written with the next batch
+            assert conn.execute("SELECT value FROM counters WHERE name = 'rejected:unauthorized'").fetchone() == (101,)
+    finally:
+        for s in socks:
+            s.close()
+        server.stop()
