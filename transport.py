@@ -339,7 +339,12 @@ class Transport:
             return
         self._note_encoding(reply)
         code = reply.status_code
-        if 200 <= code < 300:
+        if 200 <= code < 300 and not _acknowledges(reply, batch.batch_id):
+            # a wrong URL, a proxy or a captive portal: a 2xx from anything but the collector says
+            # nothing about the batch, which stays in the outbox
+            self._failed(batch, f"HTTP {code} from {url}/data is not the collector's acknowledgement of the "
+                         "batch (kept; check the URL)", reachable=False, hold=True)
+        elif 200 <= code < 300:
             delivered = self._outbox.delete(batch.id)
             with self._cond:
                 self._reachable, self._failures, self._retry_at = True, 0, 0.0
@@ -461,6 +466,15 @@ def _reason(reply: requests.Response) -> str:
     except ValueError:
         pass
     return reply.reason or ""
+
+
+def _acknowledges(reply: requests.Response, batch_id: str) -> bool:
+    """Is this the collector's own answer for the batch: JSON with status ok and the batch's id?"""
+    try:
+        data = reply.json()
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("status") == "ok" and data.get("batch_id") == batch_id
 
 
 def _retry_after(reply: requests.Response) -> float | None:

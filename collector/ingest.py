@@ -66,12 +66,13 @@ def receive():
         app.log.error("storage failed for batch %s: %s", batch.batch_id, db_error.__class__.__name__)
         return (*error(503, "storage_unavailable", "the database did not take the batch; retry later"), ACCEPTS)
     _log_batch(app, batch.batch_id, result, token_name, remote)
-    return Response(orjson.dumps(_answer(result)), 200, ACCEPTS, mimetype="application/json")
+    return Response(orjson.dumps(_answer(batch.batch_id, result)), 200, ACCEPTS, mimetype="application/json")
 
 
-def _answer(result: IngestResult) -> dict:
+def _answer(batch_id: str, result: IngestResult) -> dict:
+    """The acknowledgement: the client counts its batch delivered only on an answer naming batch_id."""
     missing = result.stream.missing()
-    return {"status": "ok", "duplicate": result.duplicate, "host": result.host, "run_id": result.run_id,
+    return {"status": "ok", "batch_id": batch_id, "duplicate": result.duplicate, "host": result.host, "run_id": result.run_id,
             "source": result.source, "sequence": result.sequence, "stored_records": result.stored_records,
             "highest": result.stream.highest, "missing": missing, "missing_count": result.stream.missing_count,
             "missing_truncated": len(missing) < result.stream.missing_count}

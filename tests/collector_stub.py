@@ -85,7 +85,7 @@ class CollectorStub:
                     self.arrivals.append(key)
                 seen = {s for r, src, s in self.arrivals if (r, src) == key[:2]}
                 missing = sorted(set(range(max(seen) + 1)) - seen)
-            return jsonify(status="ok", duplicate=duplicate, missing=missing)
+            return jsonify(status="ok", batch_id=batch_id, duplicate=duplicate, missing=missing)
 
         return app
 

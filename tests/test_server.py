@@ -33,7 +33,7 @@ def test_our_payload_is_stored_with_its_fields(collector_client):
     body = reply.get_json()
     assert body == {**body, "status": "ok", "duplicate": False, "missing": [], "missing_count": 0,
                     "host": "lab-pc-01", "run_id": "run-a", "source": "sysnest", "sequence": 0,
-                    "stored_records": 2}
+                    "stored_records": 2, "batch_id": payload["batch_id"]}  # the client's proof of delivery
     assert reply.headers["Accept-Encoding"] == "gzip"
     records = collector_client.get("/api/records").get_json()["records"]
     assert [r["record"] for r in records] == payload["metrics"]

@@ -4,6 +4,7 @@ rejections, bounds and restarts. No Qt and no BPF: records are submitted directl
 from __future__ import annotations
 
 import gzip
+import http.server
 import os
 import socket
 import sqlite3
@@ -304,3 +305,39 @@ def test_against_the_real_collector(tmp_path, outbox):
     assert stream["records"] == 20_000 and stream["missing_count"] == 0 and stream["highest"] == 19
     assert stream["run_id"] == t.run_id and stream["host"] == socket.gethostname()
     assert status["dropped"] == 0 and status["pending_outbox"] == 0
+
+
+class _Portal(http.server.BaseHTTPRequestHandler):
+    """A captive portal or a wrong URL: 200 to anything, never the collector's acknowledgement."""
+
+    def _answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b'{"status": "ok"}' if self.path.endswith("/data") else b"<html>Welcome to the hotel wifi</html>"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_portal_answering_200_keeps_the_batches(outbox):
+    portal = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Portal)
+    threading.Thread(target=portal.serve_forever, daemon=True).start()
+    try:
+        t = Transport(f"http://127.0.0.1:{portal.server_port}", outbox_path=outbox, **FAST)
+        for i in range(6):
+            t.submit(f"m{i}", records(f"m{i}", 0, 3))
+        wait_for(lambda: "not the collector's acknowledgement" in t.status()["last_error"], what="the error")
+        time.sleep(0.5)  # more attempts
+        t.close(1)
+    finally:
+        portal.shutdown()
+        portal.server_close()
+    status = t.status()
+    assert (status["sent_batches"], status["dropped"], status["pending_outbox"]) == (0, 0, 6)
+    assert status["reachable"] is False
+    assert len(outbox_rows(outbox)) == 6
