@@ -1,0 +1,144 @@
+"""What the stack libraries need from one ELF file: its load segments, build-id, separate debug file.
+
+Both symbolization (symbols.py) and unwinding (unwind.py) turn a file offset from /proc/PID/maps into
+the ELF's own virtual address (the address `nm`, .eh_frame and addr2line speak) through the PT_LOAD
+segments, and both look for the separate debug file a distro installs under /usr/lib/debug, found by
+build-id (.build-id/xx/yyyy.debug) or by .gnu_debuglink (next to the file, in .debug/, or under
+/usr/lib/debug/<dir>). Parsing is pyelftools'; every failure is None, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+DEBUG_ROOT = "/usr/lib/debug"
+# what a malformed file can make pyelftools raise; anything of these is "not a usable ELF"
+ELF_ERRORS = (ELFError, OSError, ValueError, KeyError, IndexError, AssertionError, EOFError, TypeError)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One PT_LOAD segment: file bytes [offset, offset+filesz) are loaded at vaddr."""
+
+    offset: int
+    vaddr: int
+    filesz: int
+    memsz: int
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    segments: tuple[Segment, ...]
+    build_id: str | None
+    debuglink: tuple[str, int] | None  # (file name, CRC32 of the debug file)
+
+    def vaddr_of(self, file_offset: int) -> int | None:
+        """The ELF virtual address of a file offset, through the PT_LOAD segment holding it."""
+        for seg in self.segments:
+            if seg.offset <= file_offset < seg.offset + max(seg.memsz, seg.filesz):
+                return file_offset - seg.offset + seg.vaddr
+        return None
+
+
+def open_elf(path: str) -> tuple[ELFFile, object] | None:
+    """(ELFFile, its open stream) or None when the file is unreadable or not an ELF."""
+    try:
+        stream = open(path, "rb")
+    except OSError:
+        return None
+    try:
+        return ELFFile(stream), stream
+    except ELF_ERRORS:
+        stream.close()
+        return None
+
+
+def read_info(elf: ELFFile) -> ElfInfo:
+    segments = []
+    for seg in elf.iter_segments():
+        if seg["p_type"] == "PT_LOAD":
+            segments.append(Segment(seg["p_offset"], seg["p_vaddr"], seg["p_filesz"], seg["p_memsz"]))
+    return ElfInfo(tuple(segments), _build_id(elf), _debuglink(elf))
+
+
+def _build_id(elf: ELFFile) -> str | None:
+    try:
+        for sec in elf.iter_sections():
+            if sec["sh_type"] != "SHT_NOTE":
+                continue
+            for note in sec.iter_notes():
+                if note["n_type"] == "NT_GNU_BUILD_ID":
+                    return str(note["n_desc"])
+    except ELF_ERRORS:
+        return None
+    return None
+
+
+def _debuglink(elf: ELFFile) -> tuple[str, int] | None:
+    try:
+        sec = elf.get_section_by_name(".gnu_debuglink")
+        if sec is None:
+            return None
+        data = sec.data()
+    except ELF_ERRORS:
+        return None
+    name, _, rest = data.partition(b"\0")
+    if not name:
+        return None
+    crc_at = (len(name) + 1 + 3) & ~3  # the CRC follows the name, 4-byte aligned
+    if len(data) < crc_at + 4:
+        return None
+    crc = int.from_bytes(data[crc_at : crc_at + 4], "little" if elf.little_endian else "big")
+    return name.decode(errors="replace"), crc
+
+
+def _file_crc(path: str) -> int | None:
+    try:
+        crc = 0
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                crc = zlib.crc32(chunk, crc)
+        return crc
+    except OSError:
+        return None
+
+
+def find_debug_file(info: ElfInfo, original_path: str, root: str = "", debug_root: str = DEBUG_ROOT) -> str | None:
+    """The separate debug file of an object: by build-id first, then by .gnu_debuglink (CRC checked).
+
+    `original_path` is the object's path as the process sees it (its directory is where a debuglink
+    is looked for); `root` prefixes every candidate (a process's /proc/PID/root); `debug_root` is
+    where the distro installs debug files.
+    """
+    if info.build_id and len(info.build_id) > 2:
+        path = f"{root}{debug_root}/.build-id/{info.build_id[:2]}/{info.build_id[2:]}.debug"
+        if os.path.isfile(path):
+            return path
+    if info.debuglink:
+        name, crc = info.debuglink
+        directory = os.path.dirname(original_path)
+        for candidate in (
+            os.path.join(directory, name),
+            os.path.join(directory, ".debug", name),
+            debug_root + os.path.join(directory, name),
+        ):
+            path = root + candidate
+            if os.path.realpath(path) == os.path.realpath(root + original_path):
+                continue  # a debuglink naming the object itself
+            if os.path.isfile(path) and _file_crc(path) == crc:
+                return path
+    return None
+
+
+def file_key(path: str) -> tuple[int, int, int, int] | None:
+    """What identifies a file's contents for caching: (device, inode, size, mtime); None if unreadable."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns

@@ -1,0 +1,365 @@
+"""Addresses to function names, for the kernel and for any process, without BCC's resolver.
+
+API (everything a metric script needs; nothing here raises on bad input):
+
+    sym = Symbolizer(max_objects=256, max_bytes=256 << 20)
+    sym.snapshot(pid) -> ProcessMaps | None   # take it when a process is first seen, so its stacks
+                                              # still resolve after it exits; user() takes one if absent
+    sym.user(pid, addr) -> Frame              # Frame(name, module, offset)
+    sym.kernel(addr) -> str                   # function name, or "[unknown]"
+    sym.kernel_frame(addr) -> Frame
+    sym.forget(pid)                           # drop a process's snapshot and perf map
+    sym.stats() -> dict[str, int]             # perf_map_garbage, unreadable_objects, cache figures
+
+Frame.name is the function; where no symbol covers the address it is `module+0xoff` (off is the ELF
+virtual address, what `addr2line -e module` takes; the file offset for a non-ELF file). Frame.offset
+is the address's distance from the symbol's start.
+
+Where names come from: the kernel's from /proc/kallsyms (sorted once, bisect). A user address goes
+through the process's executable mappings (/proc/PID/maps → file offset → ELF virtual address via
+PT_LOAD) to the object's .symtab and .dynsym, plus the .symtab of its separate debug file when one is
+installed (build-id under /usr/lib/debug/.build-id, or .gnu_debuglink). Anonymous executable memory is
+looked up in the JIT's /tmp/perf-PID.map (`START SIZE name`, hex; lines that do not parse are skipped
+and counted). Tables are cached per file (device, inode, size, mtime), bounded by count and bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from array import array
+from dataclasses import dataclass
+
+from elftools.elf.sections import SymbolTableSection
+
+from .elfimage import DEBUG_ROOT, ELF_ERRORS, ElfInfo, file_key, find_debug_file, open_elf, read_info
+from .lrucache import BoundedCache
+from .procmaps import Mapping, ProcessMaps
+
+__all__ = ["Frame", "KernelSymbols", "PerfMap", "ProcessMaps", "SymbolTable", "Symbolizer"]
+
+UNKNOWN = "[unknown]"
+KERNEL = "[kernel]"
+_FUNC_TYPES = (2, 10)  # STT_FUNC, STT_GNU_IFUNC
+_SYM64 = struct.Struct("<IBBHQQ")  # Elf64_Sym: name, info, other, shndx, value, size
+
+
+@dataclass(frozen=True)
+class Frame:
+    name: str
+    module: str
+    offset: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.module}" if self.module.startswith("[") else f"{self.name} [{self.module}]"
+
+
+class SymbolTable:
+    """Function symbols as sorted parallel arrays: start, end, name."""
+
+    def __init__(self, symbols: list[tuple[int, int, str]]) -> None:
+        symbols.sort()
+        starts, ends, names = array("Q"), array("Q"), []
+        for start, size, name in symbols:
+            if starts and starts[-1] == start:
+                if size > ends[-1] - starts[-1]:  # of aliases at one address keep the sized one
+                    ends[-1], names[-1] = start + size, name
+                continue
+            starts.append(start)
+            ends.append(start + size)
+            names.append(name)
+        for i, end in enumerate(ends):
+            if end == starts[i]:  # a size-0 symbol (hand-written asm) runs to the next one
+                ends[i] = starts[i + 1] if i + 1 < len(starts) else starts[i] + 1
+        self.starts, self.ends, self.names = starts, ends, names
+        self.nbytes = 16 * len(names) + sum(len(n) + 50 for n in names) + 200
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def lookup(self, addr: int) -> tuple[str, int] | None:
+        """(name, offset into it) of the symbol covering `addr`, or None."""
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i >= 0 and addr < self.ends[i]:
+            return self.names[i], addr - self.starts[i]
+        return None
+
+    @classmethod
+    def from_elf(cls, elf) -> list[tuple[int, int, str]]:
+        """The function symbols of an open ELFFile's .symtab and .dynsym."""
+        out: list[tuple[int, int, str]] = []
+        for sec in elf.iter_sections():
+            if not isinstance(sec, SymbolTableSection) or sec["sh_type"] == "SHT_NOBITS":
+                continue
+            try:
+                if elf.elfclass == 64 and elf.little_endian:
+                    out.extend(_symbols64(sec.data(), elf.get_section(sec["sh_link"]).data()))
+                else:
+                    out.extend(
+                        (s["st_value"], s["st_size"], s.name)
+                        for s in sec.iter_symbols()
+                        if s["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC")
+                        and s["st_value"]
+                        and s["st_shndx"] != "SHN_UNDEF"
+                    )
+            except ELF_ERRORS:
+                continue
+        return out
+
+
+def _symbols64(data: bytes, strtab: bytes):
+    # struct over the raw table: pyelftools' per-symbol objects cost ~30x more on a big .symtab
+    for name_at, info, _other, shndx, value, size in _SYM64.iter_unpack(data[: len(data) - len(data) % 24]):
+        if (info & 0xF) in _FUNC_TYPES and value and shndx:
+            end = strtab.find(b"\0", name_at)
+            yield value, size, strtab[name_at : end if end >= 0 else None].decode(errors="replace")
+
+
+@dataclass
+class ObjectSymbols:
+    info: ElfInfo
+    table: SymbolTable
+
+
+class KernelSymbols:
+    """/proc/kallsyms, text symbols only, sorted once."""
+
+    MAX_OFFSET = 1 << 20  # past the last symbol of a region by more than this: not its code
+
+    def __init__(self, path: str = "/proc/kallsyms") -> None:
+        starts, names, modules = [], [], []
+        try:
+            with open(path) as f:
+                rows = []
+                for line in f:
+                    parts = line.split()
+                    if len(parts) >= 3 and parts[1] in "tTwW":
+                        addr = int(parts[0], 16)
+                        if addr:
+                            rows.append((addr, parts[2], parts[3].strip("[]") if len(parts) > 3 else ""))
+        except (OSError, ValueError):
+            rows = []
+        rows.sort()
+        for addr, name, module in rows:
+            starts.append(addr)
+            names.append(name)
+            modules.append(module)
+        self.starts, self.names, self.modules = starts, names, modules
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def lookup(self, addr: int) -> Frame | None:
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i < 0 or addr - self.starts[i] >= self.MAX_OFFSET:
+            return None
+        module = f"[{self.modules[i]}]" if self.modules[i] else KERNEL
+        return Frame(self.names[i], module, addr - self.starts[i])
+
+
+class PerfMap:
+    """A JIT's /tmp/perf-PID.map: `START SIZE name` per line, hex; re-read when the file changes."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.garbage = 0
+        self._stamp: tuple[int, int] | None = None
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._names: list[str] = []
+
+    def refresh(self) -> None:
+        try:
+            st = os.stat(self.path)
+            stamp = (st.st_mtime_ns, st.st_size)
+            if stamp == self._stamp:
+                return
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return
+        self._stamp = stamp
+        entries: dict[int, tuple[int, str]] = {}
+        garbage = 0
+        for raw in data.splitlines():
+            parts = raw.decode(errors="replace").strip().split(None, 2)
+            try:
+                start, size = int(parts[0], 16), int(parts[1], 16)
+                name = parts[2].strip()
+            except (IndexError, ValueError):
+                garbage += 1
+                continue
+            if size <= 0 or not name:
+                garbage += 1
+                continue
+            entries[start] = (size, name)  # a later line for the same start wins (code re-JITed)
+        self.garbage = garbage
+        order = sorted(entries)
+        self._starts = order
+        self._ends = [s + entries[s][0] for s in order]
+        self._names = [entries[s][1] for s in order]
+
+    def lookup(self, addr: int) -> tuple[str, int] | None:
+        found = self._find(addr)
+        if found is None:
+            self.refresh()
+            found = self._find(addr)
+        return found
+
+    def _find(self, addr: int) -> tuple[str, int] | None:
+        i = bisect.bisect_right(self._starts, addr) - 1
+        if i >= 0 and addr < self._ends[i]:
+            return self._names[i], addr - self._starts[i]
+        return None
+
+
+class Symbolizer:
+    """Kernel and user address → Frame; see the module docstring."""
+
+    MAX_PROCESSES = 4096
+
+    def __init__(
+        self,
+        max_objects: int = 256,
+        max_bytes: int = 256 << 20,
+        kallsyms: str = "/proc/kallsyms",
+        debug_root: str = DEBUG_ROOT,
+    ) -> None:
+        self.debug_root = debug_root
+        self.objects = BoundedCache(max_objects, max_bytes)
+        self._kallsyms_path = kallsyms
+        self._kernel: KernelSymbols | None = None
+        self._maps: dict[int, ProcessMaps] = {}
+        self._perf_maps: dict[int, PerfMap] = {}
+        self.unreadable_objects = 0
+
+    # --- kernel -------------------------------------------------------------------------------
+    @property
+    def kernel_symbols(self) -> KernelSymbols:
+        if self._kernel is None:
+            self._kernel = KernelSymbols(self._kallsyms_path)
+        return self._kernel
+
+    def kernel_frame(self, addr: int) -> Frame:
+        return self.kernel_symbols.lookup(addr) or Frame(UNKNOWN, KERNEL, addr)
+
+    def kernel(self, addr: int) -> str:
+        return self.kernel_frame(addr).name
+
+    # --- processes ----------------------------------------------------------------------------
+    def snapshot(self, pid: int) -> ProcessMaps | None:
+        """Take (or retake) the process's maps; later lookups use it, even after the process exits."""
+        snap = ProcessMaps.snapshot(pid)
+        if snap is None:
+            return self._maps.get(pid)
+        old = self._maps.pop(pid, None)
+        if old is not None:
+            old.close()
+        while len(self._maps) >= self.MAX_PROCESSES:
+            self.forget(next(iter(self._maps)))
+        self._maps[pid] = snap
+        for m in snap.mappings:
+            if m.deleted:  # read it now: its descriptor is the only way in, and it goes with the snapshot
+                self.object_symbols(m)
+        return snap
+
+    def maps(self, pid: int) -> ProcessMaps | None:
+        return self._maps.get(pid) or self.snapshot(pid)
+
+    def forget(self, pid: int) -> None:
+        snap = self._maps.pop(pid, None)
+        if snap is not None:
+            snap.close()
+        self._perf_maps.pop(pid, None)
+
+    def user(self, pid: int, addr: int) -> Frame:
+        snap = self.maps(pid)
+        mapping = snap.find(addr) if snap else None
+        if mapping is None and snap is not None and os.path.exists(f"/proc/{pid}"):
+            snap = self.snapshot(pid)  # maybe mapped since (dlopen); one re-read per miss
+            mapping = snap.find(addr) if snap else None
+        if mapping is None or not mapping.is_file:
+            jit = self._perf_map(pid).lookup(addr)
+            if jit is not None:
+                return Frame(jit[0], f"perf-{pid}.map", jit[1])
+            if mapping is None:
+                return Frame(UNKNOWN, UNKNOWN, addr)
+            return Frame(f"{mapping.module}+0x{addr - mapping.start:x}", mapping.module, addr - mapping.start)
+        return self.frame_in(mapping, addr)
+
+    def frame_in(self, mapping: Mapping, addr: int) -> Frame:
+        """The frame of `addr` inside a file mapping."""
+        file_offset = mapping.file_offset(addr)
+        obj = self.object_symbols(mapping)
+        if obj is None:
+            return Frame(f"{mapping.module}+0x{file_offset:x}", mapping.module, file_offset)
+        vaddr = obj.info.vaddr_of(file_offset)
+        if vaddr is None:
+            return Frame(f"{mapping.module}+0x{file_offset:x}", mapping.module, file_offset)
+        found = obj.table.lookup(vaddr)
+        if found is None:
+            return Frame(f"{mapping.module}+0x{vaddr:x}", mapping.module, vaddr)
+        return Frame(found[0], mapping.module, found[1])
+
+    def object_symbols(self, mapping: Mapping) -> ObjectSymbols | None:
+        """The symbol table of a mapping's file (cached), or None when it cannot be read."""
+        for path in mapping.readable_paths():
+            key = file_key(path)
+            if key is None:
+                continue
+            cached = self.objects.get(key)
+            if cached is not None:
+                return cached or None  # False: known unreadable, not tried again
+            obj = self._load(path, mapping)
+            if obj is None:
+                self.unreadable_objects += 1
+                self.objects.put(key, False, 100)
+                return None
+            self.objects.put(key, obj, obj.table.nbytes)
+            return obj
+        return None
+
+    def _load(self, path: str, mapping: Mapping) -> ObjectSymbols | None:
+        opened = open_elf(path)
+        if opened is None:
+            return None
+        elf, stream = opened
+        try:
+            info = read_info(elf)
+            symbols = SymbolTable.from_elf(elf)
+        except ELF_ERRORS:
+            return None
+        finally:
+            stream.close()
+        root = path[: -len(mapping.path)] if path.endswith(mapping.path) and path != mapping.path else ""
+        debug = find_debug_file(info, mapping.path, root, self.debug_root)
+        if debug is None and root:
+            debug = find_debug_file(info, mapping.path, "", self.debug_root)
+        if debug:
+            opened = open_elf(debug)
+            if opened is not None:
+                try:
+                    symbols.extend(SymbolTable.from_elf(opened[0]))
+                except ELF_ERRORS:
+                    pass
+                finally:
+                    opened[1].close()
+        return ObjectSymbols(info, SymbolTable(symbols))
+
+    def _perf_map(self, pid: int) -> PerfMap:
+        pm = self._perf_maps.get(pid)
+        if pm is None:
+            pm = self._perf_maps[pid] = PerfMap(f"/tmp/perf-{pid}.map")
+            pm.refresh()
+        return pm
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "perf_map_garbage": sum(pm.garbage for pm in self._perf_maps.values()),
+            "unreadable_objects": self.unreadable_objects,
+            "cached_objects": len(self.objects),
+            "cached_bytes": self.objects.bytes,
+            "cache_evictions": self.objects.evictions,
+            "processes": len(self._maps),
+        }
