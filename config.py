@@ -76,8 +76,11 @@ class Chart:
     """What to draw for a metric.
 
     kind: "timeseries" (y over time, one point per record of `kind`), "histogram" (log2 buckets from
-    `hist` records named `series`), "scatter" (y per event), "stacks" (top stacks, folded export).
-    series: field whose value splits lines (e.g. per-device), or the hist name for histograms."""
+    `hist` records named `series`), "scatter" (y per event), "stacks" (a flame graph of the stack records,
+    each weighted by its field y: see profile_data.stack_of).
+    series: field whose value splits lines (e.g. per-device), or the hist name for histograms.
+    snapshot (stacks): each interval's stacks restate the whole state (outstanding bytes), so a range
+    shows the newest interval instead of a sum."""
 
     kind: str
     y: str
@@ -85,6 +88,7 @@ class Chart:
     label: str = ""
     unit: str = ""
     series: str | None = None
+    snapshot: bool = False
 
 
 def parse_ndjson(line: str) -> dict | None:
@@ -387,11 +391,12 @@ METRICS.append(
             Arg("preempted", "--preempted", "flag", "also count waiting for a CPU after preemption",
                 default=False),
             Arg("top", "--top", "int", "threads shown", default=10, minimum=1, maximum=10000),
-            Arg("stacks", "--stacks", "int", "stacks shown", default=5, minimum=1, maximum=10000),
+            Arg("stacks", "--stacks", "int", "stacks printed (the app gets every one)", default=5, minimum=1,
+                maximum=10000),
         ),
         probes=("sched:sched_switch",),
-        # rows: level "thread" (these fields) and level "stack" (the same, plus kernel_frames,
-        # user_frames innermost first, and folded "comm;root;...;leaf" that the stacks chart weighs)
+        # rows: level "thread" (these fields) and level "stack" (the same, plus kernel_frames and
+        # user_frames innermost first, and folded "comm;root;...;leaf"), which the flame graph weighs
         fields=(
             Field("level", "Level"),
             Field("pid", "PID"),
@@ -404,7 +409,7 @@ METRICS.append(
             Field("max_us", "Max", "us"),
             Field("percentage", "Share", "pct"),
         ),
-        chart=Chart("stacks", y="total_ms", record_kind="row", label="blocked time", unit="ms", series="folded"),
+        chart=Chart("stacks", y="total_ms", record_kind="row", label="blocked time", unit="ms"),
         doc="docs/metrics/offcpu.md",
     )
 )
@@ -418,7 +423,8 @@ METRICS.append(
             *interval_args(),
             PID,
             Arg("top", "--top", "int", "processes shown", default=10, minimum=1, maximum=1000),
-            Arg("stacks", "--stacks", "int", "outstanding-allocation stacks shown (0: none)", default=5,
+            Arg("stacks", "--stacks", "int", "outstanding-allocation stacks printed (the app gets every one; "
+                "0: none, no stack walked)", default=5,
                 minimum=0, maximum=1000),
             Arg("stack_sort", "--stack-sort", "choice", "stacks: oldest allocation first, most bytes, most allocations",
                 default="oldest", choices=("oldest", "bytes", "count")),
@@ -443,9 +449,11 @@ METRICS.append(
             Field("rss_bytes", "RSS", "bytes"),
             Field("vm_size_bytes", "VmSize", "bytes"),
             Field("oldest_age_s", "Oldest (s)"),
+            Field("kernel_frames", "Stack (innermost first)"),
         ),
-        chart=Chart("timeseries", y="outstanding_bytes", record_kind="summary", label="outstanding kernel bytes",
-                    unit="bytes"),
+        # rows: level "process" and level "stack" (leak suspects: kernel_frames innermost first)
+        chart=Chart("stacks", y="outstanding_bytes", record_kind="row", label="outstanding kernel bytes",
+                    unit="bytes", snapshot=True),
         doc="docs/metrics/compmem.md",
     )
 )

@@ -1,23 +1,22 @@
 """A metric's chart, chosen by its registry entry (config.Chart.kind): a time series for rates, bars for
-log2 histograms, a scatter of per-event values, or the top stacks (with folded-stack export).
+log2 histograms, a scatter of per-event values, or a flame graph of its stacks (gui/profile_panel.py).
 
-Every chart keeps a bounded history and only marks itself dirty when records arrive; the owner calls
-redraw() from a timer (a few times a second, and only while the chart is visible), so a metric printing
-thousands of records a second costs one redraw per tick, not one per record.
+Every chart keeps a bounded history and only marks itself dirty when records arrive (gui/live.py).
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 import pyqtgraph as pg
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 import config
-from gui_models import UNIT_SUFFIX, format_value, newest
+from gui.live import LiveChart
+from gui.profile_panel import ProfilePanel
+from gui_models import UNIT_SUFFIX
 
 pg.setConfigOptions(background="w", foreground="#333", antialias=False)
 PALETTE = ("#1565c0", "#e65100", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#9e9d24", "#4e342e")
@@ -64,15 +63,11 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-class MetricChart(QWidget):
-    """Base: add_records() takes a batch and marks the chart dirty; redraw() draws if it is."""
+class MetricChart(LiveChart):
+    """A pyqtgraph plot fed by records."""
 
     def __init__(self, spec: config.MetricSpec, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.spec = spec
-        self.chart = spec.chart
-        self.dirty = False
-        self.redraws = 0
+        super().__init__(spec, parent)
         self.plot = pg.PlotWidget(self, axisItems={"left": CompactAxis()})
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.setMouseEnabled(x=False, y=False)
@@ -84,34 +79,6 @@ class MetricChart(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.plot)
-
-    def wants(self, record: dict) -> bool:
-        return record.get("kind") == self.chart.record_kind
-
-    keep: int | None = None             # records that can still show; older ones need not be taken
-
-    def add_records(self, records: Sequence[dict]) -> None:
-        for record in newest(records, self.wants, self.keep):
-            self.take(record)
-            self.dirty = True
-
-    def take(self, record: dict) -> None:
-        raise NotImplementedError
-
-    def redraw(self, force: bool = False) -> bool:
-        """Draw what arrived since the last redraw; False when there was nothing to do."""
-        if not self.dirty or not (force or self.isVisible()):
-            return False
-        self.dirty = False
-        self.redraws += 1
-        self.draw()
-        return True
-
-    def draw(self) -> None:
-        raise NotImplementedError
-
-    def clear(self) -> None:
-        self.dirty = True
 
     def series_name(self, record: dict) -> str:
         if self.chart.series:
@@ -257,107 +224,11 @@ class ScatterChart(MetricChart):
         self.events.clear()
 
 
-def folded_stack(record: dict, field: str | None) -> str | None:
-    """A record's stack as one folded line key: 'comm;outer;...;inner' (root first, as flame graphs read).
-
-    The stack field may already be folded text, or a list of frames innermost first (BCC's walk order)."""
-    value = record.get(field or "stack")
-    if value is None:
-        value = record.get("folded")
-    if isinstance(value, list):
-        frames = [str(f) for f in reversed(value)]
-    elif isinstance(value, str) and value:
-        frames = value.split(";")
-    else:
-        return None
-    comm = record.get("comm")
-    if comm and (not frames or frames[0] != comm):
-        frames.insert(0, str(comm))
-    return ";".join(frames)
-
-
-class StacksChart(MetricChart):
-    """The top stacks by accumulated weight (chart.y) as horizontal bars; folded_lines() for export."""
-
-    def __init__(self, spec: config.MetricSpec, top: int = 10, max_stacks: int = 5000,
-                 parent: QWidget | None = None) -> None:
-        super().__init__(spec, parent)
-        self.top, self.max_stacks = top, max_stacks          # every record counts: keep stays None
-        self.weights: dict[str, float] = {}
-        self.bars: pg.BarGraphItem | None = None
-        unit = UNIT_SUFFIX.get(self.chart.unit, self.chart.unit)
-        self.plot.setLabel("bottom", f"{self.chart.label or self.chart.y} ({unit})" if unit else self.chart.y)
-        self.plot.setLabel("left", "")
-        left = self.plot.getAxis("left")
-        left.setWidth(220)
-        left.setStyle(textFillLimits=[(0, 1.0)])      # a label for every bar, not pyqtgraph's 80% fill
-
-    def take(self, record: dict) -> None:
-        key, weight = folded_stack(record, self.chart.series), _number(record.get(self.chart.y))
-        if key is None or weight is None:
-            return
-        self.weights[key] = self.weights.get(key, 0.0) + weight
-        if len(self.weights) > self.max_stacks:       # bounded: keep the heaviest half
-            heaviest = sorted(self.weights.items(), key=lambda kv: kv[1], reverse=True)[: self.max_stacks // 2]
-            self.weights = dict(heaviest)
-
-    def top_stacks(self) -> list[tuple[str, float]]:
-        return sorted(self.weights.items(), key=lambda kv: kv[1], reverse=True)[: self.top]
-
-    def draw(self) -> None:
-        top = self.top_stacks()
-        if self.bars is not None:
-            self.plot.removeItem(self.bars)
-            self.bars = None
-        if not top:
-            return
-        ys = list(range(len(top)))[::-1]              # heaviest at the top
-        widths = [w for _, w in top]
-        self.bars = pg.BarGraphItem(x0=0, y=ys, height=0.7, width=widths, brush=PALETTE[1])
-        self.plot.addItem(self.bars)
-        ticks = list(zip(ys, stack_labels([key for key, _ in top]), strict=True))
-        self.plot.getAxis("left").setTicks([ticks])
-        total = sum(self.weights.values())
-        self.plot.setTitle(f"{len(self.weights):,} stacks, {format_value(total, self.chart.unit)} "
-                           f"{UNIT_SUFFIX.get(self.chart.unit, '')} in all", size="9pt")
-
-    def folded_lines(self) -> list[str]:
-        """'frame;frame;... weight' per stack, heaviest first: what flamegraph.pl and speedscope read.
-        Weights are integers, so times in ms or s are written in µs (a 0.4 ms stack must not be 0)."""
-        scale = {"ms": 1000, "s": 1_000_000}.get(self.chart.unit, 1)
-        return [f"{key} {round(weight * scale)}" for key, weight in
-                sorted(self.weights.items(), key=lambda kv: kv[1], reverse=True)]
-
-    def clear(self) -> None:
-        super().clear()
-        self.weights.clear()
-
-
-def stack_labels(keys: list[str], width: int = 34) -> list[str]:
-    """'comm: frame' per folded stack, naming the innermost frame that is not shared by all of them
-    (off-CPU stacks all end in the scheduler; the frame above it says why the thread blocked)."""
-    stacks = [key.split(";") for key in keys]
-    rests = [frames[1:] for frames in stacks]                           # frames after the comm
-    common = 0
-    while True:
-        deeper = [rest for rest in rests if len(rest) > common + 1]
-        if len(deeper) < 2 or len({rest[-1 - common] for rest in deeper}) != 1:
-            break
-        common += 1
-    labels = []
-    for frames, rest in zip(stacks, rests, strict=True):
-        comm = frames[0]
-        frame = rest[-1 - common] if len(rest) > common else (rest[0] if rest else "")
-        text = f"{comm}: {frame}" if frame else comm
-        labels.append(text if len(text) <= width else text[: width - 1] + "…")
-    return labels
-
-
-CHARTS: dict[str, type[MetricChart]] = {
+CHARTS: dict[str, type[LiveChart]] = {
     "timeseries": TimeSeriesChart,
     "histogram": HistogramChart,
     "scatter": ScatterChart,
-    "stacks": StacksChart,
+    "stacks": ProfilePanel,
 }
 
 

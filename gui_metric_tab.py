@@ -12,7 +12,6 @@ from collections import deque
 from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -25,7 +24,8 @@ from PySide6.QtWidgets import (
 )
 
 import config
-from gui_charts import MetricChart, StacksChart, make_chart
+from gui.live import LiveChart
+from gui_charts import make_chart
 from gui_models import SORT_ROLE, RecordTableModel, format_value
 
 ENVELOPE = ("metric", "ts", "kind", "interval")
@@ -76,15 +76,7 @@ class MetricTab(QWidget):
         header = QHBoxLayout()
         header.addWidget(self.state_label)
         header.addWidget(self.summary_label, 1)
-        self.export_button: QPushButton | None = None
         self.chart = make_chart(spec, self)
-        if isinstance(self.chart, StacksChart):
-            self.export_button = QPushButton("Export folded…", self)
-            unit = "µs" if spec.chart.unit in ("ms", "s") else spec.chart.unit
-            self.export_button.setToolTip(f"write every stack seen as folded lines, weights in {unit} "
-                                          "(flamegraph.pl, speedscope)")
-            self.export_button.clicked.connect(self.export_folded)
-            header.addWidget(self.export_button)
         header.addWidget(self.stop_button)
 
         self.error_label = QLabel(self)
@@ -116,7 +108,7 @@ class MetricTab(QWidget):
         splitter.addWidget(self.table)
         splitter.setStretchFactor(0, 1)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([320, 280])
+        splitter.setSizes([520, 160] if spec.chart.kind == "stacks" else [320, 280])   # a flame graph needs rows
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(header)
@@ -150,10 +142,10 @@ class MetricTab(QWidget):
             if self.model.add_records(batch) and not self._sized_columns:
                 self.table.resizeColumnsToContents()
                 self._sized_columns = True
-            if isinstance(self.chart, MetricChart):
+            if isinstance(self.chart, LiveChart):
                 self.chart.add_records(batch)
             self._update_labels()
-        if isinstance(self.chart, MetricChart):
+        if isinstance(self.chart, LiveChart):
             self.chart.redraw()
 
     def _update_labels(self) -> None:
@@ -175,7 +167,7 @@ class MetricTab(QWidget):
         self.records_seen = self.lost = 0
         self.pid, self.last_summary = None, None
         self.model.clear()
-        if isinstance(self.chart, MetricChart):
+        if isinstance(self.chart, LiveChart):
             self.chart.clear()
         self.summary_label.clear()
         self._update_labels()
@@ -188,16 +180,3 @@ class MetricTab(QWidget):
         self.stop_button.setEnabled(state in ("starting", "running"))
         self.error_label.setText(message)
         self.error_label.setVisible(bool(message))
-
-    def export_folded(self, path: str | None = None) -> str | None:
-        """Write the folded stacks to `path` (asked for when None); returns the path written."""
-        if not isinstance(self.chart, StacksChart):
-            return None
-        if path is None:
-            path, _ = QFileDialog.getSaveFileName(self, "Export folded stacks", f"{self.name}.folded",
-                                                  "Folded stacks (*.folded *.txt)")
-            if not path:
-                return None
-        with open(path, "w") as f:
-            f.write("\n".join(self.chart.folded_lines()) + "\n")
-        return path

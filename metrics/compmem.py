@@ -32,7 +32,8 @@ tool.add_pid_filters()
 parser = tool.parser
 parser.add_argument("-T", "--top", type=positive_int, default=10, help="processes shown (default 10)")
 parser.add_argument("-S", "--stacks", type=nonneg_int, default=5,
-                    help="outstanding-allocation stacks shown (default 5; 0: none, and no stack is walked)")
+                    help="outstanding-allocation stacks printed (default 5; --json gives every one; "
+                         "0: none, and no stack is walked)")
 parser.add_argument("--stack-sort", choices=["oldest", "bytes", "count"], default="oldest",
                     help="order of the stacks: oldest allocation first (leak suspects), most bytes, most allocations")
 parser.add_argument("--stack-depth", type=positive_int, default=12, help="frames shown per stack (default 12)")
@@ -91,8 +92,8 @@ def forget_settled(rows: list[dict]) -> None:
                     pass
 
 
-def stack_groups(now_ns: int) -> list[dict]:
-    """Outstanding allocations grouped by (process, kernel stack), in --stack-sort order."""
+def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
+    """Outstanding allocations grouped by (process, kernel stack), in --stack-sort order, the first `limit`."""
     if not args.stacks:
         return []
     min_age_ns = int((args.min_age or 0) * 1e9)
@@ -111,10 +112,11 @@ def stack_groups(now_ns: int) -> list[dict]:
         g["count"] += 1
         g["oldest"] = min(g["oldest"], a.ts)
     order = {"oldest": lambda g: g["oldest"], "bytes": lambda g: -g["bytes"], "count": lambda g: -g["count"]}
-    top = sorted(groups.items(), key=lambda kv: order[args.stack_sort](kv[1]))[: args.stacks]
+    top = sorted(groups.items(), key=lambda kv: order[args.stack_sort](kv[1]))[:limit]
     return [{"pid": tgid, "comm": process_name(tgid, comms), "stack_id": stack_id,
              "outstanding_bytes": g["bytes"], "active_allocs": g["count"],
-             "oldest_age_s": round((now_ns - g["oldest"]) / 1e9, 3), "frames": frames(stack_id, g["call_site"])}
+             "oldest_age_s": round((now_ns - g["oldest"]) / 1e9, 3),
+             "kernel_frames": frames(stack_id, g["call_site"])}
             for (tgid, stack_id, _), g in top]
 
 
@@ -155,7 +157,7 @@ def print_report(summary: dict, top: list[dict], groups: list[dict], sysmem: dic
     for g in groups:
         print(f"  {g['pid']} {g['comm']}: {g['active_allocs']} allocations, {human_bytes(g['outstanding_bytes'])}, "
               f"oldest {g['oldest_age_s']:.1f} s [stack {g['stack_id']}]")
-        for frame in g["frames"]:
+        for frame in g["kernel_frames"]:
             print(f"      {frame}")
 
 
@@ -167,7 +169,8 @@ for _ in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
     rows = process_rows()
-    groups = stack_groups(time.monotonic_ns())   # bpf_ktime_get_ns() is CLOCK_MONOTONIC
+    # bpf_ktime_get_ns() is CLOCK_MONOTONIC; the app's flame graph wants every stack, a person the first few
+    groups = stack_groups(time.monotonic_ns(), None if tool.json else args.stacks)
     sysmem = procmem.meminfo()
     counts = lost_counts()
     # interval deltas from lifetime totals; a process seen for the first time started from zero

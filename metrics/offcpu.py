@@ -35,7 +35,8 @@ parser.add_argument("-f", "--folded", action="store_true",
 parser.add_argument("--preempted", action="store_true",
                     help="also count time off-CPU after preemption (waiting for a CPU)")
 parser.add_argument("--top", type=positive_int, default=10, help="threads shown (default 10)")
-parser.add_argument("--stacks", type=positive_int, default=5, help="stacks shown (default 5)")
+parser.add_argument("--stacks", type=positive_int, default=5,
+                    help="stacks printed (default 5; --json and --folded give every one)")
 args = tool.parse_args()
 if args.stack_depth > 127:
     parser.error("argument --stack-depth: at most 127 (the kernel's stack map limit)")
@@ -194,7 +195,7 @@ for _interval in tool.intervals():
         tool.emit("summary", **summary, top_blocking_threads=tops)
         for rank, t in enumerate(threads[: args.top], 1):
             tool.emit("row", level="thread", rank=rank, **t)
-        for rank, (key, v) in enumerate(by_time[: args.stacks], 1):
+        for rank, (key, v) in enumerate(by_time, 1):     # every stack: the app's flame graph needs them all
             tool.emit("row", level="stack", rank=rank, **stack_record(key, v, grand))
     else:
         print_tables(summary, threads[: args.top], [stack_record(k, v, grand) for k, v in by_time[: args.stacks]])

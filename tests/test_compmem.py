@@ -102,8 +102,8 @@ def test_pipes_raise_outstanding_bytes_and_closing_brings_them_back(caches):
     assert after["interval"] > closed_at
     assert abs(after["outstanding_bytes"] - start) <= 0.10 * rise, (start, opened, after)
     assert after["active_allocs"] <= 0.10 * opened["active_allocs"], (opened, after)
-    pipe_stacks = [s for s in stacks if any("pipe" in f for f in s["frames"])]
-    assert pipe_stacks, [s["frames"][:6] for s in stacks]
+    pipe_stacks = [s for s in stacks if any("pipe" in f for f in s["kernel_frames"])]
+    assert pipe_stacks, [s["kernel_frames"][:6] for s in stacks]
     assert sum(s["active_allocs"] for s in pipe_stacks) >= PIPES
 
 

@@ -13,7 +13,8 @@ from helpers import ROOT
 from PySide6.QtCore import QSortFilterProxyModel, Qt
 
 import config
-from gui_charts import CHARTS, HistogramChart, ScatterChart, StacksChart, TimeSeriesChart, make_chart
+from gui.profile_panel import ProfilePanel
+from gui_charts import CHARTS, HistogramChart, ScatterChart, TimeSeriesChart, make_chart
 from gui_metric_tab import MetricTab
 from gui_models import SORT_ROLE, RecordTableModel, format_value
 
@@ -33,8 +34,8 @@ def chart_points(chart) -> int:
         return len((chart.latest or {}).get("buckets", []))
     if isinstance(chart, ScatterChart):
         return len(chart.events)
-    if isinstance(chart, StacksChart):
-        return len(chart.weights)
+    if isinstance(chart, ProfilePanel):
+        return len(chart.store.whole.profile)
     raise AssertionError(type(chart))
 
 
@@ -115,24 +116,6 @@ def test_a_histogram_draws_the_latest_interval_of_its_named_histogram(qtbot):
     assert list(chart.bars.opts["height"]) == [3, 9, 27, 5]
     ticks = chart.plot.getAxis("bottom")._tickLevels[0]
     assert [t[1] for t in ticks] == ["1", "2", "4", "8"]
-
-
-def test_top_stacks_and_folded_export(qtbot, tmp_path):
-    spec = dataclasses.replace(config.get("sysnest"), chart=config.Chart("stacks", y="total_us", record_kind="row",
-                                                                         series="stack", unit="us"))
-    tab = MetricTab(spec)
-    qtbot.addWidget(tab)
-    tab.show()
-    tab.feed([
-        {"kind": "row", "interval": 1, "comm": "app", "stack": ["schedule", "do_nanosleep", "main"], "total_us": 700.0},
-        {"kind": "row", "interval": 2, "comm": "app", "stack": ["schedule", "do_nanosleep", "main"], "total_us": 300.0},
-        {"kind": "row", "interval": 2, "comm": "db", "stack": "db;fsync;schedule", "total_us": 250.0},
-    ])
-    tab.refresh()
-    assert tab.chart.top_stacks() == [("app;main;do_nanosleep;schedule", 1000.0), ("db;fsync;schedule", 250.0)]
-    path = tab.export_folded(str(tmp_path / "out.folded"))
-    with open(path) as f:
-        assert f.read().splitlines() == ["app;main;do_nanosleep;schedule 1000", "db;fsync;schedule 250"]
 
 
 def test_values_are_formatted_by_unit():
@@ -230,24 +213,3 @@ def test_closing_the_window_stops_everything_and_restores_bpf_stats(qtbot, tmp_p
     assert fake.shut_down and fake.running() == []
     assert window.stats_switch.state == "off"
     assert window.sampler._thread is None
-
-
-def test_offcpu_sample_exports_its_stacks_folded_in_microseconds(qtbot, tmp_path):
-    if "offcpu" not in {s.name for s in config.METRICS}:
-        pytest.skip("offcpu is not registered in this checkout")
-    records = sample("offcpu")
-    expected: dict[str, float] = {}
-    for r in records:
-        if r["kind"] == "row" and r.get("level") == "stack":
-            expected[r["folded"]] = expected.get(r["folded"], 0.0) + r["total_ms"]
-    assert expected, "the offcpu sample has no stack rows"
-    tab = MetricTab(config.get("offcpu"))
-    qtbot.addWidget(tab)
-    tab.feed(records)
-    tab.refresh()
-    path = tab.export_folded(str(tmp_path / "offcpu.folded"))
-    with open(path) as f:
-        lines = f.read().splitlines()
-    got = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in lines}
-    assert got == {k: round(v * 1000) for k, v in expected.items()}
-    assert all(key.split(";")[0] for key in got), "a folded stack without its command"

@@ -1,0 +1,50 @@
+"""The base of every view a metric tab feeds: add_records() takes a batch and marks the view dirty;
+redraw() draws, if it is dirty and visible. The owner calls redraw() from one timer (a few times a
+second), so a metric printing thousands of records a second costs one redraw per tick, not one per record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtWidgets import QWidget
+
+import config
+from gui_models import newest
+
+
+class LiveChart(QWidget):
+    keep: int | None = None             # records that can still show; older ones need not be taken
+
+    def __init__(self, spec: config.MetricSpec, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.spec = spec
+        self.chart = spec.chart
+        self.dirty = False
+        self.redraws = 0
+
+    def wants(self, record: dict) -> bool:
+        return record.get("kind") == self.chart.record_kind
+
+    def add_records(self, records: Sequence[dict]) -> None:
+        for record in newest(records, self.wants, self.keep):
+            self.take(record)
+            self.dirty = True
+
+    def take(self, record: dict) -> None:
+        raise NotImplementedError
+
+    def redraw(self, force: bool = False) -> bool:
+        """Draw what arrived since the last redraw; False when there was nothing to do."""
+        if not self.dirty or not (force or self.isVisible()):
+            return False
+        self.dirty = False
+        self.redraws += 1
+        self.draw()
+        return True
+
+    def draw(self) -> None:
+        raise NotImplementedError
+
+    def clear(self) -> None:
+        self.dirty = True

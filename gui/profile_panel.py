@@ -1,0 +1,258 @@
+"""The chart of a metric with stacks (Chart kind "stacks": offcpu, compmem, cpuprofile): a flame graph of the
+chosen range beside its top functions, a search, a baseline to compare with, and "Export folded…".
+
+Ranges: the latest interval, the last N seconds, or the whole run (gui/profile_store.py keeps all three up
+to date as records arrive). "Pin baseline" keeps the profile shown now; "Compare" then colours the live
+graph by each frame's change of share against it and lists the functions by change.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from PySide6.QtCore import QSortFilterProxyModel, Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QSplitter,
+    QTableView,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+import config
+from gui.flamegraph import FlameGraph, format_weight
+from gui.live import LiveChart
+from gui.profile_store import Aggregate, ProfileStore, profile_unit
+from gui_models import SORT_ROLE, ColumnsModel
+from profile_data import differential, to_folded
+
+RANGE_LABELS = {"latest": "latest interval", "window": "last N seconds", "whole": "whole run"}
+TABLE_ROWS = 200            # functions listed; the graph and the export have every stack
+
+
+def _shown_unit(unit: str) -> tuple[str, float]:
+    """The unit a table shows weights in, and the factor from the profile's unit."""
+    return {"ns": ("ms", 1e-6), "bytes": ("bytes", 1.0)}.get(unit, ("count", 1.0))
+
+
+def _table(parent: QWidget, model: ColumnsModel) -> QTableView:
+    proxy = QSortFilterProxyModel(parent)
+    proxy.setSourceModel(model)
+    proxy.setSortRole(SORT_ROLE)
+    view = QTableView(parent)
+    view.setModel(proxy)
+    view.setSortingEnabled(True)
+    view.sortByColumn(-1, Qt.SortOrder.AscendingOrder)
+    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    view.verticalHeader().setVisible(False)
+    view.verticalHeader().setDefaultSectionSize(20)
+    view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+    view.horizontalHeader().setStretchLastSection(True)
+    view.setColumnWidth(0, 180)
+    for column in range(1, model.columnCount() - 1):
+        view.setColumnWidth(column, 64)
+    return view
+
+
+class ProfilePanel(LiveChart):
+    def __init__(self, spec: config.MetricSpec, parent: QWidget | None = None) -> None:
+        super().__init__(spec, parent)
+        self.unit = profile_unit(self.chart.unit)
+        self.store = ProfileStore(self.unit, self.chart.y, snapshot=self.chart.snapshot)
+        self.range = "latest" if self.chart.snapshot else "whole"
+        self.baseline: Aggregate | None = None
+        self.baseline_label = ""
+        self._shown: tuple[str, int] | None = None     # (range, store version) drawn last
+
+        self.range_box = QComboBox(self)
+        for key, label in RANGE_LABELS.items():
+            self.range_box.addItem(label, key)
+        self.range_box.setCurrentIndex(list(RANGE_LABELS).index(self.range))
+        self.range_box.currentIndexChanged.connect(lambda _: self.set_range(self.range_box.currentData()))
+        self.window_box = QSpinBox(self)
+        self.window_box.setRange(1, int(self.store.max_window_s))
+        self.window_box.setValue(int(self.store.window_s))
+        self.window_box.setSuffix(" s")
+        self.window_box.valueChanged.connect(self.set_window)
+        if self.chart.snapshot:
+            for box in (self.range_box, self.window_box):
+                box.setEnabled(False)
+                box.setToolTip(f"each interval of {spec.name} restates the whole state: the newest is shown")
+        self.search_box = QLineEdit(self)
+        self.search_box.setPlaceholderText("search frames")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.textChanged.connect(self.set_search)
+        self.match_label = QLabel(self)
+        self.reset_button = QPushButton("Reset zoom", self)
+        self.pin_button = QPushButton("Pin baseline", self)
+        self.pin_button.setToolTip("keep the profile shown now, to compare the live one with")
+        self.pin_button.clicked.connect(self.pin_baseline)
+        self.compare_box = QCheckBox("Compare", self)
+        self.compare_box.setToolTip("colour frames by their change of share against the baseline: "
+                                    "grew red, shrank blue")
+        self.compare_box.setEnabled(False)
+        self.compare_box.toggled.connect(lambda _: self._force_draw())
+        self.export_button = QPushButton("Export folded…", self)
+        self.export_button.setToolTip(f"write every stack of the range shown as folded lines, weights in "
+                                      f"{self.unit} (flamegraph.pl, speedscope)")
+        self.export_button.clicked.connect(lambda: self.export_folded())
+
+        controls = QHBoxLayout()
+        controls.addWidget(QLabel("Range", self))
+        controls.addWidget(self.range_box)
+        controls.addWidget(self.window_box)
+        controls.addWidget(self.search_box, 1)
+        controls.addWidget(self.match_label)
+        controls.addWidget(self.reset_button)
+        controls.addWidget(self.pin_button)
+        controls.addWidget(self.compare_box)
+        controls.addWidget(self.export_button)
+
+        self.graph = FlameGraph(self)
+        self.reset_button.clicked.connect(self.graph.reset_zoom)
+        scroll = QScrollArea(self)
+        scroll.setWidget(self.graph)
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+
+        shown, _ = _shown_unit(self.unit)
+        self.top_model = ColumnsModel([("function", "Function", ""), ("self", "Self", shown),
+                                       ("self_pct", "Self %", "pct"), ("total", "Total", shown),
+                                       ("total_pct", "Total %", "pct"), ("module", "Module", "")], self)
+        self.change_model = ColumnsModel([("function", "Function", ""), ("change_pct", "Change (points)", ""),
+                                          ("baseline_pct", "Baseline %", "pct"), ("current_pct", "Now %", "pct"),
+                                          ("self_change_pct", "Self change", ""), ("module", "Module", "")], self)
+        self.top_table, self.change_table = _table(self, self.top_model), _table(self, self.change_model)
+        for view in (self.top_table, self.change_table):
+            view.doubleClicked.connect(lambda index, v=view: self.search_box.setText(
+                str(v.model().index(index.row(), 0).data())))
+        self.tables = QTabWidget(self)
+        self.tables.addTab(self.top_table, "Top functions")
+        self.tables.addTab(self.change_table, "By change")
+        self.tables.setTabEnabled(1, False)
+
+        splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        splitter.addWidget(scroll)
+        splitter.addWidget(self.tables)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([900, 420])          # the graph first; the tables' columns would claim more
+        self.legend = QLabel(self)
+        self.legend.setText("<span style='background:#ff2a2a'>&nbsp;grew&nbsp;</span> "
+                            "<span style='background:#2a2aff;color:white'>&nbsp;shrank&nbsp;</span> "
+                            "share against the baseline")
+        self.legend.hide()
+        self.status = QLabel(self)
+        self.status.setStyleSheet("color: #6d6d6d;")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(controls)
+        layout.addWidget(splitter, 1)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.status, 1)
+        bottom.addWidget(self.legend)
+        layout.addLayout(bottom)
+        self._update_window_box()
+
+    # --- records ------------------------------------------------------------------------------------
+    def add_records(self, records: Sequence[dict]) -> None:
+        if self.store.add_records(records):
+            self.dirty = True
+
+    def clear(self) -> None:
+        self.store.clear()
+        self._shown = None
+        super().clear()
+
+    # --- choices ------------------------------------------------------------------------------------
+    def set_range(self, which: str) -> None:
+        self.range = which
+        if self.range_box.currentData() != which:
+            self.range_box.setCurrentIndex(list(RANGE_LABELS).index(which))
+        self._update_window_box()
+        self._force_draw()
+
+    def set_window(self, seconds: int) -> None:
+        self.store.set_window(float(seconds))
+        self._force_draw()
+
+    def _update_window_box(self) -> None:
+        self.window_box.setVisible(self.range == "window")
+
+    def set_search(self, text: str) -> None:
+        share = self.graph.set_search(text)
+        self.match_label.setText(f"matched {100.0 * share:.2f} %" if text.strip() else "")
+
+    def current(self) -> Aggregate:
+        return self.store.view(self.range)
+
+    def pin_baseline(self) -> None:
+        """Keep the profile shown now as the baseline (a copy: the live one goes on changing)."""
+        self.baseline = Aggregate.of(self.current().profile.copy())
+        self.baseline_label = (f"baseline: {RANGE_LABELS[self.range]} pinned at {time.strftime('%H:%M:%S')}, "
+                               f"{format_weight(self.baseline.profile.total, self.unit)}")
+        self.compare_box.setEnabled(True)
+        self._force_draw()
+
+    def comparing(self) -> bool:
+        return self.baseline is not None and self.compare_box.isChecked()
+
+    def _force_draw(self) -> None:
+        self.dirty = True
+        self.redraw(force=True)
+
+    # --- drawing ------------------------------------------------------------------------------------
+    def draw(self) -> None:
+        view = self.current()
+        baseline = self.baseline if self.comparing() else None
+        self.graph.set_tree(view.tree, self.unit, baseline.tree if baseline else None)
+        self.set_search(self.search_box.text())
+        shown, factor = _shown_unit(self.unit)
+        self.top_model.set_rows([
+            {"function": s.frame.name, "module": s.frame.module, "self": s.self_weight * factor,
+             "self_pct": round(s.self_pct, 2), "total": s.total_weight * factor, "total_pct": round(s.total_pct, 2)}
+            for s in view.functions.stats(TABLE_ROWS)])
+        self.tables.setTabEnabled(1, baseline is not None)
+        self.legend.setVisible(baseline is not None)
+        if baseline is not None:
+            self.change_model.set_rows([
+                {"function": c.frame.name, "module": c.frame.module, "change_pct": round(c.change_pct, 2),
+                 "baseline_pct": round(c.baseline_pct, 2), "current_pct": round(c.current_pct, 2),
+                 "self_change_pct": round(c.self_change_pct, 2)}
+                for c in differential(baseline.functions, view.functions, TABLE_ROWS)])
+        self.status.setText(self.status_text(view))
+
+    def status_text(self, view: Aggregate) -> str:
+        parts = [f"{len(view.profile):,} stacks", f"{format_weight(view.profile.total, self.unit)} in all"]
+        span = self.store.span_s(self.range)
+        if span:
+            parts.append(f"over {span:,.0f} s")
+        if self.store.folded_away:
+            parts.append(f"{self.store.folded_away:,} stacks past {self.store.max_stacks:,} summed as [other stacks]")
+        if self.baseline_label:
+            parts.append(self.baseline_label)
+        return "  ·  ".join(parts)
+
+    # --- export -------------------------------------------------------------------------------------
+    def export_folded(self, path: str | None = None) -> str | None:
+        """Write every stack of the range shown as folded lines to `path` (asked for when None)."""
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(self, "Export folded stacks", f"{self.spec.name}.folded",
+                                                  "Folded stacks (*.folded *.txt)")
+            if not path:
+                return None
+        with open(path, "w") as f:
+            f.write(to_folded(self.current().profile))
+        return path
