@@ -20,9 +20,11 @@ BENCH_ARGS ?=
 bench: setup
 	$(PY) bench/run.py $(if $(BENCH_QUICK),--quick) $(BENCH_ARGS)
 
-# the running window at 1400x900 under Xvfb, with metrics and a local collector -> docs/screenshot.png
+# the running window under Xvfb, with metrics and a local collector -> docs/screenshot.png, docs/flamegraph.png
 screenshot: setup
 	xvfb-run -a -s "-screen 0 1400x900x24" $(PY) scripts/screenshot.py
+	xvfb-run -a -s "-screen 0 1600x1000x24" $(PY) scripts/screenshot.py --metrics offcpu --show offcpu \
+		--workload blocking --only-workload --search futex --seconds 15 --size 1600x1000 --out docs/flamegraph.png
 
 doctor: setup
 	$(PY) main_app.py --doctor

@@ -13,7 +13,9 @@ _MODULE = re.compile(r"^(.*\S) \[([^\[\]]+)\]$")
 
 
 def frame_text(frame: Frame) -> str:
-    text = f"{frame.name} [{frame.module}]" if frame.module else frame.name
+    """The frame as folded text; a ';' in a name (C++ templates, JIT names) becomes ':', as it separates frames."""
+    name = frame.name.replace(";", ":")
+    text = f"{name} [{frame.module}]" if frame.module else name
     return text + KERNEL_SUFFIX if frame.kind == "kernel" else text
 
 

@@ -44,6 +44,37 @@ while time.time() - t0 < 60:
     time.sleep(0.02)
 """
 
+# For a flame graph (`--workload blocking`): threads that block in different ways, and one that spins.
+BLOCKING = """
+import os, tempfile, threading, time
+t0, lock = time.time(), threading.Lock()
+def done(): return time.time() - t0 > 60
+def sleeper():
+    while not done(): time.sleep(0.05)
+def reader(fd):
+    while not done() and os.read(fd, 1): pass
+def writer(fd):
+    while not done(): os.write(fd, b"x"); time.sleep(0.01)
+def holder():
+    while not done():
+        with lock: time.sleep(0.03)
+        time.sleep(0.001)
+def waiter():
+    while not done():
+        with lock: pass
+def syncer():
+    with tempfile.TemporaryFile(dir="/var/tmp") as f:
+        while not done(): f.write(b"y" * 4096); f.flush(); os.fsync(f.fileno())
+def spinner():
+    while not done(): sum(range(1000)); os.getppid()
+r, w = os.pipe()
+for target, argv in ((sleeper, ()), (reader, (r,)), (writer, (w,)), (holder, ()), (waiter, ()), (syncer, ()),
+                     (spinner, ())):
+    threading.Thread(target=target, args=argv, daemon=True).start()
+while not done(): time.sleep(1)
+"""
+WORKLOADS = {"mixed": WORKLOAD, "blocking": BLOCKING}
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -53,6 +84,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="how long the metrics run before the capture")
     parser.add_argument("--size", default="1400x900")
     parser.add_argument("--every-tab", metavar="DIR", help="also capture each metric's tab to DIR/NAME.png")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="mixed", help="what the metrics watch")
+    parser.add_argument("--only-workload", action="store_true", help="metrics with a pid argument watch the workload only")
+    parser.add_argument("--search", default="", help="text typed into the shown tab's flame-graph search")
     args = parser.parse_args()
 
     known = {s.name for s in config.METRICS}
@@ -62,7 +96,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="profiler-shot-") as state:
         collector = LocalCollector(state, pick_port(5000)).start()
-        workload = subprocess.Popen([sys.executable, "-c", WORKLOAD])
+        workload = subprocess.Popen([sys.executable, "-c", WORKLOADS[args.workload]])
         app = QApplication.instance() or QApplication([])
         controller = MonitorController(server_url=collector.url, state_dir=state)
         window = MainWindow(controller, verdicts=preflight.metric_verdicts(),
@@ -72,6 +106,9 @@ def main() -> int:
             window.resize(width, height)
             window.show()
             window.set_checked(metrics)
+            for name in metrics if args.only_workload else ():
+                if any(arg.name == "pid" for arg in config.get(name).args):
+                    window.forms[name].set_values({"pid": workload.pid})
             started = window.start_checked()
             print(f"screenshot: running {', '.join(started)} for {args.seconds:g}s", flush=True)
             if args.show in window.tabs:
@@ -83,6 +120,9 @@ def main() -> int:
                 app.processEvents()
                 time.sleep(0.02)
             window.refresh()
+            search = getattr(window.tabs.get(args.show) and window.tabs[args.show].chart, "search_box", None)
+            if args.search and search is not None:
+                search.setText(args.search)
             app.processEvents()
             os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
             if not window.grab().save(args.out):

@@ -47,6 +47,11 @@ def test_folded_kernel_and_module_frames_round_trip():
     assert to_folded(profile) == text
 
 
+def test_folded_export_keeps_one_frame_per_name_with_a_semicolon():
+    profile = Profile("samples", [((Frame("p", kind="process"), Frame("f<a;b>")), 2)])
+    assert to_folded(profile) == "p;f<a:b> 2\n"
+
+
 def test_folded_repeated_stacks_add_and_bad_line_is_an_error():
     profile = parse_folded("a;b 1\n\na;b 2\n")
     assert profile.stacks == {(Frame("a", kind="process"), Frame("b")): 3}
