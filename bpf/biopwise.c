@@ -75,10 +75,10 @@ static __always_inline int rwbs_kind(const char *rwbs, int *sync)
 TRACEPOINT_PROBE(block, block_io_start)
 {
     if (args->bytes == 0)
-        return 0;    /* an empty flush */
+        return PASS_ON;    /* an empty flush */
 #ifdef FILTER_DEV
     if (args->dev != FILTER_DEV)
-        return 0;
+        return PASS_ON;
 #endif
     /* Recorded whatever -p says: the filter applies to the owner at issue, so a request of another
      * process that the filtered one happens to dispatch is never credited to it. */
@@ -86,32 +86,32 @@ TRACEPOINT_PROBE(block, block_io_start)
     struct rq_val val = {.tgid = bpf_get_current_pid_tgid() >> 32};
     bpf_get_current_comm(&val.comm, sizeof(val.comm));
     inflight.update(&key, &val);
-    return 0;
+    return PASS_ON;
 }
 #endif
 
 TRACEPOINT_PROBE(block, block_rq_issue)
 {
     if (args->bytes == 0)
-        return 0;
+        return PASS_ON;
 #ifdef FILTER_DEV
     if (args->dev != FILTER_DEV)
-        return 0;
+        return PASS_ON;
 #endif
     struct rq_key rk = {.dev = args->dev, .sector = args->sector};
     u64 now = bpf_ktime_get_ns();
     struct rq_val *rq = inflight.lookup(&rk);
     if (rq && rq->issue_ns) {
         rq->issue_ns = now;    /* a re-issue: counted already, latency from the last try */
-        return 0;
+        return PASS_ON;
     }
     u32 owner = rq ? rq->tgid : bpf_get_current_pid_tgid() >> 32;
     if (skip_ids(owner, owner))
-        return 0;
+        return PASS_ON;
     int sync = 0;
     int kind = rwbs_kind(args->rwbs, &sync);
     if (!kind)
-        return 0;
+        return PASS_ON;
     if (rq) {
         rq->issue_ns = now;
     } else {
@@ -120,7 +120,7 @@ TRACEPOINT_PROBE(block, block_rq_issue)
         inflight.update(&rk, &val);
         rq = inflight.lookup(&rk);
         if (!rq)
-            return 0;
+            return PASS_ON;
     }
 
     struct key_t key = {.tgid = owner, .dev = args->dev};
@@ -134,7 +134,7 @@ TRACEPOINT_PROBE(block, block_rq_issue)
             u64 *lost = full.lookup(&zero);
             if (lost)
                 (*lost)++;
-            return 0;
+            return PASS_ON;
         }
         comms.update(&key.tgid, (struct comm_t *)rq->comm);
     }
@@ -149,7 +149,7 @@ TRACEPOINT_PROBE(block, block_rq_issue)
         v->sync_ios++;
     else
         v->async_ios++;
-    return 0;
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(block, block_rq_complete)
@@ -157,16 +157,16 @@ TRACEPOINT_PROBE(block, block_rq_complete)
     struct rq_key rk = {.dev = args->dev, .sector = args->sector};
     struct rq_val *rq = inflight.lookup(&rk);
     if (!rq)
-        return 0;
+        return PASS_ON;
     u64 issued = rq->issue_ns;
     struct key_t key = {.tgid = rq->tgid, .dev = args->dev};
     inflight.delete(&rk);
     if (!issued)
-        return 0;
+        return PASS_ON;
     struct val_t *v = stats.lookup(&key);
     if (v) {
         v->lat_ns += bpf_ktime_get_ns() - issued;
         v->lat_count++;
     }
-    return 0;
+    return PASS_ON;
 }

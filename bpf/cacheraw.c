@@ -101,17 +101,17 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
     struct comm_t *c = comms.lookup(&tgid);
     if (c)
         bpf_get_current_comm(&c->comm, sizeof(c->comm));
-    return 0;
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(filemap, mm_filemap_get_pages)
 {
     u64 id = bpf_get_current_pid_tgid();
     if (skip_task(id))
-        return 0;
+        return PASS_ON;
     struct task_t *t = task_state(id, 1);
     if (!t)
-        return 0;
+        return PASS_ON;
     u64 pages = 0;
     /* the same request continuing (same file and end, start moved up) was counted at its first call */
     if (!(t->gp_dev == args->s_dev && t->gp_ino == args->i_ino && t->gp_last == args->last_index &&
@@ -122,20 +122,20 @@ TRACEPOINT_PROBE(filemap, mm_filemap_get_pages)
     t->gp_index = args->index;
     t->gp_last = args->last_index;
     if (!pages)
-        return 0;
+        return PASS_ON;
     if (t->in_read)
         t->rd_pages += pages;
     struct val_t *v = stats_of(id >> 32);
     if (v)
         v->requested_pages += pages;
-    return 0;
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(filemap, mm_filemap_add_to_page_cache)
 {
     u64 id = bpf_get_current_pid_tgid();
     if (skip_task(id))
-        return 0;
+        return PASS_ON;
     u64 pages = 1ULL << (args->order & 31);
     struct task_t *t = task_state(id, 1);
     if (t) {
@@ -148,14 +148,14 @@ TRACEPOINT_PROBE(filemap, mm_filemap_add_to_page_cache)
         v->added_pages += pages;
         v->added_folios++;
     }
-    return 0;
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(writeback, writeback_dirty_folio)
 {
     u64 id = bpf_get_current_pid_tgid();
     if (skip_task(id))
-        return 0;
+        return PASS_ON;
     u64 miss_pages = 0;
     struct task_t *t = task_state(id, 0);
     if (t && t->add_pages && t->add_ino == args->ino && t->add_index == args->index) {
@@ -164,75 +164,77 @@ TRACEPOINT_PROBE(writeback, writeback_dirty_folio)
     }
     struct val_t *v = stats_of(id >> 32);
     if (!v)
-        return 0;
+        return PASS_ON;
     if (miss_pages) {
         v->write_miss_pages += miss_pages;
         v->write_miss_folios++;
     } else {
         v->write_hit_folios++;
     }
-    return 0;
+    return PASS_ON;
 }
 
 #ifdef HAVE_READ_EXIT
-static __always_inline int read_enter(u64 count)
+static __always_inline void read_enter(u64 count)
 {
     u64 id = bpf_get_current_pid_tgid();
     if (skip_task(id))
-        return 0;
+        return;
     struct task_t *t = task_state(id, 1);
     if (t) {
         t->in_read = 1;
         t->rd_count = count;
         t->rd_pages = 0;
     }
-    return 0;
 }
 
 /* Pages requested past what the read returned (the end of the file) are taken back. Only the page
  * offset of the start is unknown: when the count is whole pages and the request spanned exactly that
  * many, the start was page-aligned; otherwise one page more is allowed. */
-static __always_inline int read_exit(long ret)
+static __always_inline void read_exit(long ret)
 {
     u64 id = bpf_get_current_pid_tgid();
     if (skip_task(id))
-        return 0;
+        return;
     struct task_t *t = task_state(id, 0);
     if (!t || !t->in_read)
-        return 0;
+        return;
     t->in_read = 0;
     u64 requested = t->rd_pages;
     if (!requested || ret < 0 || (u64)ret >= t->rd_count)
-        return 0;
+        return;
     u64 used = ((u64)ret + (1 << PAGE_SHIFT) - 1) >> PAGE_SHIFT;
     int aligned = !(t->rd_count & ((1 << PAGE_SHIFT) - 1)) && requested == t->rd_count >> PAGE_SHIFT;
     if (!aligned)
         used++;
     if (used >= requested)
-        return 0;
+        return;
     struct val_t *v = stats_of(id >> 32);
     if (v)
         v->overshoot_pages += requested - used;
-    return 0;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_enter_read)
 {
-    return read_enter(args->count);
+    read_enter(args->count);
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_enter_pread64)
 {
-    return read_enter(args->count);
+    read_enter(args->count);
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_exit_read)
 {
-    return read_exit(args->ret);
+    read_exit(args->ret);
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_exit_pread64)
 {
-    return read_exit(args->ret);
+    read_exit(args->ret);
+    return PASS_ON;
 }
 #endif

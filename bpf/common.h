@@ -7,6 +7,12 @@
 
 #define TASK_COMM_LEN 16
 
+/* What every tracepoint program returns: the event goes on to perf's other consumers of the same
+ * tracepoint (perf stat/record, another tracer). perf_trace_run_bpf_submit() in kernel/events/core.c
+ * drops the event for all of them when the BPF programs attached to it return 0 (their results are
+ * and-ed). Raw tracepoint and perf-event programs are not affected and keep their own convention. */
+#define PASS_ON 1
+
 /* 1 when the current task is excluded by --pid / --tid (FILTER_PID, FILTER_TID). */
 static __always_inline int skip_task(u64 pid_tgid)
 {

@@ -70,21 +70,21 @@ static __always_inline void settle(u64 ptr, struct alloc_t *a)
     allocs.delete(&ptr);
 }
 
-static __always_inline int on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site)
+static __always_inline void on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site)
 {
     u64 id = bpf_get_current_pid_tgid();
     if (skip_task(id))
-        return 0;
+        return;
 #ifdef MIN_BYTES
     if (size < MIN_BYTES)
-        return 0;
+        return;
 #endif
     u32 tgid = id >> 32;
     if (tgid == 0 || ptr == 0)    /* an interrupt on an idle CPU; a failed allocation */
-        return 0;
+        return;
 #ifdef EXCLUDE_PID
     if (tgid == EXCLUDE_PID)      /* the tracer itself: its map reads allocate */
-        return 0;
+        return;
 #endif
 
     struct pmem_t *v = proc_mem.lookup(&tgid);
@@ -94,7 +94,7 @@ static __always_inline int on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site)
         v = proc_mem.lookup(&tgid);
         if (!v) {
             count_lost(LOST_PIDS_FULL);
-            return 0;
+            return;
         }
         struct comm_t c = {};
         bpf_get_current_comm(&c.comm, sizeof(c.comm));
@@ -116,19 +116,17 @@ static __always_inline int on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site)
 #endif
     if (allocs.update(&ptr, &a) != 0) {
         count_lost(LOST_ALLOCS_FULL);
-        return 0;
+        return;
     }
     v->alloc_bytes += size;
     v->allocs++;
-    return 0;
 }
 
-static __always_inline int on_free(u64 ptr)
+static __always_inline void on_free(u64 ptr)
 {
     struct alloc_t *a = allocs.lookup(&ptr);
     if (a)
         settle(ptr, a);
-    return 0;
 }
 
 /* A process named at its first allocation may exec afterwards: take the new name. */
@@ -137,31 +135,35 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
     u64 id = bpf_get_current_pid_tgid();
     u32 tgid = id >> 32;
     if (skip_task(id) || !comms.lookup(&tgid))
-        return 0;
+        return PASS_ON;
     struct comm_t c = {};
     bpf_get_current_comm(&c.comm, sizeof(c.comm));
     comms.update(&tgid, &c);
-    return 0;
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(kmem, kmalloc)
 {
-    return on_alloc(args, (u64)args->ptr, args->bytes_alloc, args->call_site);
+    on_alloc(args, (u64)args->ptr, args->bytes_alloc, args->call_site);
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(kmem, kfree)
 {
-    return on_free((u64)args->ptr);
+    on_free((u64)args->ptr);
+    return PASS_ON;
 }
 
 #ifdef TRACE_CACHES
 TRACEPOINT_PROBE(kmem, kmem_cache_alloc)
 {
-    return on_alloc(args, (u64)args->ptr, args->bytes_alloc, args->call_site);
+    on_alloc(args, (u64)args->ptr, args->bytes_alloc, args->call_site);
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(kmem, kmem_cache_free)
 {
-    return on_free((u64)args->ptr);
+    on_free((u64)args->ptr);
+    return PASS_ON;
 }
 #endif

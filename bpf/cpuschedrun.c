@@ -66,40 +66,41 @@ static __always_inline void count_lost(void)
 
 /* A wakeup queues a thread that was not runnable; one already queued keeps its earlier start, and one
  * still on its CPU (woken before it finished going to sleep) is not queued at all. */
-static __always_inline int on_wakeup(u32 tid)
+static __always_inline void on_wakeup(u32 tid)
 {
 #ifdef FILTER_TID
     if (tid != FILTER_TID)
-        return 0;
+        return;
 #endif
     if (tid == 0)
-        return 0;
+        return;
     struct task_t *t = tasks.lookup(&tid);
     if (!t) {
 #ifdef FILTER_PID
-        return 0;   /* not a member */
+        return;   /* not a member */
 #else
         struct task_t init = {.ts = bpf_ktime_get_ns(), .state = S_QUEUED};
         if (tasks.insert(&tid, &init) == ERR_MAP_FULL)
             count_lost();
-        return 0;
+        return;
 #endif
     }
     if (t->state == S_UNKNOWN) {
         t->ts = bpf_ktime_get_ns();
         t->state = S_QUEUED;
     }
-    return 0;
 }
 
 TRACEPOINT_PROBE(sched, sched_wakeup)
 {
-    return on_wakeup(args->pid);
+    on_wakeup(args->pid);
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(sched, sched_wakeup_new)
 {
-    return on_wakeup(args->pid);
+    on_wakeup(args->pid);
+    return PASS_ON;
 }
 
 #ifdef FILTER_PID
@@ -107,12 +108,12 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
 TRACEPOINT_PROBE(task, task_newtask)
 {
     if ((u32)(bpf_get_current_pid_tgid() >> 32) != FILTER_PID || !(args->clone_flags & CLONE_THREAD))
-        return 0;
+        return PASS_ON;
     u32 tid = args->pid;
     struct task_t init = {.state = S_UNKNOWN};
     if (tasks.insert(&tid, &init) == ERR_MAP_FULL)
         count_lost();
-    return 0;
+    return PASS_ON;
 }
 #endif
 
@@ -169,10 +170,10 @@ TRACEPOINT_PROBE(sched, sched_switch)
 
     /* next: its wait ends and its run starts */
     if (next == 0)
-        return 0;
+        return PASS_ON;
 #ifdef FILTER_TID
     if (next != FILTER_TID)
-        return 0;
+        return PASS_ON;
 #endif
     struct task_t *t = tasks.lookup(&next);
     if (!t) {
@@ -181,7 +182,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
         if (tasks.insert(&next, &init) == ERR_MAP_FULL)
             count_lost();
 #endif
-        return 0;
+        return PASS_ON;
     }
     if (t->state == S_QUEUED) {
         u64 delta = now - t->ts;
@@ -206,5 +207,5 @@ TRACEPOINT_PROBE(sched, sched_switch)
     }
     t->ts = now;
     t->state = S_RUNNING;
-    return 0;
+    return PASS_ON;
 }

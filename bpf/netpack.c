@@ -96,7 +96,7 @@ TRACEPOINT_PROBE(net, net_dev_queue)
     TP_DATA_LOC_READ_STR(&key.name, name, IFNAMSIZ);
 #ifdef FILTER_DEV
     if (skip_dev(key.name))
-        return 0;
+        return PASS_ON;
 #endif
     u64 ts = bpf_ktime_get_ns();
     int zero = 0;
@@ -107,26 +107,26 @@ TRACEPOINT_PROBE(net, net_dev_queue)
         u64 *n = reused.lookup(&zero);
         if (n)
             (*n)++;
-        return 0;
+        return PASS_ON;
     }
     if (start.update(&key, &ts) != 0) {
         u64 *lost = start_full.lookup(&zero);
         if (lost)
             (*lost)++;
     }
-    return 0;
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(net, net_dev_xmit)
 {
     /* NETDEV_TX_BUSY: the driver will be offered this skb again, keep its queue time */
     if (args->rc != 0)
-        return 0;
+        return PASS_ON;
     struct start_key_t key = {.skb = (u64)args->skbaddr};
     TP_DATA_LOC_READ_STR(&key.name, name, IFNAMSIZ);
     u64 *tsp = start.lookup(&key);
     if (!tsp)
-        return 0;
+        return PASS_ON;
     u64 now = bpf_ktime_get_ns();
     u64 delta = now - *tsp;
     start.delete(&key);
@@ -160,7 +160,7 @@ TRACEPOINT_PROBE(net, net_dev_xmit)
         u64 *lost = stats_full.lookup(&zero);
         if (lost)
             (*lost)++;
-        return 0;
+        return PASS_ON;
     }
     st->packets++;
     st->bytes += len;
@@ -178,11 +178,11 @@ TRACEPOINT_PROBE(net, net_dev_xmit)
 #ifdef EVENTS
 #ifdef MIN_NS
     if (delta < MIN_NS)
-        return 0;
+        return PASS_ON;
 #endif
     struct event_t ev = {.ts_ns = now, .delta_ns = delta, .len = len};
     __builtin_memcpy(&ev.dev, dev.name, IFNAMSIZ);
     events.perf_submit(args, &ev, sizeof(ev));
 #endif
-    return 0;
+    return PASS_ON;
 }

@@ -92,12 +92,12 @@ TRACEPOINT_PROBE(sched, sched_switch)
     u32 next = args->next_pid;
     struct start_t *s = start.lookup(&next);
     if (!s)
-        return 0;
+        return PASS_ON;
     u64 delta = now - s->ts;
     struct key_t key = {.tgid = s->tgid, .tid = next, .kstack = s->kstack, .ustack = s->ustack};
     start.delete(&next);
     if (delta < MIN_BLOCK_NS)
-        return 0;
+        return PASS_ON;
     __builtin_memcpy(&key.comm, args->next_comm, TASK_COMM_LEN);
 
     struct val_t *v = blocked.lookup(&key);
@@ -107,7 +107,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
         v = blocked.lookup(&key);
         if (!v) {
             count_lost();
-            return 0;
+            return PASS_ON;
         }
     }
     v->total_ns += delta;
@@ -116,5 +116,5 @@ TRACEPOINT_PROBE(sched, sched_switch)
         v->min_ns = delta;
     if (delta > v->max_ns)
         v->max_ns = delta;
-    return 0;
+    return PASS_ON;
 }

@@ -36,12 +36,12 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
 {
     u64 id = bpf_get_current_pid_tgid();
     if (skip_task(id))
-        return 0;
+        return PASS_ON;
     u32 tgid = id >> 32;
     struct comm_t c = {};
     bpf_get_current_comm(&c.comm, sizeof(c.comm));
     comms.update(&tgid, &c);
-    return 0;
+    return PASS_ON;
 }
 
 enum fault_kind { MINOR, MAJOR, TRAP };
@@ -93,6 +93,7 @@ int on_major(struct bpf_perf_event_data *ctx)
  * rusage, so TRAPS is a cross-check, not a sum of MINOR and MAJOR. */
 TRACEPOINT_PROBE(exceptions, page_fault_user)
 {
-    return count_fault(TRAP);
+    count_fault(TRAP);
+    return PASS_ON;
 }
 #endif

@@ -103,20 +103,20 @@ TRACEPOINT_PROBE(sched, sched_switch)
     int zero = 0;
     u64 *since = cpu_in.lookup(&zero);
     if (!since)
-        return 0;
+        return PASS_ON;
     u64 started = *since;
     *since = now;   /* `next` runs from now, whoever it is */
 
     u64 id = bpf_get_current_pid_tgid();
     if (args->prev_pid == 0 || skip_task(id))
-        return 0;
+        return PASS_ON;
     if (args->prev_state & PREV_STATE_EXITED) {
         /* its last switch: the exit record has gone out, nothing more to count */
 #ifndef USE_TASK_STORAGE
         u32 dead = id;
         counters.delete(&dead);
 #endif
-        return 0;
+        return PASS_ON;
     }
 #ifdef USE_TASK_STORAGE
     struct counters_t *c = counters.task_storage_get((struct task_struct *)bpf_get_current_task_btf(), 0,
@@ -131,7 +131,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
     }
 #endif
     if (!c)
-        return 0;
+        return PASS_ON;
     if (started)
         c->runtime_ns += now - started;
     /* Blocked (state bits set) is voluntary; preempted or still runnable is involuntary, as the
@@ -140,7 +140,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
         c->voluntary++;
     else
         c->involuntary++;
-    return 0;
+    return PASS_ON;
 }
 
 /* A new thread or process starts with its parent's parameters (reset-on-fork applied). */
@@ -151,12 +151,12 @@ TRACEPOINT_PROBE(task, task_newtask)
     u64 flags = args->clone_flags;
     struct params_t *pp = params.lookup(&parent);
     if (!pp)
-        return 0;   /* untraced parent: not a thread of the -p process */
+        return PASS_ON;   /* untraced parent: not a thread of the -p process */
     struct params_t c = *pp;
     c.tgid = (flags & CLONE_THREAD) ? (u32)(id >> 32) : child;
 #ifdef FILTER_PID
     if (c.tgid != FILTER_PID)
-        return 0;
+        return PASS_ON;
 #endif
     c.ppid = (flags & (CLONE_THREAD | CLONE_PARENT)) ? pp->ppid : (u32)(id >> 32);
     if (c.reset_on_fork) {
@@ -174,7 +174,7 @@ TRACEPOINT_PROBE(task, task_newtask)
         if (lost)
             (*lost)++;
     }
-    return 0;
+    return PASS_ON;
 }
 
 /* --- parameter changes: remembered at entry, applied at exit on success --------------------------- */
@@ -189,7 +189,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_sched_setscheduler)
     bpf_probe_read_user(&prio, sizeof(prio), args->param);
     p.rt_priority = prio;
     pending.update(&tid, &p);
-    return 0;
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_enter_sched_setparam)
@@ -200,7 +200,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_sched_setparam)
     bpf_probe_read_user(&prio, sizeof(prio), args->param);
     p.rt_priority = prio;
     pending.update(&tid, &p);
-    return 0;
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_enter_sched_setattr)
@@ -208,9 +208,9 @@ TRACEPOINT_PROBE(syscalls, sys_enter_sched_setattr)
     u32 tid = bpf_get_current_pid_tgid();
     struct sched_attr_head attr = {};
     if (bpf_probe_read_user(&attr, sizeof(attr), args->uattr) < 0)
-        return 0;
+        return PASS_ON;
     if (attr.sched_flags & SCHED_FLAG_KEEP_PARAMS)
-        return 0;   /* only utilization clamps change */
+        return PASS_ON;   /* only utilization clamps change */
     struct pending_t p = {.target = args->pid ? (u32)args->pid : tid, .what = SET_RTPRIO | SET_NICE_IF_FAIR,
                           .policy = attr.sched_policy, .nice = attr.sched_nice,
                           .rt_priority = attr.sched_priority,
@@ -218,7 +218,7 @@ TRACEPOINT_PROBE(syscalls, sys_enter_sched_setattr)
     if (!(attr.sched_flags & SCHED_FLAG_KEEP_POLICY))
         p.what |= SET_POLICY;
     pending.update(&tid, &p);
-    return 0;
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_enter_setpriority)
@@ -232,29 +232,29 @@ TRACEPOINT_PROBE(syscalls, sys_enter_setpriority)
     else
         p.target = args->who ? (u32)args->who : tid;
     pending.update(&tid, &p);
-    return 0;
+    return PASS_ON;
 }
 
-static __always_inline int apply_pending(long ret)
+static __always_inline void apply_pending(long ret)
 {
     u32 tid = bpf_get_current_pid_tgid();
     struct pending_t *p = pending.lookup(&tid);
     if (!p)
-        return 0;
+        return;
     struct pending_t change = *p;
     pending.delete(&tid);
     if (ret != 0)
-        return 0;
+        return;
     if (change.what & REFRESH) {
         int zero = 0;
         u64 *gen = refresh.lookup(&zero);
         if (gen)
             __sync_fetch_and_add(gen, 1);
-        return 0;
+        return;
     }
     struct params_t *t = params.lookup(&change.target);
     if (!t)
-        return 0;   /* not a traced thread */
+        return;   /* not a traced thread */
     if (change.what & SET_POLICY) {
         t->policy = change.policy;
         t->reset_on_fork = change.reset_on_fork;
@@ -263,27 +263,30 @@ static __always_inline int apply_pending(long ret)
         t->rt_priority = change.rt_priority;
     if ((change.what & SET_NICE) || ((change.what & SET_NICE_IF_FAIR) && fair_policy(t->policy)))
         t->nice = change.nice;
-    return 0;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_exit_sched_setscheduler)
 {
-    return apply_pending(args->ret);
+    apply_pending(args->ret);
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_exit_sched_setparam)
 {
-    return apply_pending(args->ret);
+    apply_pending(args->ret);
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_exit_sched_setattr)
 {
-    return apply_pending(args->ret);
+    apply_pending(args->ret);
+    return PASS_ON;
 }
 
 TRACEPOINT_PROBE(syscalls, sys_exit_setpriority)
 {
-    return apply_pending(args->ret);
+    apply_pending(args->ret);
+    return PASS_ON;
 }
 
 /* --- the record ----------------------------------------------------------------------------------- */
@@ -291,7 +294,7 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
 {
     u64 id = bpf_get_current_pid_tgid();
     if (skip_task(id))
-        return 0;
+        return PASS_ON;
     u32 tid = id;
     struct event_t e = {.pid = id >> 32, .tid = tid, .cpu = bpf_get_smp_processor_id(), .prio = args->prio};
     __builtin_memcpy(&e.comm, args->comm, TASK_COMM_LEN);
@@ -320,5 +323,5 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     if (since && *since)
         e.runtime_ns += bpf_ktime_get_ns() - *since;   /* it is running now */
     exits.perf_submit(args, &e, sizeof(e));
-    return 0;
+    return PASS_ON;
 }

@@ -59,7 +59,7 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     u32 child = args->child_pid;
     u32 parent = bpf_get_current_pid_tgid() >> 32;
     children.update(&child, &parent);
-    return 0;
+    return PASS_ON;
 }
 #endif
 

@@ -48,17 +48,17 @@ LOST_COUNTER(start_full);    /* connects not timed because `start` was full */
 TRACEPOINT_PROBE(sock, inet_sock_set_state)
 {
     if (args->protocol != IPPROTO_TCP)
-        return 0;
+        return PASS_ON;
     u64 sk = (u64)args->skaddr;
     int zero = 0;
 
     if (args->newstate == TCP_SYN_SENT) {
         u64 id = bpf_get_current_pid_tgid();
         if (skip_task(id))
-            return 0;
+            return PASS_ON;
 #ifdef FILTER_FAMILY
         if (args->family != FILTER_FAMILY)
-            return 0;
+            return PASS_ON;
 #endif
         struct start_t s = {.ts = bpf_ktime_get_ns(), .pid = id >> 32};
         bpf_get_current_comm(&s.comm, sizeof(s.comm));
@@ -67,14 +67,14 @@ TRACEPOINT_PROBE(sock, inet_sock_set_state)
             if (lost)
                 (*lost)++;
         }
-        return 0;
+        return PASS_ON;
     }
     if (args->oldstate != TCP_SYN_SENT)
-        return 0;
+        return PASS_ON;
 
     struct start_t *s = start.lookup(&sk);
     if (!s)
-        return 0;   /* started before tracing, or filtered out */
+        return PASS_ON;   /* started before tracing, or filtered out */
     struct event_t ev = {.ts_ns = bpf_ktime_get_ns(), .pid = s->pid};
     ev.delta_ns = ev.ts_ns - s->ts;
     __builtin_memcpy(&ev.comm, s->comm, sizeof(ev.comm));
@@ -84,12 +84,12 @@ TRACEPOINT_PROBE(sock, inet_sock_set_state)
     ev.status = args->newstate == TCP_ESTABLISHED ? STATUS_OK : STATUS_FAILED;
 #ifdef FILTER_LPORT
     if (args->sport != FILTER_LPORT)
-        return 0;
+        return PASS_ON;
 #endif
 #ifdef MIN_NS
     /* failed connects are always reported: a refusal is quick and still worth seeing */
     if (ev.status == STATUS_OK && ev.delta_ns < MIN_NS)
-        return 0;
+        return PASS_ON;
 #endif
     ev.family = args->family;
     ev.lport = args->sport;
@@ -102,5 +102,5 @@ TRACEPOINT_PROBE(sock, inet_sock_set_state)
         bpf_probe_read_kernel(&ev.daddr, 16, args->daddr_v6);
     }
     events.perf_submit(args, &ev, sizeof(ev));
-    return 0;
+    return PASS_ON;
 }
