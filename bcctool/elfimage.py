@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 DEBUG_ROOT = "/usr/lib/debug"
+T = TypeVar("T")
 # what a malformed file can make pyelftools raise; anything of these is "not a usable ELF"
 ELF_ERRORS = (ELFError, OSError, ValueError, KeyError, IndexError, AssertionError, EOFError, TypeError)
 
@@ -56,6 +59,20 @@ def open_elf(path: str) -> tuple[ELFFile, object] | None:
     except ELF_ERRORS:
         stream.close()
         return None
+
+
+def with_elf(path: str, read: Callable[[ELFFile], T]) -> T | None:
+    """`read(elf)` on the file opened as an ELF, closed after; None when unreadable or malformed."""
+    opened = open_elf(path)
+    if opened is None:
+        return None
+    elf, stream = opened
+    try:
+        return read(elf)
+    except ELF_ERRORS:
+        return None
+    finally:
+        stream.close()
 
 
 def read_info(elf: ELFFile) -> ElfInfo:
@@ -142,3 +159,32 @@ def file_key(path: str) -> tuple[int, int, int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def debug_file_for(info: ElfInfo, mapping_path: str, opened_as: str, debug_root: str = DEBUG_ROOT) -> str | None:
+    """The debug file of a mapped object opened as `opened_as` (maybe through /proc/PID/root): looked
+    for in the process's root first, then in ours."""
+    root = opened_as[: -len(mapping_path)] if opened_as.endswith(mapping_path) and opened_as != mapping_path else ""
+    found = find_debug_file(info, mapping_path, root, debug_root)
+    if found is None and root:
+        found = find_debug_file(info, mapping_path, "", debug_root)
+    return found
+
+
+def load_per_file(cache: Any, paths: list[str], load: Callable[[str, tuple], Any]) -> Any | None:
+    """What `load(path, key)` makes of the first readable of `paths`, cached under the file's key.
+
+    `cache` is a lrucache.BoundedCache; a loaded value has `.nbytes`; a file `load` cannot read (None)
+    is cached as such and not tried again.
+    """
+    for path in paths:
+        key = file_key(path)
+        if key is None:
+            continue
+        cached = cache.get(key)
+        if cached is not None:
+            return cached or None
+        value = load(path, key)
+        cache.put(key, value if value is not None else False, value.nbytes if value is not None else 100)
+        return value
+    return None

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from elftools.elf.sections import SymbolTableSection
 
-from .elfimage import DEBUG_ROOT, ELF_ERRORS, ElfInfo, file_key, find_debug_file, open_elf, read_info
+from .elfimage import DEBUG_ROOT, ELF_ERRORS, ElfInfo, debug_file_for, load_per_file, read_info, with_elf
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
 
@@ -120,6 +120,10 @@ def _symbols64(data: bytes, strtab: bytes):
 class ObjectSymbols:
     info: ElfInfo
     table: SymbolTable
+
+    @property
+    def nbytes(self) -> int:
+        return self.table.nbytes
 
 
 class KernelSymbols:
@@ -304,47 +308,17 @@ class Symbolizer:
 
     def object_symbols(self, mapping: Mapping) -> ObjectSymbols | None:
         """The symbol table of a mapping's file (cached), or None when it cannot be read."""
-        for path in mapping.readable_paths():
-            key = file_key(path)
-            if key is None:
-                continue
-            cached = self.objects.get(key)
-            if cached is not None:
-                return cached or None  # False: known unreadable, not tried again
-            obj = self._load(path, mapping)
-            if obj is None:
-                self.unreadable_objects += 1
-                self.objects.put(key, False, 100)
-                return None
-            self.objects.put(key, obj, obj.table.nbytes)
-            return obj
-        return None
+        return load_per_file(self.objects, mapping.readable_paths(), lambda path, _key: self._load(path, mapping))
 
     def _load(self, path: str, mapping: Mapping) -> ObjectSymbols | None:
-        opened = open_elf(path)
-        if opened is None:
+        loaded = with_elf(path, lambda elf: (read_info(elf), SymbolTable.from_elf(elf)))
+        if loaded is None:
+            self.unreadable_objects += 1
             return None
-        elf, stream = opened
-        try:
-            info = read_info(elf)
-            symbols = SymbolTable.from_elf(elf)
-        except ELF_ERRORS:
-            return None
-        finally:
-            stream.close()
-        root = path[: -len(mapping.path)] if path.endswith(mapping.path) and path != mapping.path else ""
-        debug = find_debug_file(info, mapping.path, root, self.debug_root)
-        if debug is None and root:
-            debug = find_debug_file(info, mapping.path, "", self.debug_root)
+        info, symbols = loaded
+        debug = debug_file_for(info, mapping.path, path, self.debug_root)
         if debug:
-            opened = open_elf(debug)
-            if opened is not None:
-                try:
-                    symbols.extend(SymbolTable.from_elf(opened[0]))
-                except ELF_ERRORS:
-                    pass
-                finally:
-                    opened[1].close()
+            symbols.extend(with_elf(debug, SymbolTable.from_elf) or [])
         return ObjectSymbols(info, SymbolTable(symbols))
 
     def _perf_map(self, pid: int) -> PerfMap:

@@ -1,0 +1,248 @@
+"""An object's call-frame information (.eh_frame, or .debug_frame of its debug file) as a compact table.
+
+pyelftools parses the CFI entries; their instructions are run here into one row per address range,
+holding just what an x86-64 unwinder with ip, sp and bp can use:
+
+    cfa   = sp + off | bp + off | the PLT expression (sp + 8, + 8 more past the push) | unusable
+    ra    = *(cfa + off) | undefined (the outermost frame: _start, clone) | unknown
+    bp    = *(cfa + off) | unchanged | unknown
+
+Rows are kept as parallel arrays sorted by address (bisect); an address no FDE covers gets a NONE row.
+Parsing python3's .eh_frame takes seconds, so a table is saved once per build-id under a cache
+directory and read back with array.frombytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import os
+import struct
+from array import array
+from dataclasses import dataclass
+
+from elftools.dwarf.callframe import FDE
+
+from .elfimage import ElfInfo, with_elf
+
+# how the CFA is found
+CFA_NONE, CFA_SP, CFA_BP, CFA_PLT, CFA_EXPR = 0, 1, 2, 3, 4
+# a saved-register rule: a CFA-relative offset (a multiple of 8, never odd) or one of these
+SAME, UNDEFINED, UNKNOWN = 0, 1, 3
+RSP, RBP, RA = 7, 6, 16  # DWARF numbers of x86-64's stack pointer, frame pointer, return address
+
+# DW_OP bytes of the PLT's CFA expression: rsp + 8 + ((rip & 15) >= N) << 3
+_PLT_HEAD = bytes([0x77, 8, 0x80, 0, 0x3F, 0x1A])
+_PLT_TAIL = bytes([0x2A, 0x33, 0x24, 0x22])
+MAGIC = b"CFI1"
+_HEADER = struct.Struct("<4sI")
+
+
+@dataclass(frozen=True)
+class Row:
+    cfa_kind: int
+    cfa_off: int
+    ra: int
+    bp: int
+
+
+NO_ROW = Row(CFA_NONE, 0, UNKNOWN, UNKNOWN)
+
+
+class CfiTable:
+    """Sorted rows: rows[i] holds for pcs[i] <= addr < pcs[i+1]."""
+
+    def __init__(self, pcs: array, kind: array, cfa_off: array, ra: array, bp: array) -> None:
+        self.pcs, self.kind, self.cfa_off, self.ra, self.bp = pcs, kind, cfa_off, ra, bp
+        self.nbytes = sum(a.itemsize * len(a) for a in (pcs, kind, cfa_off, ra, bp)) + 200
+
+    def __len__(self) -> int:
+        return len(self.pcs)
+
+    def find(self, vaddr: int) -> tuple[int, int, int, int] | None:
+        """(cfa kind, cfa offset, ra rule, bp rule) for an address, None where no CFI covers it."""
+        i = bisect.bisect_right(self.pcs, vaddr) - 1
+        if i < 0 or self.kind[i] == CFA_NONE:
+            return None
+        return self.kind[i], self.cfa_off[i], self.ra[i], self.bp[i]
+
+    # --- on disk: a header, then each array's bytes ------------------------------------------
+    def save(self, path: str) -> None:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(_HEADER.pack(MAGIC, len(self.pcs)))
+                for a in (self.pcs, self.kind, self.cfa_off, self.ra, self.bp):
+                    a.tofile(f)
+            os.replace(tmp, path)
+        except OSError:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    @classmethod
+    def load(cls, path: str) -> CfiTable | None:
+        try:
+            with open(path, "rb") as f:
+                magic, n = _HEADER.unpack(f.read(_HEADER.size))
+                if magic != MAGIC:
+                    return None
+                arrays = []
+                for code in ("Q", "B", "i", "i", "i"):
+                    a = array(code)
+                    a.fromfile(f, n)
+                    arrays.append(a)
+                return cls(*arrays)
+        except (OSError, EOFError, struct.error, ValueError):
+            return None
+
+
+def _plt_threshold(expr) -> int | None:
+    data = bytes(expr)
+    if len(data) == 11 and data.startswith(_PLT_HEAD) and data.endswith(_PLT_TAIL) and 0x30 <= data[6] <= 0x4F:
+        return data[6] - 0x30
+    return None
+
+
+def _rule(rule: tuple | None) -> int:
+    if rule is None:
+        return SAME
+    return rule if isinstance(rule, int) else UNKNOWN
+
+
+class _State:
+    """One row being built: the CFA rule and the rules of the registers the unwinder reads."""
+
+    __slots__ = ("kind", "off", "reg_rules")
+
+    def __init__(self) -> None:
+        self.kind, self.off = CFA_EXPR, 0  # until the CIE says otherwise
+        self.reg_rules: dict[int, object] = {}
+
+    def copy(self) -> _State:
+        s = _State()
+        s.kind, s.off, s.reg_rules = self.kind, self.off, dict(self.reg_rules)
+        return s
+
+    def row(self) -> tuple[int, int, int, int]:
+        ra = self.reg_rules.get(RA, UNKNOWN)
+        bp = self.reg_rules.get(RBP, SAME)
+        return self.kind, self.off, ra if isinstance(ra, int) else UNKNOWN, bp if isinstance(bp, int) else UNKNOWN
+
+
+def _set_cfa_reg(state: _State, reg: int) -> None:
+    state.kind = {RSP: CFA_SP, RBP: CFA_BP}.get(reg, CFA_EXPR)
+
+
+def _run(
+    instructions, state: _State, caf: int, daf: int, pc: int, initial: _State | None, rows: list
+) -> tuple[_State, int]:
+    """Run CFA instructions from `state`, appending (pc, row) whenever the address advances."""
+    stack: list[_State] = []
+    for instr in instructions:
+        name = getattr(instr.opcode, "name", str(instr.opcode)).rsplit(".", 1)[-1].removeprefix("DW_CFA_")
+        args = instr.args
+        if name.startswith("advance_loc"):
+            rows.append((pc, state.row()))
+            pc += args[0] * caf
+        elif name == "set_loc":
+            rows.append((pc, state.row()))
+            pc = args[0]
+        elif name == "def_cfa":
+            _set_cfa_reg(state, args[0])
+            state.off = args[1]
+        elif name == "def_cfa_sf":
+            _set_cfa_reg(state, args[0])
+            state.off = args[1] * daf
+        elif name == "def_cfa_register":
+            _set_cfa_reg(state, args[0])
+        elif name == "def_cfa_offset":
+            state.off = args[0]
+        elif name == "def_cfa_offset_sf":
+            state.off = args[0] * daf
+        elif name == "def_cfa_expression":
+            threshold = _plt_threshold(args[0])
+            state.kind, state.off = (CFA_PLT, threshold) if threshold is not None else (CFA_EXPR, 0)
+        elif name in ("offset", "offset_extended", "offset_extended_sf"):
+            state.reg_rules[args[0]] = args[1] * daf
+        elif name == "undefined":
+            state.reg_rules[args[0]] = UNDEFINED
+        elif name == "same_value":
+            state.reg_rules[args[0]] = SAME
+        elif name in ("restore", "restore_extended"):
+            base = initial.reg_rules if initial is not None else {}
+            if args[0] in base:
+                state.reg_rules[args[0]] = base[args[0]]
+            else:
+                state.reg_rules.pop(args[0], None)
+        elif name == "remember_state":
+            stack.append(state.copy())
+        elif name == "restore_state":
+            if stack:
+                state = stack.pop()
+        elif name in ("val_offset", "val_offset_sf", "register", "expression", "val_expression"):
+            state.reg_rules[args[0]] = None  # a rule this unwinder cannot follow (ip, sp, bp only)
+        # nop, GNU_args_size, GNU_window_save ...: nothing the rows hold
+    return state, pc
+
+
+def build_table(entries) -> CfiTable:
+    """Rows of every FDE in pyelftools' CFI entries, sorted, gaps marked NONE."""
+    rows: list[tuple[int, int, tuple]] = []  # (pc, order, row): order 0 = a gap marker, so real rows win
+    cie_cache: dict[int, _State] = {}
+    for entry in entries:
+        if not isinstance(entry, FDE) or entry.cie is None:
+            continue
+        cie = entry.cie
+        caf, daf = cie["code_alignment_factor"], cie["data_alignment_factor"]
+        initial = cie_cache.get(cie.offset)
+        if initial is None:
+            initial = _run(cie.instructions, _State(), caf, daf, 0, None, [])[0]
+            cie_cache[cie.offset] = initial
+        start = entry["initial_location"]
+        end = start + entry["address_range"]
+        fde_rows: list = []
+        last, last_pc = _run(entry.instructions, initial.copy(), caf, daf, start, initial, fde_rows)
+        fde_rows.append((last_pc, last.row()))
+        for pc, row in fde_rows:
+            if start <= pc < end:
+                rows.append((pc, 1, row))
+        rows.append((end, 0, (CFA_NONE, 0, UNKNOWN, UNKNOWN)))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    pcs, kind, off, ra, bp = array("Q"), array("B"), array("i"), array("i"), array("i")
+    for pc, _, row in rows:
+        if pcs and pcs[-1] == pc:  # the later row at one address wins (a real row over a gap marker)
+            kind[-1], off[-1], ra[-1], bp[-1] = row
+            continue
+        if pcs and (kind[-1], off[-1], ra[-1], bp[-1]) == row:
+            continue  # the same rule continues
+        pcs.append(pc)
+        kind.append(row[0])
+        off.append(row[1])
+        ra.append(row[2])
+        bp.append(row[3])
+    return CfiTable(pcs, kind, off, ra, bp)
+
+
+def _entries(elf) -> list:
+    if elf.get_section_by_name(".eh_frame") is not None:
+        return elf.get_dwarf_info(relocate_dwarf_sections=False, follow_links=False).EH_CFI_entries()
+    if elf.get_section_by_name(".debug_frame") is not None:
+        return elf.get_dwarf_info(relocate_dwarf_sections=False, follow_links=False).CFI_entries()
+    return []
+
+
+def read_table(path: str, debug_path: str | None = None) -> CfiTable | None:
+    """The object's CFI table: its .eh_frame, else the debug file's .debug_frame; None if unreadable."""
+    table = with_elf(path, lambda elf: build_table(_entries(elf)))
+    if table is not None and not len(table) and debug_path:
+        table = with_elf(debug_path, lambda elf: build_table(_entries(elf))) or table
+    return table
+
+
+def cache_name(info: ElfInfo, key: tuple) -> str:
+    """A file name for an object's table: its build-id, else a hash of its (dev, inode, size, mtime)."""
+    if info.build_id:
+        return f"{info.build_id}.cfi"
+    return hashlib.sha1(repr(key).encode()).hexdigest() + ".cfi"

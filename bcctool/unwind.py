@@ -1,0 +1,182 @@
+"""User-stack unwinding with DWARF CFI (x86-64), from registers and a copy of the top of the stack.
+
+API (nothing here raises on bad input; every loop is bounded):
+
+    unwinder = Unwinder(cache_dir=None, max_objects=64, max_bytes=128 << 20, max_frames=127, use_cfi=True)
+    result = unwinder.unwind(maps, ip, sp, bp, stack)   # maps: procmaps.ProcessMaps, stack: bytes at sp
+    result.pcs        # [ip, return address, return address, ...] innermost first
+    result.outcome    # "complete" | "truncated" | "failed"
+    result.reason     # why it stopped, e.g. "outermost frame", "stack copy ended", "no CFI, no frame pointer"
+    unwinder.outcomes # Counter of outcomes; unwinder.reasons: Counter of (outcome, reason)
+
+Every pc after the first is a return address: symbolize `pc - 1` to name the call site's function
+(symbols.Symbolizer.user(pid, pc - 1)).
+
+Each step finds the mapping of the pc in the snapshot, the object's CFI row for it (cfi.py; parsed
+once per object, kept in a bounded cache, and saved per build-id under `cache_dir` when given), and
+computes the caller's sp (the CFA), return address and bp from the stack copy. Where no CFI covers a
+pc, the frame pointer chain is followed if bp points into the copy. It ends:
+  complete   the return-address rule is undefined (_start, clone), or the return address is 0 (the
+             end of a frame-pointer chain);
+  truncated  a value the next step needs lies beyond the end of the copy, or max_frames was reached;
+  failed     no mapping, no CFI and no usable frame pointer, a CFA expression it cannot evaluate,
+             or a step that does not move up the stack (garbage).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .cfi import CFA_BP, CFA_PLT, CFA_SP, SAME, UNDEFINED, UNKNOWN, CfiTable, cache_name, read_table
+from .elfimage import ElfInfo, debug_file_for, load_per_file, read_info, with_elf
+from .lrucache import BoundedCache
+from .procmaps import Mapping, ProcessMaps
+
+__all__ = ["COMPLETE", "FAILED", "TRUNCATED", "Unwinder", "Unwound"]
+
+COMPLETE, TRUNCATED, FAILED = "complete", "truncated", "failed"
+_U64 = struct.Struct("<Q")
+_UNSET = object()
+_MAX_FRAME_SPAN = 8 << 20  # a frame pointer further above sp than a default stack is garbage
+
+
+@dataclass
+class Unwound:
+    pcs: list[int] = field(default_factory=list)
+    outcome: str = FAILED
+    reason: str = ""
+
+
+@dataclass
+class _Object:
+    info: ElfInfo
+    table: CfiTable
+    # per mapping start: (start - offset_of_segment + vaddr_of_segment) makes pc -> vaddr one subtraction
+    biases: dict[tuple[int, int], int | None] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        return self.table.nbytes
+
+
+class Unwinder:
+    def __init__(
+        self,
+        cache_dir: str | None = None,
+        max_objects: int = 64,
+        max_bytes: int = 128 << 20,
+        max_frames: int = 127,
+        use_cfi: bool = True,
+    ) -> None:
+        self.cache_dir = cache_dir
+        self.use_cfi = use_cfi  # False: frame pointers only, what BPF's own stack walk does
+        self.max_frames = max_frames
+        self.objects = BoundedCache(max_objects, max_bytes)
+        self.outcomes: Counter[str] = Counter()
+        self.reasons: Counter[tuple[str, str]] = Counter()
+        self.parse_seconds = 0.0
+
+    # --- the walk ---------------------------------------------------------------------------
+    def unwind(self, maps: ProcessMaps | None, ip: int, sp: int, bp: int, stack: bytes) -> Unwound:
+        result = self._walk(maps, ip, sp, bp, stack)
+        self.outcomes[result.outcome] += 1
+        self.reasons[(result.outcome, result.reason)] += 1
+        return result
+
+    def _walk(self, maps: ProcessMaps | None, ip: int, sp: int, bp: int, stack: bytes) -> Unwound:
+        if maps is None:
+            return Unwound([ip] if ip else [], FAILED, "no maps (process gone before its first snapshot)")
+        base, limit = sp, sp + len(stack)
+        pcs = [ip]
+        bp_known = True
+        for depth in range(self.max_frames):
+            lookup = ip if depth == 0 else ip - 1  # a return address is just past its call
+            mapping = maps.find(lookup)
+            if mapping is None:
+                return Unwound(pcs, FAILED, "pc in no executable mapping")
+            row = self._row(mapping, lookup) if self.use_cfi else None
+            if row is None:
+                # no CFI here: the frame-pointer chain, if bp points into the copy above sp
+                if not bp_known or not sp <= bp < sp + _MAX_FRAME_SPAN:
+                    return Unwound(pcs, FAILED, "no CFI, no frame pointer")
+                if bp + 16 > limit:
+                    return Unwound(pcs, TRUNCATED, "stack copy ended")
+                ra = _U64.unpack_from(stack, bp + 8 - base)[0]
+                new_sp, new_bp = bp + 16, _U64.unpack_from(stack, bp - base)[0]
+            else:
+                kind, off, ra_rule, bp_rule = row
+                if kind == CFA_SP:
+                    cfa = sp + off
+                elif kind == CFA_BP:
+                    if not bp_known:
+                        return Unwound(pcs, FAILED, "CFA from a frame pointer not recovered")
+                    cfa = bp + off
+                elif kind == CFA_PLT:
+                    cfa = sp + 8 + (8 if (ip & 15) >= off else 0)
+                else:
+                    return Unwound(pcs, FAILED, "CFA expression")
+                if ra_rule == UNDEFINED:
+                    return Unwound(pcs, COMPLETE, "outermost frame")
+                if ra_rule in (SAME, UNKNOWN):
+                    return Unwound(pcs, FAILED, "return address rule")
+                at = cfa + ra_rule
+                if at < sp:
+                    return Unwound(pcs, FAILED, "return address below the stack pointer")
+                if at + 8 > limit:
+                    return Unwound(pcs, TRUNCATED, "stack copy ended")
+                ra = _U64.unpack_from(stack, at - base)[0]
+                new_sp = cfa
+                new_bp = bp
+                if bp_rule == UNKNOWN:
+                    bp_known = False
+                elif bp_rule != SAME:
+                    at = cfa + bp_rule
+                    if base <= at and at + 8 <= limit:
+                        new_bp, bp_known = _U64.unpack_from(stack, at - base)[0], True
+                    else:
+                        bp_known = False
+            if ra == 0:
+                return Unwound(pcs, COMPLETE, "return address 0")
+            if new_sp <= sp:
+                return Unwound(pcs, FAILED, "stack pointer did not move up")
+            pcs.append(ra)
+            ip, sp, bp = ra, new_sp, new_bp
+        return Unwound(pcs, TRUNCATED, "frame limit")
+
+    # --- CFI per object -----------------------------------------------------------------------
+    def _row(self, mapping: Mapping, pc: int) -> tuple[int, int, int, int] | None:
+        obj = self.object_for(mapping)
+        if obj is None:
+            return None
+        bias = obj.biases.get((mapping.start, mapping.offset), _UNSET)
+        if bias is _UNSET:
+            vaddr = obj.info.vaddr_of(mapping.offset)
+            bias = obj.biases[(mapping.start, mapping.offset)] = None if vaddr is None else mapping.start - vaddr
+        if bias is None:
+            return None
+        return obj.table.find(pc - bias)
+
+    def object_for(self, mapping: Mapping) -> _Object | None:
+        """The object's CFI table (memory cache, then disk cache, then parsed); None if unreadable."""
+        return load_per_file(self.objects, mapping.readable_paths(), lambda path, key: self._load(path, mapping, key))
+
+    def _load(self, path: str, mapping: Mapping, key: tuple) -> _Object | None:
+        info = with_elf(path, read_info)
+        if info is None:
+            return None
+        disk = os.path.join(self.cache_dir, cache_name(info, key)) if self.cache_dir else None
+        table = CfiTable.load(disk) if disk else None
+        if table is None:
+            started = time.perf_counter()
+            table = read_table(path, debug_file_for(info, mapping.path, path))
+            self.parse_seconds += time.perf_counter() - started
+            if table is None:
+                return None
+            if disk:
+                os.makedirs(self.cache_dir, exist_ok=True)
+                table.save(disk)
+        return _Object(info, table)

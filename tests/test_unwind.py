@@ -1,0 +1,217 @@
+"""bcctool.unwind against stacks whose shape is known: samples of running programs taken with ptrace
+(tests/stack_samples.py: ip, sp, bp and 16 KiB of stack, what the BPF side hands over), unwound with
+the objects' CFI and named by bcctool.symbols. No BPF needed."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import time
+
+import pytest
+import stack_samples as ss
+
+from bcctool.procmaps import ProcessMaps
+from bcctool.symbols import Symbolizer
+from bcctool.unwind import COMPLETE, FAILED, TRUNCATED, Unwinder
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("gcc") is None or not os.path.exists("/usr/bin/python3"), reason="needs gcc and Debian's python3"
+)
+SAMPLES = 60
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory) -> dict[str, str]:
+    d = str(tmp_path_factory.mktemp("unwind"))
+    built = ss.build_tools(d)
+    built["dir"] = d
+    built["cache"] = os.path.join(d, "cfi-cache")
+    # the chain again with frame pointers and no CFI at all: only the frame-pointer fallback can walk it
+    built["fp_only"] = ss.build(
+        d,
+        "chain_fp",
+        ss.CHAIN_C,
+        "-O2",
+        "-fno-omit-frame-pointer",
+        "-mno-omit-leaf-frame-pointer",
+        "-fno-asynchronous-unwind-tables",
+        "-fno-unwind-tables",
+    )
+    built["no_cfi"] = ss.build(
+        d,
+        "chain_nocfi",
+        ss.CHAIN_C,
+        "-O2",
+        "-fomit-frame-pointer",
+        "-fno-asynchronous-unwind-tables",
+        "-fno-unwind-tables",
+    )
+    built["stripped"] = os.path.join(d, "chain_stripped")
+    subprocess.run(["objcopy", "--strip-all", built["chain"], built["stripped"]], check=True)
+    return built
+
+
+class Sampled:
+    """A workload running, its maps snapshot, and SAMPLES ptrace samples of its main thread."""
+
+    def __init__(self, tools: dict[str, str], argv: list[str], name: str) -> None:
+        self.child = subprocess.Popen(argv)
+        time.sleep(0.3)  # past the dynamic loader, into the loop
+        self.pid = self.child.pid
+        self.maps = ProcessMaps.snapshot(self.pid)
+        self.samples = ss.capture(tools["snap"], self.pid, SAMPLES, os.path.join(tools["dir"], f"{name}.bin"))
+        assert len(self.samples) == SAMPLES
+
+    def stop(self) -> None:
+        self.child.kill()
+        self.child.wait()
+
+
+@pytest.fixture
+def sampled(tools):
+    runs = []
+
+    def start(argv: list[str], name: str) -> Sampled:
+        runs.append(Sampled(tools, argv, name))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        run.stop()
+
+
+def names_of(sym: Symbolizer, pid: int, pcs: list[int]) -> list[str]:
+    """Root first, as a flame graph reads; a return address named by its call instruction."""
+    return [sym.user(pid, pc if i == 0 else pc - 1).name for i, pc in enumerate(pcs)][::-1]
+
+
+def has_chain(names: list[str], chain: list[str]) -> bool:
+    k = len(chain)
+    return any(names[i : i + k] == chain for i in range(len(names) - k + 1))
+
+
+def test_omit_frame_pointer_chain_unwinds_whole(tools, sampled):
+    run = sampled([tools["chain"]], "chain")
+    sym, dwarf, fp = Symbolizer(), Unwinder(cache_dir=tools["cache"]), Unwinder(use_cfi=False)
+    whole = fp_whole = 0
+    for s in run.samples:
+        result = dwarf.unwind(run.maps, s.ip, s.sp, s.bp, s.stack)
+        names = names_of(sym, run.pid, result.pcs)
+        if result.outcome == COMPLETE and names[-5:] == ss.CHAIN and "__libc_start_call_main" in names:
+            whole += 1
+        fp_names = names_of(sym, run.pid, fp.unwind(run.maps, s.ip, s.sp, s.bp, s.stack).pcs)
+        fp_whole += fp_names[-5:] == ss.CHAIN
+    assert whole >= 0.95 * SAMPLES, dwarf.reasons
+    assert dwarf.outcomes[COMPLETE] == whole
+    # the reason for the feature: a frame-pointer walk of the same samples rarely gets past hot
+    assert fp_whole <= 0.2 * SAMPLES, (fp_whole, fp.reasons)
+
+
+def test_debian_python3_reaches_main(tools, sampled):
+    run = sampled(["/usr/bin/python3", "-c", ss.PYTHON_LOOP], "python")
+    sym, dwarf = Symbolizer(), Unwinder(cache_dir=tools["cache"])
+    good = 0
+    for s in run.samples:
+        result = dwarf.unwind(run.maps, s.ip, s.sp, s.bp, s.stack)
+        names = names_of(sym, run.pid, result.pcs)
+        # Debian's main() is a tail call to Py_BytesMain; libc's __libc_start_call_main is its caller
+        if (
+            result.outcome == COMPLETE
+            and names[:3] == ["_start", "__libc_start_main", "__libc_start_call_main"]
+            and "Py_RunMain" in names
+            and "_PyEval_EvalFrameDefault" in names[names.index("Py_RunMain") :]
+        ):
+            good += 1
+    assert good >= 0.9 * SAMPLES, dwarf.reasons
+
+
+def test_deep_recursion_is_truncated_not_wrong(tools, sampled):
+    run = sampled([tools["chain"], "2000"], "deep")
+    sym, dwarf = Symbolizer(), Unwinder(cache_dir=tools["cache"], max_frames=5000)
+    for s in run.samples:
+        result = dwarf.unwind(run.maps, s.ip, s.sp, s.bp, s.stack)
+        assert (result.outcome, result.reason) == (TRUNCATED, "stack copy ended")
+        names = names_of(sym, run.pid, result.pcs)
+        assert names[-4:] == ["a", "b", "c", "hot"]
+        assert set(names[:-4]) == {"rec"} and len(names) > 100  # every frame above is the recursion
+    assert Unwinder(max_frames=50).unwind(run.maps, s.ip, s.sp, s.bp, s.stack).outcome == TRUNCATED
+
+
+def test_frame_pointers_where_no_cfi_covers(tools, sampled):
+    run = sampled([tools["fp_only"]], "fp_only")
+    sym, dwarf = Symbolizer(), Unwinder(cache_dir=tools["cache"])
+    whole = 0
+    for s in run.samples:
+        result = dwarf.unwind(run.maps, s.ip, s.sp, s.bp, s.stack)
+        names = names_of(sym, run.pid, result.pcs)
+        # gcc 12 keeps no frame in the leaf hot (-mno-omit-leaf-frame-pointer notwithstanding), so the
+        # walk from hot goes to its caller's caller, as every frame-pointer walk does
+        whole += result.outcome == COMPLETE and names[-4:] == ["main", "a", "b", "hot"]
+        assert "__libc_start_call_main" in names  # and on through libc's CFI to _start
+    assert whole >= 0.95 * SAMPLES, dwarf.reasons
+
+
+def test_no_cfi_and_no_frame_pointer_fails_counted(tools, sampled):
+    run = sampled([tools["no_cfi"]], "no_cfi")
+    sym, dwarf = Symbolizer(), Unwinder(cache_dir=tools["cache"])
+    for s in run.samples:
+        result = dwarf.unwind(run.maps, s.ip, s.sp, s.bp, s.stack)
+        names = names_of(sym, run.pid, result.pcs)
+        assert not (result.outcome == COMPLETE and names[-5:] == ss.CHAIN)
+    assert dwarf.outcomes[FAILED] + dwarf.outcomes[TRUNCATED] >= 0.9 * SAMPLES
+    assert sum(dwarf.outcomes.values()) == SAMPLES
+
+
+def test_stripped_deleted_exited_binary_still_unwinds(tools, sampled):
+    gone = os.path.join(tools["dir"], "gone")
+    shutil.copy(tools["stripped"], gone)
+    run = sampled([gone], "gone")
+    os.unlink(gone)
+    sym = Symbolizer()
+    sym.snapshot(run.pid)
+    maps = ProcessMaps.snapshot(run.pid)  # taken while it runs: holds the deleted file open
+    run.stop()
+    dwarf = Unwinder()  # no disk cache: the CFI must come from the deleted file itself
+    complete = 0
+    for s in run.samples:
+        result = dwarf.unwind(maps, s.ip, s.sp, s.bp, s.stack)
+        names = names_of(sym, run.pid, result.pcs)
+        complete += result.outcome == COMPLETE and len(names) >= 8 and names[-5].startswith("gone+0x")
+    assert complete >= 0.95 * SAMPLES, dwarf.reasons
+
+
+def test_disk_cache_serves_a_second_unwinder(tools, sampled):
+    run = sampled([tools["chain"]], "cached")
+    first = Unwinder(cache_dir=tools["cache"])
+    expected = [first.unwind(run.maps, s.ip, s.sp, s.bp, s.stack).pcs for s in run.samples]
+    assert any(f.endswith(".cfi") for f in os.listdir(tools["cache"]))
+    second = Unwinder(cache_dir=tools["cache"])
+    assert [second.unwind(run.maps, s.ip, s.sp, s.bp, s.stack).pcs for s in run.samples] == expected
+    assert second.parse_seconds == 0.0  # every table came from the disk
+
+
+def test_garbage_never_raises_and_is_counted(tools, sampled):
+    run = sampled([tools["chain"]], "garbage")
+    rng = random.Random(7)
+    dwarf = Unwinder(cache_dir=tools["cache"])
+    text = [m for m in run.maps.mappings if m.is_file]
+    trials = 400
+    for i in range(trials):
+        s = run.samples[i % SAMPLES]
+        kind = i % 4
+        if kind == 0:  # a real ip, a stack of random bytes
+            args = (s.ip, s.sp, s.bp, rng.randbytes(rng.choice([0, 7, 64, 4096, 16384])))
+        elif kind == 1:  # return addresses that point into code, at random
+            words = [rng.choice(text).start + rng.randrange(4096) for _ in range(512)]
+            args = (s.ip, s.sp, rng.getrandbits(64), b"".join(w.to_bytes(8, "little") for w in words))
+        elif kind == 2:  # registers at random
+            args = (rng.getrandbits(64), rng.getrandbits(64), rng.getrandbits(64), s.stack)
+        else:  # the stack copy cut short
+            args = (s.ip, s.sp, s.bp, s.stack[: rng.randrange(len(s.stack) + 1)])
+        result = dwarf.unwind(run.maps, *args)
+        assert result.outcome in (COMPLETE, TRUNCATED, FAILED) and len(result.pcs) <= dwarf.max_frames + 1
+    assert sum(dwarf.outcomes.values()) == trials
+    assert Unwinder().unwind(None, 1, 2, 3, b"").outcome == FAILED  # a process never seen
