@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from collector import stacks
+
 MAX_SEQUENCE = 2**53 - 1  # the largest integer every JSON implementation keeps exact
 MAX_DEPTH = 32  # containers inside containers; a hist record is 5 deep
 MAX_RECORDS = 100_000  # per batch
@@ -58,6 +60,10 @@ class Batch:
     kinds: list[str] = field(default_factory=list)
     metrics: list[str] = field(default_factory=list)
     data: list[str] = field(default_factory=list)  # each record's JSON text, ASCII only
+    # stack records: data holds the record without its frames, stack_keys[i] the hash of record i's
+    # frames (None: no stack), stack_frames each distinct hash's frames (see stacks.py); None: no stack
+    stack_keys: list[bytes | None] | None = None
+    stack_frames: dict[bytes, str] = field(default_factory=dict)
 
     @property
     def legacy(self) -> bool:
@@ -295,10 +301,11 @@ def _encode(record: dict) -> str:
 
 
 def parse_body(body: bytes) -> Batch:
-    return parse_batch(*parse_json(body))
+    # a body without the word cannot hold a stack record: most batches skip the look at each record
+    return parse_batch(*parse_json(body), may_hold_stacks=b'"stack"' in body)
 
 
-def parse_batch(payload: Any, record_texts: list[str] | None = None) -> Batch:
+def parse_batch(payload: Any, record_texts: list[str] | None = None, may_hold_stacks: bool = True) -> Batch:
     """A validated Batch; record_texts (from parse_json) are stored as the records' JSON when given."""
     if not isinstance(payload, dict):
         raise bad("wrong_type", "payload must be a JSON object")
@@ -326,7 +333,23 @@ def parse_batch(payload: Any, record_texts: list[str] | None = None) -> Batch:
         record_texts = None
     if not _records_at_once(batch, metrics, record_texts):
         _records_one_by_one(batch, metrics)  # says which record is wrong
+    if may_hold_stacks and batch.schema:
+        _split_stacks(batch, metrics)
     return batch
+
+
+def _split_stacks(batch: Batch, records: list) -> None:
+    """Cut the frames out of the batch's stack records, to be stored once each (stacks.py)."""
+    keys: list[bytes | None] | None = None
+    for index, record in enumerate(records):
+        parts = stacks.split(record)
+        if parts is None:
+            continue
+        if keys is None:
+            keys = [None] * len(records)
+        batch.data[index], frames, keys[index] = parts
+        batch.stack_frames[keys[index]] = frames
+    batch.stack_keys = keys
 
 
 _NUMBER_TYPES = frozenset({int, float})  # not bool: its type is bool

@@ -3,7 +3,9 @@ row per metric record (its JSON as received plus the columns queries filter on),
 (host, run_id, source) holding its running totals and a gap row per missing range of sequences (both
 kept up to date in the batch's own transaction, so no reader or answer scans the batches), and named
 counters for what leaves no row (duplicates, rejections) so every server process reports the same
-totals. There is no migration: a database made by an older collector must be replaced."""
+totals. A stack record's frames are a stack row, stored once, keyed by their hash (stacks.py); the
+record keeps the hash. There is no migration framework yet: UPGRADES lists what a database of the
+previous schema lacks, added on start (store.py); a database older than that must be replaced."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -72,6 +75,12 @@ gaps = Table(
     Column("hi", BigInteger, nullable=False),
 )
 
+stacks = Table(
+    "stacks", metadata,  # never updated nor deleted: a hash names the same frames for good
+    Column("hash", LargeBinary(16), primary_key=True),  # blake2b-128 of frames
+    Column("frames", Text, nullable=False),  # the frame fields of a stack record, as a JSON object
+)
+
 records = Table(
     "records", metadata,
     Column("id", ID, primary_key=True, autoincrement=True),
@@ -83,6 +92,8 @@ records = Table(
     Column("kind", String(32), nullable=False),
     Column("metric", String(64), nullable=False),
     Column("data", Text, nullable=False),           # the record as JSON text: compact, ASCII, its fields as sent
+    # a stack record's frames, cut out of data (NULL: the record has none)
+    Column("stack", LargeBinary(16), ForeignKey("stacks.hash")),
     Index("ix_records_stream_ts", "stream", "ts"),
     Index("ix_records_ts", "ts"),
 )
@@ -92,3 +103,7 @@ counters = Table(
     Column("name", String(64), primary_key=True),
     Column("value", BigInteger, nullable=False),
 )
+
+# Columns added to a table of the previous schema, (table, column): on start, a database without one
+# gets it (ALTER TABLE ... ADD COLUMN, NULL in the rows stored before), as a migration would add it.
+UPGRADES = ((records, records.c.stack),)

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select, text
+from sqlalchemy import Column, Connection, Engine, Table, create_engine, event, func, inspect, select, text
+from sqlalchemy.schema import CreateColumn
 
+from collector import stacks as stack_text
 from collector.payload import Batch
 from collector.rejections import Rejections
-from collector.schema import batches, counters, gaps, metadata, records, streams
+from collector.schema import UPGRADES, batches, counters, gaps, metadata, records, stacks, streams
 from collector.stream import MISSING_LISTED, TOTALS, Stream
 from collector.writer import BUSY_TIMEOUT_MS, BatchWriter, Ingest, IngestResult, write_transaction
 
@@ -47,6 +49,15 @@ def make_engine(url: str) -> Engine:
     raise ValueError(f"unsupported database URL {url.split(':', 1)[0]!r}: use sqlite:///FILE or postgresql://...")
 
 
+def _add_column(conn: Connection, table: Table, column: Column) -> str:
+    """ALTER TABLE ... ADD COLUMN for a nullable column, with its foreign key (both dialects take an
+    inline REFERENCES)."""
+    spec = str(CreateColumn(column).compile(dialect=conn.dialect))
+    for key in column.foreign_keys:
+        spec += f" REFERENCES {key.column.table.name} ({key.column.name})"
+    return f"ALTER TABLE {table.name} ADD COLUMN {spec}"
+
+
 class Store:
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)
@@ -65,6 +76,9 @@ class Store:
             if "stream" not in {c["name"] for c in inspect(conn).get_columns("records")}:
                 raise ValueError("the database was made by an older collector (no records.stream column):"
                                  " move it aside and start again")
+            for table, column in UPGRADES:
+                if column.name not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
+                    conn.exec_driver_sql(_add_column(conn, table, column))
 
     def close(self) -> None:
         self._writer.close()
@@ -145,8 +159,13 @@ class Store:
                     return []
                 where.append(r.stream == ids[0] if len(ids) == 1 else r.stream.in_(ids))
             query = (select(r.id, s.host, s.run_id, s.source, r.sequence, r.ts, r.kind, r.metric, r.data,
-                            batches.c.batch_id)
-                     .select_from(records.join(streams, s.id == r.stream).join(batches, batches.c.id == r.batch))
+                            batches.c.batch_id, stacks.c.frames)
+                     .select_from(records.join(streams, s.id == r.stream).join(batches, batches.c.id == r.batch)
+                                  .outerjoin(stacks, stacks.c.hash == r.stack))
                      .where(*where).order_by(*order).limit(limit))
-            rows = [dict(row._mapping) for row in conn.execute(query)]
+            rows = []
+            for row in conn.execute(query):
+                item = dict(row._mapping)
+                item["data"] = stack_text.join(item["data"], item.pop("frames"))
+                rows.append(item)
         return rows[::-1] if newest else rows

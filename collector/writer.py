@@ -29,7 +29,8 @@ from collector.stream import MISSING_LISTED, TOTALS, Stream
 GROUP_BATCHES = 64  # batches in one transaction at most
 GROUP_RECORDS = 50_000  # and records, past a group's first batch
 RECORDS_PER_INSERT = 500  # SQLite: rows of one INSERT, 4000 parameters (its limit is 32766)
-RECORD_COLUMNS = ("batch", "stream", "sequence", "idx", "ts", "kind", "metric", "data")
+RECORD_COLUMNS = ("batch", "stream", "sequence", "idx", "ts", "kind", "metric", "data", "stack")
+STACKS_PER_INSERT = 500  # SQLite: rows of one INSERT into stacks, 1000 parameters
 BATCH_COLUMNS = 12
 WRITER_CACHE_KB = 32_768  # SQLite: the writer's page cache (the default 2 MB holds too few index pages)
 CHECKPOINT_RECORDS = 20_000  # SQLite: records written between two checkpoints (a few MB of WAL)
@@ -98,6 +99,8 @@ class _Sql:
         # every stream's new totals in one statement: each row conflicts on its id and updates it
         self.update_streams = (f"INSERT INTO streams (id, host, run_id, source, {totals}) VALUES {{rows}}"
                                f" ON CONFLICT (id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in TOTALS)}")
+        # a stack stored before (by any transaction, any process) is left as it is: same hash, same frames
+        self.insert_stacks = "INSERT INTO stacks (hash, frames) VALUES {rows} ON CONFLICT (hash) DO NOTHING"
         self.insert_records = f"INSERT INTO records ({', '.join(RECORD_COLUMNS)}) VALUES {{rows}}"
         self.copy_records = f"COPY records ({', '.join(RECORD_COLUMNS)}) FROM STDIN"  # PostgreSQL
         self.read_stream = self.sql(f"SELECT id, {totals} FROM streams WHERE host = ? AND run_id = ? AND source = ?")
@@ -133,6 +136,7 @@ class _Group:
     def __init__(self) -> None:
         self.streams: dict[tuple, list] = {}  # (host, run_id, source) -> [id, *totals]
         self.records: list[tuple] = []  # the rows of records to insert
+        self.stacks: dict[bytes, str] = {}  # the stacks its records reference: hash -> frames
 
 
 class BatchWriter:
@@ -201,6 +205,7 @@ class BatchWriter:
                 run[0].batch.run_id = legacy_runs.assign(conn, run[0].batch, run[0].legacy_slack_s)
             new += self._insert_batches(cursor, run, group, now)
         sql = self._sql
+        self._insert_stacks(cursor, group.stacks)
         self._insert_records(cursor, group.records)
         if group.streams:
             rows = [(stream[0], *key, *stream[1:]) for key, stream in group.streams.items()]
@@ -255,7 +260,17 @@ class BatchWriter:
                       min(first_seen, now) if n else now, max(last_seen, now) if n else now,
                       bool(legacy) or batch.legacy, max(tokens) if tokens else None)
         group.records += zip(repeat(row_id), repeat(stream_id), repeat(batch.sequence), count(), batch.ts, batch.kinds,
-                             batch.metrics, batch.data)
+                             batch.metrics, batch.data, batch.stack_keys or repeat(None))
+        group.stacks.update(batch.stack_frames)
+
+    def _insert_stacks(self, cursor: Any, frames: dict[bytes, str]) -> None:
+        """The group's stacks not stored yet; in hash order, so that two PostgreSQL transactions
+        inserting the same new stacks wait for each other instead of deadlocking."""
+        sql = self._sql
+        rows = sorted(frames.items())
+        for start in range(0, len(rows), STACKS_PER_INSERT):
+            chunk = rows[start:start + STACKS_PER_INSERT]
+            cursor.execute(sql.values(sql.insert_stacks, len(chunk), 2), list(chain.from_iterable(chunk)))
 
     def _insert_records(self, cursor: Any, rows: list[tuple]) -> None:
         sql = self._sql
