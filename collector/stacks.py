@@ -8,20 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from typing import Any
 
 import orjson
+
+from profile_data.records import is_stack_record
 
 # the fields that hold a stack's frames (offcpu: kernel_frames, user_frames and folded "comm;...";
 # compmem: frames as names; cpuprofile: frames as objects); every other field stays in the record
 STACK_FIELDS = frozenset({"frames", "kernel_frames", "user_frames", "folded"})
 HASH_BYTES = 16  # blake2b-128: no collision among any number of stacks a lab can store
-
-
-def is_stack_record(record: Mapping) -> bool:
-    kind = record.get("kind")
-    return kind == "stack" or (kind == "row" and record.get("level") == "stack")
 
 
 def ascii_json(value: Any) -> str:

@@ -84,6 +84,21 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$stamp"
 fi
 
+# --- npm packages (collector/vendor/package.json, pinned by its lock): speedscope, whose file-format
+# schema the export tests validate against; nothing is fetched at run time --------------------------
+VENDOR="$ROOT/collector/vendor"
+npm_stamp="$VENDOR/node_modules/.lock.sha256"
+npm_want=$(sha256sum "$VENDOR/package-lock.json" | cut -d' ' -f1)
+if [ "$(cat "$npm_stamp" 2>/dev/null)" != "$npm_want" ]; then
+  if ! command -v npm >/dev/null; then
+    say "installing npm"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
+  fi
+  say "installing collector/vendor's npm packages"
+  npm ci --prefix "$VENDOR" --no-audit --no-fund --loglevel=error >/dev/null
+  echo "$npm_want" >"$npm_stamp"
+fi
+
 # --- optional extras that other parts add (PostgreSQL for tests, browser, ...) ----------------------
 for extra in scripts/setup.d/*.sh; do
   [ -e "$extra" ] && bash "$extra"
