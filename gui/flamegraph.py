@@ -48,13 +48,25 @@ def format_weight(value: float, unit: str) -> str:
     return f"{value:,.0f} samples"
 
 
+_COLORS: dict[Frame, QColor] = {}
+
+
 def frame_color(frame: Frame) -> QColor:
     """Red to dark orange for user code, orange to yellow for the kernel (as flamegraph.pl's perf
-    palette), grey-blue for processes; steady per name."""
+    palette), grey-blue for processes; steady per name, in a few shades (so a paint batches them)."""
+    color = _COLORS.get(frame)
+    if color is None:
+        if len(_COLORS) > 50_000:
+            _COLORS.clear()
+        color = _COLORS[frame] = _frame_color(frame)
+    return color
+
+
+def _frame_color(frame: Frame) -> QColor:
     if frame.name == OTHER:
         return QColor(200, 200, 200)
     h = zlib.crc32(frame.name.encode())
-    v1, v2, v3 = (h & 0xFF) / 255, ((h >> 8) & 0xFF) / 255, ((h >> 16) & 0xFF) / 255
+    v1, v2, v3 = (h & 7) / 7, ((h >> 3) & 7) / 7, ((h >> 6) & 7) / 7
     if frame.kind == "kernel":
         return QColor(235 + int(20 * v1), 150 + int(70 * v2), int(40 * v3))
     if frame.kind in ("process", "root"):
@@ -64,7 +76,7 @@ def frame_color(frame: Frame) -> QColor:
 
 def change_color(change: float, strongest: float) -> QColor:
     """Red for a share that grew, blue for one that shrank, white for none; saturated at `strongest`."""
-    t = min(1.0, abs(change) / strongest) if strongest > 0 else 0.0
+    t = round(16 * min(1.0, abs(change) / strongest)) / 16 if strongest > 0 else 0.0
     fade = int(235 - 200 * t)
     if change > 0:
         return QColor(255, fade, fade)
@@ -90,6 +102,8 @@ class FlameGraph(QWidget):
         self.hover_text = ""
         self._boxes: list[Box] | None = None
         self._laid_out_width = -1
+        self._batches: tuple[list[tuple[QColor, list[QRectF]]], list[tuple[QRectF, str]]] | None = None
+        self._matched: dict[Frame, bool] = {}
         self.setFont(QFont(self.font().family(), 8))
 
     # --- data ---------------------------------------------------------------------------------------
@@ -103,7 +117,9 @@ class FlameGraph(QWidget):
     def set_search(self, text: str) -> float:
         """Highlight frames whose name holds `text` (any case); returns their share of the whole, 0..1."""
         self.search = text.strip().lower()
+        self._matched = {}
         self._update_matches()
+        self._batches = None
         self.update()
         return self.matched_share
 
@@ -117,7 +133,7 @@ class FlameGraph(QWidget):
         self.zoom_to(())
 
     def invalidate(self) -> None:
-        self._boxes = None
+        self._boxes = self._batches = None
         self.update()
 
     def _resolve_zoom(self) -> None:
@@ -131,7 +147,12 @@ class FlameGraph(QWidget):
         self.zoom_path = tuple(kept)
 
     def matches(self, frame: Frame) -> bool:
-        return bool(self.search) and self.search in frame.name.lower()
+        if not self.search:
+            return False
+        found = self._matched.get(frame)
+        if found is None:
+            found = self._matched[frame] = self.search in frame.name.lower()
+        return found
 
     def _update_matches(self) -> None:
         """The share of the frames matched, each counted once: a match's callees are inside it."""
@@ -171,15 +192,21 @@ class FlameGraph(QWidget):
         zoomed = len(boxes) - 1
         scale = width / node.total if node.total > 0 else 0.0
         todo = [(node, base, 0.0, zoomed)]
+        differential = self.baseline is not None
         while todo:
             parent, parent_base, x, parent_index = todo.pop()
             depth = boxes[parent_index].depth + 1
             for child in parent.ordered():
                 w = child.total * scale
                 if w >= MIN_WIDTH:
-                    child_base = parent_base.child(child.frame) if parent_base is not None else None
-                    boxes.append(Box(x, w, depth, child, parent_index, change(child, child_base)))
-                    todo.append((child, child_base, x, len(boxes) - 1))
+                    if differential:
+                        child_base = parent_base.child(child.frame) if parent_base is not None else None
+                        boxes.append(Box(x, w, depth, child, parent_index, change(child, child_base)))
+                    else:
+                        child_base = None
+                        boxes.append(Box(x, w, depth, child, parent_index, None))
+                    if child.children:
+                        todo.append((child, child_base, x, len(boxes) - 1))
                 x += w
         changes = [abs(b.change) for b in boxes[zoomed + 1:] if b.change is not None]
         self.strongest_change = max(changes, default=0.0)
@@ -210,30 +237,46 @@ class FlameGraph(QWidget):
             return change_color(box.change, self.strongest_change)
         return frame_color(box.node.frame)
 
+    def batches(self) -> tuple[list[tuple[QColor, list[QRectF]]], list[tuple[QRectF, str]]]:
+        """The boxes as rectangles grouped by colour (one drawRects call per colour), and the labels of
+        those wide enough to hold one; kept until the layout or the search changes."""
+        if self._batches is None or self._boxes is None or self._laid_out_width != self.width():
+            metrics = QFontMetrics(self.font())
+            groups: dict[int, tuple[QColor, list[QRectF]]] = {}
+            labels = []
+            zoomed_depth = len(self.zoom_path)
+            for box in self.boxes():
+                color = self.color_of(box)
+                if box.depth < zoomed_depth:
+                    color = QColor(color)
+                    color.setAlpha(ANCESTOR_ALPHA)
+                rect = QRectF(box.x, box.depth * ROW, max(box.width - 1.0, 1.0), ROW - 1)
+                groups.setdefault(color.rgba(), (color, []))[1].append(rect)
+                if box.width > 24:
+                    text = "all" if box.depth == 0 else box.node.frame.name
+                    labels.append((rect.adjusted(3, 0, -2, 0),
+                                   metrics.elidedText(text, Qt.TextElideMode.ElideRight, int(box.width - 6))))
+            self._batches = (list(groups.values()), labels)
+        return self._batches
+
     # --- Qt -----------------------------------------------------------------------------------------
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802
+        groups, labels = self.batches()
         painter = QPainter(self)
         painter.fillRect(self.rect(), QColor(255, 255, 255))
-        metrics = QFontMetrics(self.font())
+        painter.setPen(Qt.PenStyle.NoPen)
+        for color, rects in groups:
+            painter.setBrush(color)
+            painter.drawRects(rects)
+        painter.setPen(QColor(20, 20, 20))
         visible = event.rect()
-        zoomed_depth = len(self.zoom_path)
-        for box in self.boxes():
-            rect = QRectF(box.x, box.depth * ROW, max(box.width - 1.0, 1.0), ROW - 1)
-            if rect.bottom() < visible.top() or rect.top() > visible.bottom():
-                continue
-            color = self.color_of(box)
-            if box.depth < zoomed_depth:
-                color.setAlpha(ANCESTOR_ALPHA)
-            painter.fillRect(rect, color)
-            if box.width > 24:
-                text = "all" if box.depth == 0 else box.node.frame.name
-                painter.setPen(QColor(20, 20, 20))
-                painter.drawText(rect.adjusted(3, 0, -2, 0), Qt.AlignmentFlag.AlignVCenter,
-                                 metrics.elidedText(text, Qt.TextElideMode.ElideRight, int(box.width - 6)))
+        for rect, text in labels:
+            if rect.bottom() >= visible.top() and rect.top() <= visible.bottom():
+                painter.drawText(rect, Qt.AlignmentFlag.AlignVCenter, text)
         painter.end()
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
-        self._boxes = None
+        self._boxes = self._batches = None
         super().resizeEvent(event)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802

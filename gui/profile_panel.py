@@ -40,6 +40,7 @@ from profile_data import differential, to_folded
 
 RANGE_LABELS = {"latest": "latest interval", "window": "last N seconds", "whole": "whole run"}
 TABLE_ROWS = 200            # functions listed; the graph and the export have every stack
+BURST_DRAW_S = 1.0          # while a burst is taken, at most one draw per this many seconds
 
 
 def _shown_unit(unit: str) -> tuple[str, float]:
@@ -70,16 +71,16 @@ class ProfilePanel(LiveChart):
     def __init__(self, spec: config.MetricSpec, parent: QWidget | None = None) -> None:
         super().__init__(spec, parent)
         self.unit = profile_unit(self.chart.unit)
-        self.store = ProfileStore(self.unit, self.chart.y, snapshot=self.chart.snapshot)
-        self.range = "latest" if self.chart.snapshot else "whole"
+        self.store = ProfileStore(self.unit, self.chart.y, snapshot=self.chart.snapshot,
+                                  shown="latest" if self.chart.snapshot else "whole")
         self.baseline: Aggregate | None = None
         self.baseline_label = ""
-        self._shown: tuple[str, int] | None = None     # (range, store version) drawn last
+        self._drawn_at = 0.0
 
         self.range_box = QComboBox(self)
         for key, label in RANGE_LABELS.items():
             self.range_box.addItem(label, key)
-        self.range_box.setCurrentIndex(list(RANGE_LABELS).index(self.range))
+        self.range_box.setCurrentIndex(list(RANGE_LABELS).index(self.store.range))
         self.range_box.currentIndexChanged.connect(lambda _: self.set_range(self.range_box.currentData()))
         self.window_box = QSpinBox(self)
         self.window_box.setRange(1, int(self.store.max_window_s))
@@ -168,17 +169,29 @@ class ProfilePanel(LiveChart):
 
     # --- records ------------------------------------------------------------------------------------
     def add_records(self, records: Sequence[dict]) -> None:
-        if self.store.add_records(records):
+        """Queue only: the stacks are taken by redraw(), within the store's time budget."""
+        self.store.add_records(records)
+
+    def redraw(self, force: bool = False) -> bool:
+        """Take queued stacks for at most the store's budget (visible or not), then draw if shown; while
+        a burst is still being taken, draw once a second rather than on every tick."""
+        if self.store.process():
             self.dirty = True
+        if self.store.backlog and not force and time.monotonic() - self._drawn_at < BURST_DRAW_S:
+            return False
+        drew = super().redraw(force)
+        if drew:
+            self._drawn_at = time.monotonic()
+        return drew
 
     def clear(self) -> None:
         self.store.clear()
-        self._shown = None
         super().clear()
 
     # --- choices ------------------------------------------------------------------------------------
     def set_range(self, which: str) -> None:
-        self.range = which
+        if which != self.store.range:
+            self.store.set_range(which)
         if self.range_box.currentData() != which:
             self.range_box.setCurrentIndex(list(RANGE_LABELS).index(which))
         self._update_window_box()
@@ -189,19 +202,23 @@ class ProfilePanel(LiveChart):
         self._force_draw()
 
     def _update_window_box(self) -> None:
-        self.window_box.setVisible(self.range == "window")
+        self.window_box.setVisible(self.store.range == "window")
 
     def set_search(self, text: str) -> None:
-        share = self.graph.set_search(text)
-        self.match_label.setText(f"matched {100.0 * share:.2f} %" if text.strip() else "")
+        self.graph.set_search(text)
+        self._show_match()
+
+    def _show_match(self) -> None:
+        shown = bool(self.graph.search)
+        self.match_label.setText(f"matched {100.0 * self.graph.matched_share:.2f} %" if shown else "")
 
     def current(self) -> Aggregate:
-        return self.store.view(self.range)
+        return self.store.shown
 
     def pin_baseline(self) -> None:
         """Keep the profile shown now as the baseline (a copy: the live one goes on changing)."""
         self.baseline = Aggregate.of(self.current().profile.copy())
-        self.baseline_label = (f"baseline: {RANGE_LABELS[self.range]} pinned at {time.strftime('%H:%M:%S')}, "
+        self.baseline_label = (f"baseline: {RANGE_LABELS[self.store.range]} pinned at {time.strftime('%H:%M:%S')}, "
                                f"{format_weight(self.baseline.profile.total, self.unit)}")
         self.compare_box.setEnabled(True)
         self._force_draw()
@@ -218,7 +235,7 @@ class ProfilePanel(LiveChart):
         view = self.current()
         baseline = self.baseline if self.comparing() else None
         self.graph.set_tree(view.tree, self.unit, baseline.tree if baseline else None)
-        self.set_search(self.search_box.text())
+        self._show_match()
         shown, factor = _shown_unit(self.unit)
         self.top_model.set_rows([
             {"function": s.frame.name, "module": s.frame.module, "self": s.self_weight * factor,
@@ -236,9 +253,13 @@ class ProfilePanel(LiveChart):
 
     def status_text(self, view: Aggregate) -> str:
         parts = [f"{len(view.profile):,} stacks", f"{format_weight(view.profile.total, self.unit)} in all"]
-        span = self.store.span_s(self.range)
+        span = self.store.span_s()
         if span:
             parts.append(f"over {span:,.0f} s")
+        if self.store.backlog:
+            parts.append(f"{self.store.backlog:,} stacks still to take")
+        if self.store.dropped:
+            parts.append(f"{self.store.dropped:,} stack records dropped (arriving faster than taken)")
         if self.store.folded_away:
             parts.append(f"{self.store.folded_away:,} stacks past {self.store.max_stacks:,} summed as [other stacks]")
         if self.baseline_label:

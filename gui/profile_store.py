@@ -1,16 +1,21 @@
-"""The profiles a stack-bearing metric's tab shows: its latest interval, the last N seconds, the whole run.
+"""The profile a stack-bearing metric's tab shows: its latest interval, the last N seconds, or the whole run.
 
-Records arrive from the window's 5 Hz timer; each stack record is added once to every view it belongs to
-(tree and function table included), and an interval leaving the window is subtracted, so a refresh costs
-the records that arrived, never a rebuild of the run. The whole run is bounded: past max_stacks distinct
-stacks, a new stack is summed into its process's "[other stacks]" (counted in folded_away).
+Cheap and bounded on the GUI thread: add_records() only queues; process() works through the queue for
+at most `budget_s` per call (the window's 5 Hz timer calls it), so a burst of stacks is spread over a
+few ticks instead of freezing the window, and a queue past `max_pending` records drops the oldest,
+counted in `dropped`. Only the range shown keeps a call tree and function table (an Aggregate), updated
+per stack as it is taken and, for the last N seconds, by taking out each interval that leaves it;
+choosing another range rebuilds that Aggregate from the intervals kept. Rebuilding and taking out are
+queued work too, done under the same budget before new records.
 
-A metric whose intervals each restate the whole state (compmem's outstanding bytes: Chart.snapshot) has
-one profile, its newest interval, whatever the range.
+The whole run is bounded too: past max_stacks distinct stacks, a new stack is summed into its process's
+"[other stacks]" (counted in folded_away). A metric whose intervals each restate the whole state
+(compmem's outstanding bytes: Chart.snapshot) has one profile, its newest interval, whatever the range.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,20 +41,23 @@ class Aggregate:
         self.tree.add(stack, weight)
         self.functions.add(stack, weight)
 
-    def add_profile(self, profile: Profile) -> None:
-        for stack, weight in profile:
-            self.add(stack, weight)
+    def remove(self, stack: Stack, weight: float) -> None:
+        self.profile.remove(stack, weight)
+        self.tree.remove(stack, weight)
+        self.functions.remove(stack, weight)
 
-    def remove_profile(self, profile: Profile) -> None:
-        self.profile.subtract(profile)
-        for stack, weight in profile:
-            self.tree.remove(stack, weight)
-            self.functions.remove(stack, weight)
+    def apply(self, stack: Stack, weight: float) -> None:
+        """Add a stack, or with a negative weight take it out."""
+        if weight > 0:
+            self.add(stack, weight)
+        else:
+            self.remove(stack, -weight)
 
     @classmethod
     def of(cls, profile: Profile) -> Aggregate:
         out = cls(profile.unit)
-        out.add_profile(profile)
+        for stack, weight in profile:
+            out.add(stack, weight)
         return out
 
 
@@ -58,101 +66,153 @@ class Interval:
     key: Any                     # the records' interval number
     ts: float                    # the newest record's time
     profile: Profile = field(default_factory=Profile)
-    in_window: bool = True       # still counted in the "last N seconds" aggregate
+    in_window: bool = True       # still inside the last N seconds
 
 
 class ProfileStore:
-    def __init__(self, unit: str, weight: str, snapshot: bool = False, window_s: float = 60.0,
-                 max_window_s: float = 600.0, max_stacks: int = 50_000) -> None:
+    def __init__(self, unit: str, weight: str, snapshot: bool = False, shown: str = "whole",
+                 window_s: float = 60.0, max_window_s: float = 600.0, max_stacks: int = 50_000,
+                 max_pending: int = 200_000, budget_s: float = 0.04) -> None:
         self.unit, self.weight, self.snapshot = unit, weight, snapshot
         self.window_s, self.max_window_s, self.max_stacks = window_s, max_window_s, max_stacks
-        self.version = 0                 # bumped on every change; views compare it
+        self.budget_s = budget_s
+        self.range = shown
+        self.pending: deque[dict] = deque(maxlen=max_pending)   # stack records not yet taken
+        self.dropped = 0                 # stack records the queue had no room for
+        self.received = 0
         self.folded_away = 0             # stacks summed into "[other stacks]" by the bound
-        self.clear()
+        self.version = 0                 # bumped on every change; views compare it
+        self._reset()
 
-    def clear(self) -> None:
+    def _reset(self) -> None:
         self.intervals: deque[Interval] = deque()         # the last max_window_s of intervals
-        self.whole = Aggregate(self.unit)
-        self.window = Aggregate(self.unit)
-        self._latest: tuple[int, Aggregate] | None = None
+        self.whole = Profile(self.unit)
+        self.shown = Aggregate(self.unit)
+        self.work: deque[tuple[Stack, float]] = deque()     # stacks still to add to `shown` (< 0: take out)
         self.first_ts: float | None = None
         self.version += 1
 
-    def add_records(self, records: Sequence[dict]) -> bool:
-        """Take a batch (records of any kind); True when a profile changed."""
-        changed = False
+    def clear(self) -> None:
+        self.pending.clear()
+        self.dropped = self.received = self.folded_away = 0
+        self._reset()
+
+    # --- intake -------------------------------------------------------------------------------------
+    def add_records(self, records: Sequence[dict]) -> None:
+        """Queue the batch's stack records (cheap: no parsing here)."""
         for record in records:
-            stack = stack_of(record)
-            if stack is None:
-                continue
-            value = weight_of(record, self.weight, self.unit)
-            if not value or value <= 0:
-                continue
-            self._add(record.get("interval"), record.get("ts"), stack, value)
-            changed = True
+            if record.get("kind") == "stack" or record.get("level") == "stack":
+                if len(self.pending) == self.pending.maxlen:
+                    self.dropped += 1
+                self.pending.append(record)
+                self.received += 1
+
+    @property
+    def backlog(self) -> int:
+        return len(self.pending) + len(self.work)
+
+    def process(self, budget_s: float | None = None) -> bool:
+        """Take queued work for at most budget_s (at least 64 items); True when the profile changed."""
+        deadline = time.perf_counter() + (self.budget_s if budget_s is None else budget_s)
+        changed = False
+        while True:
+            for _ in range(64):
+                if self.work:                # a rebuild or an expiry comes first: new records wait
+                    self.shown.apply(*self.work.popleft())
+                    changed = True
+                elif self.pending:
+                    changed = self._take(self.pending.popleft()) or changed
+                else:
+                    break
+            if not (self.work or self.pending) and not (changed and self._expire()):
+                break
+            if time.perf_counter() >= deadline:
+                break
         if changed:
-            self._expire()
             self.version += 1
         return changed
 
-    def _add(self, key: Any, ts: Any, stack: Stack, weight: float) -> None:
+    def _take(self, record: dict) -> bool:
+        stack = stack_of(record)
+        value = weight_of(record, self.weight, self.unit) if stack else None
+        if not stack or not value or value <= 0:
+            return False
+        key, ts = record.get("interval"), record.get("ts")
         ts = float(ts) if isinstance(ts, (int, float)) else (self.intervals[-1].ts if self.intervals else 0.0)
         if not self.intervals or self.intervals[-1].key != key:
             if self.snapshot:
-                self.clear()
+                self._reset()
+            elif self.range == "latest":
+                self.shown = Aggregate(self.unit)
             self.intervals.append(Interval(key, ts, Profile(self.unit)))
         current = self.intervals[-1]
         current.ts = max(current.ts, ts)
         self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
-        if stack not in self.whole.profile.stacks and len(self.whole.profile) >= self.max_stacks:
+        if stack not in self.whole.stacks and len(self.whole) >= self.max_stacks:
             stack = (stack[0], Frame(OTHER, "", stack[0].kind))
             self.folded_away += 1
-        current.profile.add(stack, weight)
-        self.whole.add(stack, weight)
-        self.window.add(stack, weight)
+        current.profile.add(stack, value)
+        self.whole.add(stack, value)
+        self.shown.add(stack, value)
+        return True
 
-    def _expire(self) -> None:
+    def _expire(self) -> bool:
+        """Intervals past the window leave it (and past max_window_s are forgotten); True when that
+        queued work (taking them out of the window shown)."""
+        if not self.intervals:
+            return False
+        queued = len(self.work)
         newest = self.intervals[-1].ts
-        for interval in list(self.intervals):
-            if interval is self.intervals[-1]:
+        while len(self.intervals) > 1 and newest - self.intervals[0].ts >= self.max_window_s:
+            self._leave_window(self.intervals.popleft())
+        for interval in self.intervals:
+            if newest - interval.ts < self.window_s or interval is self.intervals[-1]:
                 break
-            age = newest - interval.ts
-            if age >= self.max_window_s:
-                self.intervals.popleft()
-            if age >= self.window_s and interval.in_window:
-                self.window.remove_profile(interval.profile)
-                interval.in_window = False
+            self._leave_window(interval)
+        return len(self.work) > queued
+
+    def _leave_window(self, interval: Interval) -> None:
+        if interval.in_window:
+            interval.in_window = False
+            if self.range == "window" and not self.snapshot:
+                self.work.extend((stack, -weight) for stack, weight in interval.profile)
+
+    # --- choices ------------------------------------------------------------------------------------
+    def set_range(self, which: str) -> None:
+        """Show another range: its Aggregate is rebuilt by process(), a budget at a time."""
+        if which not in RANGES:
+            raise ValueError(f"range {which!r}: one of {', '.join(RANGES)}")
+        self.range = which
+        self._rebuild()
 
     def set_window(self, seconds: float) -> None:
-        """A new "last N seconds": rebuilt once from the intervals held (at most max_window_s)."""
+        """A new "last N seconds" (at most max_window_s: older intervals are not kept)."""
         self.window_s = min(seconds, self.max_window_s)
-        self.window = Aggregate(self.unit)
         newest = self.intervals[-1].ts if self.intervals else 0.0
         for interval in self.intervals:
-            inside = interval is self.intervals[-1] or newest - interval.ts < self.window_s
-            interval.in_window = inside
-            if inside:
-                self.window.add_profile(interval.profile)
+            interval.in_window = interval is self.intervals[-1] or newest - interval.ts < self.window_s
+        if self.range == "window":
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        self.shown = Aggregate(self.unit)
+        if self.snapshot or self.range == "whole":
+            source: list[Profile] = [self.whole]
+        elif self.range == "window":
+            source = [i.profile for i in self.intervals if i.in_window]
+        else:
+            source = [self.intervals[-1].profile] if self.intervals else []
+        self.work = deque(item for profile in source for item in profile.stacks.items())
         self.version += 1
 
-    def view(self, which: str) -> Aggregate:
-        """The aggregate of a range: "latest" (the newest interval), "window", or "whole"."""
-        if which == "whole" or self.snapshot:
-            return self.whole
-        if which == "window":
-            return self.window
-        if self._latest is None or self._latest[0] != self.version:
-            newest = self.intervals[-1].profile if self.intervals else Profile(self.unit)
-            self._latest = (self.version, Aggregate.of(newest))
-        return self._latest[1]
-
-    def span_s(self, which: str) -> float:
-        """Seconds of records in a range, for the status line."""
-        if not self.intervals or which == "latest" or self.snapshot:
+    def span_s(self) -> float:
+        """Seconds of records in the range shown, for the status line."""
+        if not self.intervals or self.range == "latest" or self.snapshot:
             return 0.0
         newest = self.intervals[-1].ts
-        first = self.first_ts if which == "whole" else max(self.intervals[0].ts, newest - self.window_s)
-        return newest - (first if first is not None else newest)
+        if self.range == "whole":
+            return newest - (self.first_ts if self.first_ts is not None else newest)
+        return newest - next(i.ts for i in self.intervals if i.in_window)
 
 
 def profile_unit(chart_unit: str) -> str:
@@ -160,4 +220,3 @@ def profile_unit(chart_unit: str) -> str:
     if chart_unit in ("ns", "us", "ms", "s"):
         return "ns"
     return "bytes" if chart_unit == "bytes" else "samples"
-

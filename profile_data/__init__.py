@@ -6,7 +6,8 @@ Pure Python (no Qt, no Flask): the window, the collector and the tests share it.
                                           frame a stack starts with: its comm)
     Profile(unit)                         stacks (tuples of Frame, root first) -> weight, in `unit`:
                                           "samples", "ns" or "bytes"
-        .add(stack, weight)  .merge(other)  .subtract(other)  .total  .stacks  .copy()
+        .add(stack, weight)  .remove(stack, weight)  .merge(other)  .subtract(other)  .total  .stacks
+        .copy()
         .trimmed(max_stacks)              the heaviest stacks, the rest summed per root as "[other stacks]"
     parse_folded(text, unit) -> Profile   Brendan Gregg's folded lines ("a;b;c 12"); "name_[k]" is a
                                           kernel frame, "name [module]" a frame in module

@@ -48,15 +48,19 @@ class Profile:
             self.add(stack, weight)
         return self
 
+    def remove(self, stack: Stack, weight: float) -> None:
+        """Take `weight` of a stack out (at most what it has); a stack left with nothing is dropped."""
+        held = self.stacks.get(stack, 0)
+        self.total -= min(weight, held)
+        if held - weight > 0:
+            self.stacks[stack] = held - weight
+        else:
+            self.stacks.pop(stack, None)
+
     def subtract(self, other: Profile) -> Profile:
         """Take every stack of `other` out of this one (a sliding window's expired interval); returns self."""
         for stack, weight in other.stacks.items():
-            left = self.stacks.get(stack, 0) - weight
-            self.total -= min(weight, self.stacks.get(stack, 0))
-            if left > 0:
-                self.stacks[stack] = left
-            else:
-                self.stacks.pop(stack, None)
+            self.remove(stack, weight)
         return self
 
     def copy(self) -> Profile:

@@ -15,6 +15,7 @@ from PySide6.QtCore import QPoint, Qt
 import config
 from gui.flamegraph import FlameGraph, format_weight
 from gui.profile_panel import ProfilePanel
+from gui.profile_store import ProfileStore
 from gui_metric_tab import MetricTab
 from profile_data import Frame, call_tree, parse_folded, to_folded
 
@@ -165,6 +166,22 @@ def test_range_choice_latest_window_and_whole_run(qtbot):
     assert panel.current().profile.total / 1e6 == 9
     panel.set_range("latest")
     assert {b.node.frame.name for b in panel.graph.boxes()} == {"all", "app", "main", "i5"}
+
+
+def test_a_burst_is_taken_a_budget_at_a_time_and_a_flood_is_counted():
+    store = ProfileStore("ns", "total_ms", budget_s=0.0, max_pending=5000)
+    store.add_records(offcpu_like("".join(f"app;main;f{i} 1\n" for i in range(1000))))
+    assert store.backlog == 1000 and store.shown.profile.total == 0      # queued, nothing parsed yet
+    assert store.process() and store.backlog == 1000 - 64               # one slice of 64 with no time to spare
+    while store.backlog:
+        store.process()
+    assert store.shown.profile.total == 1000 * 1e6 and len(store.shown.profile) == 1000
+    store.add_records(offcpu_like("".join(f"app;main;g{i} 1\n" for i in range(6000)), interval=2))
+    assert store.dropped == 1000 and store.backlog == 5000
+    store.set_range("latest")                                            # rebuilt a slice at a time too
+    while store.backlog:
+        store.process()
+    assert store.shown.profile.total == 5000 * 1e6
 
 
 def test_pin_baseline_then_compare_lists_functions_by_change(qtbot):
