@@ -35,7 +35,7 @@ def chart_points(chart) -> int:
     if isinstance(chart, ScatterChart):
         return len(chart.events)
     if isinstance(chart, ProfilePanel):
-        return len(chart.store.whole.profile)
+        return len(chart.store.whole)
     raise AssertionError(type(chart))
 
 
