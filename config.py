@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-RECORD_KINDS = ("meta", "row", "hist", "event", "summary", "lost")
+RECORD_KINDS = ("meta", "row", "hist", "event", "summary", "lost", "end")
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,8 @@ def interval_args(default: float = 1.0) -> tuple[Arg, ...]:
     return (
         Arg("interval", None, "float", "seconds between outputs", default=default, minimum=0.01, maximum=3600),
         Arg("count", None, "int", "number of outputs, then exit (empty: until stopped)", minimum=1, sample=3),
+        Arg("duration", "--duration", "float", "total seconds to run (empty: until stopped)", minimum=0.1,
+            sample=5),
     )
 
 
@@ -187,7 +189,6 @@ METRICS: list[MetricSpec] = [
             PID,
             TID,
             Arg("ppid", "--ppid", "int", "trace children of this parent pid only", minimum=1, sample=1),
-            Arg("duration", "--duration", "float", "total seconds to run", minimum=0.1, sample=5),
             Arg("group_by", "--group-by", "choice", "top level of the nesting", default="process",
                 choices=("process", "syscall")),
             Arg("top", "--top", "int", "groups shown", default=10, minimum=1, maximum=1000),

@@ -5,6 +5,17 @@ C loaded from bpf/NAME.c with filters as -D cflags, the NDJSON envelope (docs/nd
 accounting, and a clean stop: SIGINT or SIGTERM ends the current interval early, prints it, detaches
 every probe and exits 0. Bad arguments print one line and exit 2. Nothing here needs root or bcc until
 load() is called, so --help works anywhere.
+
+How long a metric runs, one rule for all (BCC's): `[interval] [count]` print every `interval` seconds,
+`count` times; `-i SECONDS` is the interval positional, so with -i a lone positional is the count
+(`-i 0.5 2`: two half-second intervals). `-d/--duration SECONDS` ends the run after that long whatever
+the count (the last interval is cut to fit), and with no interval given it is the one interval, as in
+BCC's syscount. Whichever of count and duration comes first ends the run.
+
+Targets, one rule for all: a -p PID, --tid TID, --ppid PID or a device (see target()) that does not exist
+is a one-line error and exit 2 before anything loads. When a traced process or thread exits, the
+interval it exited in is still completed and printed, then an `end` record (docs/ndjson.md) says so
+and the metric exits 0.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from typing import Any
 from . import kernelfeatures
 
 SCHEMA_VERSION = 1
-KINDS = ("meta", "row", "hist", "event", "summary", "lost")
+KINDS = ("meta", "row", "hist", "event", "summary", "lost", "end")
 BPF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bpf")
 
 
@@ -95,18 +106,23 @@ class Tool:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         self.has_interval = interval is not None
+        self.default_interval = interval
         if self.has_interval:
             self.parser.add_argument(
-                "interval", nargs="?", type=positive_float, default=interval,
-                help=f"seconds between outputs (default {interval:g})",
+                "interval", nargs="?", type=positive_float, default=None,
+                help=f"seconds between outputs (default {interval:g}, or the --duration)",
             )
             self.parser.add_argument(
                 "count", nargs="?", type=positive_int, default=None,
-                help="number of outputs, then exit (default: until Ctrl-C)",
+                help="number of outputs, then exit (default: until Ctrl-C or the --duration)",
             )
             self.parser.add_argument(
                 "-i", "--interval", dest="interval_opt", type=positive_float, metavar="SECONDS",
-                help="same as the interval positional",
+                help="the interval; a lone positional after it is the count (-i 0.5 2: two outputs)",
+            )
+            self.parser.add_argument(
+                "-d", "--duration", type=positive_float, metavar="SECONDS",
+                help="total seconds to run, then exit (whichever of count and duration comes first)",
             )
         self.parser.add_argument("--json", action="store_true", help="print NDJSON records (docs/ndjson.md)")
         self.parser.add_argument("--validate-args", action="store_true", help=argparse.SUPPRESS)
@@ -120,27 +136,32 @@ class Tool:
         self._filters: dict[str, Any] = {}
         self.interval_index = 0
         self.variant = ""
+        self._targets: dict[str, str] = {}      # argument dest -> what it names (TARGET_CHECKS)
 
     # --- arguments ------------------------------------------------------------------------------
     def add_pid_filters(self, tid: bool = False, ppid: bool = False, comm: bool = False) -> None:
         """-p/--pid, and where it makes sense --tid, --ppid, --comm."""
-        self.parser.add_argument("-p", "--pid", type=positive_int, help="trace this process id only")
+        ends = "; the metric ends when it exits"
+        self.parser.add_argument("-p", "--pid", type=positive_int, help=f"trace this process id only{ends}")
+        self.target("pid", "process")
         if tid:
-            self.parser.add_argument("--tid", type=positive_int, help="trace this thread id only")
+            self.parser.add_argument("--tid", type=positive_int, help=f"trace this thread id only{ends}")
+            self.target("tid", "thread")
         if ppid:
-            self.parser.add_argument("--ppid", type=positive_int, help="trace children of this parent pid only")
+            self.parser.add_argument("--ppid", type=positive_int,
+                                     help=f"trace children of this parent pid only{ends}")
+            self.target("ppid", "process")
         if comm:
             self.parser.add_argument("--comm", type=comm_name, help="trace this command name only")
 
-    def add_duration(self) -> None:
-        self.parser.add_argument(
-            "-d", "--duration", type=positive_float, help="total seconds to run, then exit"
-        )
+    def target(self, dest: str, kind: str) -> None:
+        """Check argument `dest` names an existing `kind` (a TARGET_CHECKS key) before anything loads."""
+        self._targets[dest] = kind
 
     def parse_args(self, argv: list[str] | None = None) -> argparse.Namespace:
         args = self.parser.parse_args(argv)
-        if getattr(args, "interval_opt", None):
-            args.interval = args.interval_opt
+        if self.has_interval:
+            self._resolve_interval(args)
         self.args = args
         self.json = bool(args.json)
         if args.validate_args:
@@ -148,7 +169,24 @@ class Tool:
             shown = {k: v for k, v in vars(args).items() if k not in ("validate_args", "interval_opt")}
             print(json.dumps(shown, default=str))
             sys.exit(0)
+        for dest, kind in self._targets.items():
+            value = getattr(args, dest, None)
+            if value is not None and not TARGET_CHECKS[kind](value):
+                self.parser.error(f"argument {dest}: no {kind} {value}")
         return args
+
+    def _resolve_interval(self, args: argparse.Namespace) -> None:
+        """[interval] [count], -i and --duration as one rule (see the module docstring)."""
+        if args.interval_opt is not None:
+            if args.count is not None:
+                self.parser.error("with -i SECONDS, one positional at most: the count")
+            if args.interval is not None:
+                if not float(args.interval).is_integer():
+                    self.parser.error(f"argument count: not an integer: {args.interval:g}")
+                args.count = int(args.interval)
+            args.interval = args.interval_opt
+        elif args.interval is None:
+            args.interval = args.duration or self.default_interval
 
     # --- filters become -D cflags, so the probe returns in its first lines ---------------------------
     def filter_cflags(self, **filters: Any) -> list[str]:
@@ -315,11 +353,13 @@ class Tool:
             sel.close()
         return not self.stopping
 
-    def intervals(self, duration: float | None = None) -> Iterator[int]:
-        """Yield 1, 2, ... once per interval; after a stop signal, once more (the partial interval)."""
+    def intervals(self) -> Iterator[int]:
+        """Yield 1, 2, ... once per interval; after a stop signal, once more (the partial interval). Ends
+        after `count` intervals, at the --duration, or after the interval in which a target exited."""
         args = self.args
         interval = args.interval if self.has_interval else 1.0
         count = args.count if self.has_interval else None
+        duration = args.duration if self.has_interval else None
         end = time.monotonic() + duration if duration else None
         while True:
             step = interval if end is None else max(0.0, min(interval, end - time.monotonic()))
@@ -330,7 +370,7 @@ class Tool:
             self.flush()
             # A stop during the wait made this the last, partial interval; a stop while it was being
             # processed leaves one more read to do (wait() returns at once), so nothing since is lost.
-            if not completed:
+            if not completed or self._target_exited():
                 return
             if count is not None and self.interval_index >= count:
                 return
@@ -344,6 +384,10 @@ class Tool:
         b = self.bpf
         next_tick = time.monotonic() + tick if tick else None
         count = getattr(self.args, "count", None) if self.has_interval else None
+        duration = getattr(self.args, "duration", None) if self.has_interval else None
+        end = time.monotonic() + duration if duration else None
+        if end is not None and next_tick is not None:
+            next_tick = min(next_tick, end)
         while not self.stopping:
             if b.perf_buffers:
                 b.perf_buffer_poll(timeout=timeout_ms)
@@ -351,6 +395,8 @@ class Tool:
                 b.ring_buffer_poll(timeout=timeout_ms)
             if next_tick is not None and time.monotonic() >= next_tick:
                 next_tick += tick
+                if end is not None:
+                    next_tick = min(next_tick, end)
                 self.interval_index += 1
                 if on_tick:
                     on_tick()
@@ -358,6 +404,10 @@ class Tool:
                 self.flush()
                 if count is not None and self.interval_index >= count:
                     break
+                if (end is not None and time.monotonic() >= end) or self._target_exited():
+                    break
+            elif end is not None and next_tick is None and time.monotonic() >= end:
+                break
         # drain what is already in the buffers before detaching
         if b.perf_buffers:
             b.perf_buffer_consume()
@@ -366,6 +416,17 @@ class Tool:
             on_tick()
         self.report_lost()
         self.flush()
+
+    def _target_exited(self) -> bool:
+        """True once a traced process or thread is gone; says so in an `end` record (or a line)."""
+        for dest, kind in self._targets.items():
+            value = getattr(self.args, dest, None)
+            if kind in ("process", "thread") and value is not None and not TARGET_CHECKS[kind](value):
+                self.emit("end", reason=f"{kind} exited", target={dest: value})
+                self.say(f"{kind} {value} exited; ending after interval {self.interval_index}")
+                self.flush()
+                return True
+        return False
 
     def finish(self) -> None:
         """Detach everything now (not at interpreter exit) and leave with status 0."""
@@ -386,6 +447,39 @@ class Tool:
     def die(self, message: str, status: int = 1) -> None:
         print(f"{self.name}: error: {message}", file=sys.stderr)
         sys.exit(status)
+
+
+# --- targets: what -p/--tid/--ppid and a device argument must name ------------------------------------
+def task_alive(tid: int) -> bool:
+    """A process or thread that exists and has not exited (a zombie has: its state is Z or X)."""
+    try:
+        with open(f"/proc/{tid}/stat") as f:
+            text = f.read()
+    except OSError:
+        return False
+    return text[text.rindex(")") + 2] not in "ZX"
+
+
+def process_alive(pid: int) -> bool:
+    """task_alive, and `pid` is a process (a thread group leader), not one of its other threads."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            tgid = next(int(line.split()[1]) for line in f if line.startswith("Tgid:"))
+    except (OSError, StopIteration, ValueError):
+        return False
+    return tgid == pid and task_alive(pid)
+
+
+TARGET_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "process": process_alive,
+    "thread": task_alive,
+    "network device": lambda name: _sys_entry("/sys/class/net", name),
+    "block device": lambda name: _sys_entry("/sys/class/block", name),
+}
+
+
+def _sys_entry(directory: str, name: str) -> bool:
+    return "/" not in name and name not in (".", "..") and os.path.exists(os.path.join(directory, name))
 
 
 # perf's own names for the events a metric may attach to, by (type, config)

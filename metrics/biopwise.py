@@ -50,6 +50,7 @@ parser = tool.parser
 parser.add_argument("-s", "--sort", choices=list(SORT_KEYS), default="total",
                     help="order processes by bytes (total, read, write), I/Os or average latency (default total)")
 parser.add_argument("-D", "--device", metavar="NAME", help="only this device (a name in /proc/partitions)")
+tool.target("device", "block device")
 parser.add_argument("-r", "--maxrows", type=positive_int, default=20, help="processes shown (default 20)")
 parser.add_argument("-t", "--top", type=positive_int, default=3, help="processes in the top list (default 3)")
 args = tool.parse_args()
@@ -59,8 +60,6 @@ partitions = read_partitions()
 device = None
 if args.device:
     device = next((dev for dev, name in partitions.items() if name == args.device), None)
-    if device is None:
-        tool.die(f"no device {args.device!r} in /proc/partitions", status=2)
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_dev=device)
 has_io_start = kernelfeatures.tracepoint_exists("block", "block_io_start")
 b = tool.load(cflags + (["-DHAVE_IO_START"] if has_io_start else []))

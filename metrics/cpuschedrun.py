@@ -35,8 +35,6 @@ parser.add_argument("-s", "--sort", choices=["priority", "run", "wait"], default
 parser.add_argument("--top", type=positive_int, default=20, help="table rows per interval (default 20)")
 args = tool.parse_args()
 
-if args.pid and not taskinfo.thread_ids(args.pid):
-    tool.die(f"no process with pid {args.pid}")
 
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)

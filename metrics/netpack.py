@@ -34,6 +34,7 @@ def device_name(text: str) -> str:
 tool = Tool("netpack", __doc__.strip().splitlines()[0], EXAMPLES)
 parser = tool.parser
 parser.add_argument("--dev", type=device_name, help="trace this network device only (e.g. eth0, lo)")
+tool.target("dev", "network device")
 parser.add_argument("-e", "--events", "--per-packet", dest="events", action="store_true",
                     help="also print one record per packet")
 parser.add_argument("--min-us", type=positive_float, metavar="US",

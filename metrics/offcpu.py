@@ -13,7 +13,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 import bcctool
-from bcctool import Tool, nonneg_int, positive_int, taskinfo
+from bcctool import Tool, nonneg_int, positive_int
 
 EXAMPLES = [
     ("offcpu", "blocked threads and their top stacks, every second"),
@@ -40,8 +40,6 @@ parser.add_argument("--stacks", type=positive_int, default=5,
 args = tool.parse_args()
 if args.stack_depth > 127:
     parser.error("argument --stack-depth: at most 127 (the kernel's stack map limit)")
-if args.pid and not taskinfo.thread_ids(args.pid):
-    tool.die(f"no process with pid {args.pid}")
 
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)

@@ -30,8 +30,6 @@ tool = Tool("schparm", __doc__.strip().splitlines()[0], EXAMPLES)
 tool.add_pid_filters()
 args = tool.parse_args()
 
-if args.pid and not taskinfo.thread_ids(args.pid):
-    tool.die(f"no process with pid {args.pid}")
 
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid)

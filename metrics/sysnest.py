@@ -28,7 +28,6 @@ MAX_SAMPLE = 1_000_000  # the per-thread tick is 31 bits; a million already time
 
 tool = Tool("sysnest", __doc__.strip().splitlines()[0], EXAMPLES)
 tool.add_pid_filters(tid=True, ppid=True)
-tool.add_duration()
 parser = tool.parser
 parser.add_argument("-g", "--group-by", choices=["process", "syscall"], default="process",
                     help="top level of the nesting (default process)")
@@ -164,7 +163,7 @@ def line(label: str, r: dict) -> str:
 # --- loop ------------------------------------------------------------------------------------------
 seen: dict[tuple[int, int], tuple[int, int, int, int]] = {}
 last = time.monotonic()
-for interval in tool.intervals(args.duration):
+for interval in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
     rows, changed = [], set()
