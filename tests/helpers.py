@@ -12,6 +12,7 @@ import sys
 import time
 from typing import Any
 
+from bcctool import task_alive as process_alive  # noqa: F401 - true while a pid exists and is no zombie
 from procs import prog_ids_of  # noqa: F401 - the app's own /proc/PID/fdinfo reader, re-exported
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,16 +109,6 @@ class MetricProcess:
 
     def of_kind(self, kind: str) -> list[dict]:
         return [r for r in self.records if r["kind"] == kind]
-
-
-def process_alive(pid: int) -> bool:
-    """True while pid exists and is not a zombie (a zombie is dead but not reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            text = f.read()
-    except OSError:
-        return False
-    return text[text.rindex(")") + 2] != "Z"
 
 
 def pids_with_cmdline(fragment: str) -> list[int]:
