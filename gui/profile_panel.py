@@ -236,10 +236,14 @@ class ProfilePanel(LiveChart):
         baseline = self.baseline if self.comparing() else None
         self.graph.set_tree(view.tree, self.unit, baseline.tree if baseline else None)
         self._show_match()
-        shown, factor = _shown_unit(self.unit)
+        _, factor = _shown_unit(self.unit)
+
+        def shown(value: float) -> float | int:       # ms from ns; samples and bytes as whole numbers
+            return value * factor if self.unit == "ns" else round(value)
+
         self.top_model.set_rows([
-            {"function": s.frame.name, "module": s.frame.module, "self": s.self_weight * factor,
-             "self_pct": round(s.self_pct, 2), "total": s.total_weight * factor, "total_pct": round(s.total_pct, 2)}
+            {"function": s.frame.name, "module": s.frame.module, "self": shown(s.self_weight),
+             "self_pct": round(s.self_pct, 2), "total": shown(s.total_weight), "total_pct": round(s.total_pct, 2)}
             for s in view.functions.stats(TABLE_ROWS)])
         self.tables.setTabEnabled(1, baseline is not None)
         self.legend.setVisible(baseline is not None)

@@ -213,6 +213,24 @@ def test_a_snapshot_metric_shows_its_newest_interval(qtbot):
     assert [r["function"] for r in panel.top_model.rows] == ["__kmalloc", "alloc_pipe_info"]
 
 
+def test_cpuprofile_stack_records_are_samples(qtbot):
+    spec = dataclasses.replace(config.get("offcpu"), name="cpuprofile",
+                               chart=config.Chart("stacks", y="count", record_kind="stack", label="samples"))
+    panel = ProfilePanel(spec)
+    qtbot.addWidget(panel)
+    frames = [{"name": "main", "module": "hot", "kind": "user"}, {"name": "hot_a", "module": "hot", "kind": "user"}]
+    panel.add_records([{"kind": "stack", "interval": 1, "ts": 1.0, "pid": 5, "comm": "hot", "count": 30,
+                        "frames": frames},
+                       {"kind": "stack", "interval": 1, "ts": 1.0, "pid": 5, "comm": "hot", "count": 10,
+                        "frames": frames[:1]}])
+    panel.redraw(force=True)
+    assert panel.unit == "samples" and panel.current().profile.total == 40
+    assert panel.top_model.rows[0] == {"function": "hot_a", "module": "hot", "self": 30, "self_pct": 75.0,
+                                       "total": 30, "total_pct": 75.0}
+    index = panel.graph.boxes().index(box_named(panel.graph, "hot_a"))
+    assert panel.graph.describe(index).splitlines()[1:3] == ["hot (user)", "30 samples, 75.00 % of all"]
+
+
 def test_real_offcpu_records_through_the_apps_path(qtbot, tmp_path):
     with open(os.path.join(ROOT, "tests", "samples", "offcpu.ndjson")) as f:
         records = [json.loads(line) for line in f if line.strip()]
@@ -246,8 +264,10 @@ def test_real_offcpu_records_through_the_apps_path(qtbot, tmp_path):
         Frame("__schedule", "", "kernel") in {fr for s in exported.stacks for fr in s}
 
 
-def test_stacks_chart_kind_is_the_flame_graph_for_every_stack_metric():
+def test_stacks_chart_kind_is_the_flame_graph_for_every_stack_metric(qtbot):
     stack_metrics = [s for s in config.METRICS if s.chart.kind == "stacks"]
     assert {"offcpu", "compmem"} <= {s.name for s in stack_metrics}
-    spec = dataclasses.replace(config.get("offcpu"))
-    assert spec.chart.y == "total_ms"
+    for spec in stack_metrics:
+        tab = MetricTab(spec)
+        qtbot.addWidget(tab)
+        assert isinstance(tab.chart, ProfilePanel), spec.name
