@@ -9,8 +9,11 @@ choosing another range rebuilds that Aggregate from the intervals kept. Rebuildi
 queued work too, done under the same budget before new records.
 
 The whole run is bounded too: past max_stacks distinct stacks, a new stack is summed into its process's
-"[other stacks]" (counted in folded_away). A metric whose intervals each restate the whole state
-(compmem's outstanding bytes: Chart.snapshot) has one profile, its newest interval, whatever the range.
+"[other stacks]" (counted in folded_away). 20,000 stacks of 31 frames that share no caller make 600,000
+tree nodes, 194 MB (tracemalloc); real profiles share most of their callers and take a small part of that.
+
+A metric whose intervals each restate the whole state (compmem's outstanding bytes: Chart.snapshot) has
+one profile, its newest interval, whatever the range.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ class Interval:
 
 class ProfileStore:
     def __init__(self, unit: str, weight: str, snapshot: bool = False, shown: str = "whole",
-                 window_s: float = 60.0, max_window_s: float = 600.0, max_stacks: int = 50_000,
+                 window_s: float = 60.0, max_window_s: float = 600.0, max_stacks: int = 20_000,
                  max_pending: int = 200_000, budget_s: float = 0.04) -> None:
         self.unit, self.weight, self.snapshot = unit, weight, snapshot
         self.window_s, self.max_window_s, self.max_stacks = window_s, max_window_s, max_stacks
