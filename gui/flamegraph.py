@@ -2,7 +2,7 @@
 
 Root at the top, callees below; a frame's width is its share of the zoomed frame; siblings in name order
 (as flamegraph.pl draws them, so two graphs compare). Click a frame to zoom into it, click a frame above
-the zoomed one (or reset_zoom) to go back; set_search highlights the frames whose name holds the text and
+the zoomed one (or Backspace) to go back, Escape (or reset_zoom) for the whole graph; set_search highlights the frames whose name holds the text and
 reports their share; hover shows the frame, its module, its weight in the profile's unit and its share.
 With a baseline tree, each frame is coloured by the change of its share against the same path in the
 baseline: grew red, shrank blue, the strongest change fully saturated (as flamegraph.pl's differential).
@@ -17,7 +17,7 @@ import zlib
 from typing import NamedTuple
 
 from PySide6.QtCore import QPoint, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QMouseEvent, QPainter, QPaintEvent, QResizeEvent
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeyEvent, QMouseEvent, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from bcctool import human_bytes
@@ -91,6 +91,7 @@ class FlameGraph(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setMouseTracking(True)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
         self.root: Node = Node()
         self.baseline: Node | None = None
@@ -278,6 +279,15 @@ class FlameGraph(QWidget):
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
         self._boxes = self._batches = None
         super().resizeEvent(event)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+        """Escape: back to the whole graph; Backspace: out one frame."""
+        if event.key() == Qt.Key.Key_Escape:
+            self.reset_zoom()
+        elif event.key() == Qt.Key.Key_Backspace and self.zoom_path:
+            self.zoom_to(self.zoom_path[:-1])
+        else:
+            super().keyPressEvent(event)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802
         index = self.box_at(event.position().toPoint())

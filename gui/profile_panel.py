@@ -151,9 +151,6 @@ class ProfilePanel(LiveChart):
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([900, 420])          # the graph first; the tables' columns would claim more
         self.legend = QLabel(self)
-        self.legend.setText("<span style='background:#ff2a2a'>&nbsp;grew&nbsp;</span> "
-                            "<span style='background:#2a2aff;color:white'>&nbsp;shrank&nbsp;</span> "
-                            "share against the baseline")
         self.legend.hide()
         self.status = QLabel(self)
         self.status.setStyleSheet("color: #6d6d6d;")
@@ -247,6 +244,12 @@ class ProfilePanel(LiveChart):
             for s in view.functions.stats(TABLE_ROWS)])
         self.tables.setTabEnabled(1, baseline is not None)
         self.legend.setVisible(baseline is not None)
+        if baseline is not None:
+            self.graph.boxes()                          # lays out now: the strongest change is known then
+            strongest = self.graph.strongest_change
+            self.legend.setText("<span style='background:#ff2323'>&nbsp;grew&nbsp;</span> "
+                                "<span style='background:#2323ff;color:white'>&nbsp;shrank&nbsp;</span> "
+                                f"share against the baseline; full colour at ±{strongest:.2f} points")
         if baseline is not None:
             self.change_model.set_rows([
                 {"function": c.frame.name, "module": c.frame.module, "change_pct": round(c.change_pct, 2),
