@@ -274,3 +274,37 @@ def test_stacks_chart_kind_is_the_flame_graph_for_every_stack_metric(qtbot):
         tab = MetricTab(spec)
         qtbot.addWidget(tab)
         assert isinstance(tab.chart, ProfilePanel), spec.name
+
+
+@pytest.mark.bpf
+def test_live_offcpu_sleeper_through_the_tab_matches_the_threads_own_books(qtbot):
+    """offcpu on a thread that sleeps 20 x 50 ms: in the tab's flame graph, the frames matching
+    "nanosleep" hold the thread's own blocked time (wall - schedstat run - run-queue wait)."""
+    from helpers import MetricProcess, end_workload, next_line, run_workload, settle_and_stop
+    from test_offcpu import SLEEPER_CHILD
+
+    child = run_workload(SLEEPER_CHILD)
+    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5")
+    try:
+        tool.wait_meta()
+        next_line(child)
+        done, _, truth = child.stdout.readline().partition(" ")
+        assert done == "done"
+        truth = json.loads(truth)
+        settle_and_stop(tool, intervals=1)
+    finally:
+        tool.kill()
+        end_workload(child)
+    tab = MetricTab(config.get("offcpu"))
+    qtbot.addWidget(tab)
+    tab.resize(1200, 700)
+    tab.show()
+    tab.feed(tool.records)
+    tab.refresh()
+    panel = tab.chart
+    assert panel.store.backlog == 0 and panel.store.range == "whole"
+    panel.set_search("nanosleep")
+    matched_ms = panel.graph.matched_share * panel.current().profile.total / 1e6
+    print(f"nanosleep frames {matched_ms:.1f} ms in the flame graph; the thread's own books: {truth}")
+    assert matched_ms == pytest.approx(truth["blocked_ms"], rel=0.03, abs=2.0)
+    assert panel.match_label.text() == f"matched {100 * panel.graph.matched_share:.2f} %"
