@@ -73,7 +73,6 @@ class ProfilePanel(LiveChart):
         self.unit = profile_unit(self.chart.unit)
         self.store = ProfileStore(self.unit, self.chart.y, snapshot=self.chart.snapshot,
                                   shown="latest" if self.chart.snapshot else "whole")
-        self.baseline: Aggregate | None = None
         self.baseline_label = ""
         self._drawn_at = 0.0
 
@@ -213,15 +212,16 @@ class ProfilePanel(LiveChart):
         return self.store.shown
 
     def pin_baseline(self) -> None:
-        """Keep the profile shown now as the baseline (a copy: the live one goes on changing)."""
-        self.baseline = Aggregate.of(self.current().profile.copy())
+        """Keep the profile shown now as the baseline (the live one goes on changing); Compare is offered
+        once its tree is built, within the store's budget."""
+        self.store.pin()
         self.baseline_label = (f"baseline: {RANGE_LABELS[self.store.range]} pinned at {time.strftime('%H:%M:%S')}, "
-                               f"{format_weight(self.baseline.profile.total, self.unit)}")
-        self.compare_box.setEnabled(True)
+                               f"{format_weight(self.current().profile.total, self.unit)}")
+        self.compare_box.setEnabled(False)
         self._force_draw()
 
     def comparing(self) -> bool:
-        return self.baseline is not None and self.compare_box.isChecked()
+        return self.store.baseline_ready and self.compare_box.isChecked()
 
     def _force_draw(self) -> None:
         self.dirty = True
@@ -230,7 +230,8 @@ class ProfilePanel(LiveChart):
     # --- drawing ------------------------------------------------------------------------------------
     def draw(self) -> None:
         view = self.current()
-        baseline = self.baseline if self.comparing() else None
+        self.compare_box.setEnabled(self.store.baseline_ready)
+        baseline = self.store.baseline if self.comparing() else None
         self.graph.set_tree(view.tree, self.unit, baseline.tree if baseline else None)
         self._show_match()
         _, factor = _shown_unit(self.unit)

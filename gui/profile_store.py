@@ -85,6 +85,8 @@ class ProfileStore:
         self.received = 0
         self.folded_away = 0             # stacks summed into "[other stacks]" by the bound
         self.version = 0                 # bumped on every change; views compare it
+        self.baseline: Aggregate | None = None                   # pinned; complete once baseline_work is done
+        self.baseline_work: deque[tuple[Stack, float]] = deque()
         self._reset()
 
     def _reset(self) -> None:
@@ -97,6 +99,7 @@ class ProfileStore:
 
     def clear(self) -> None:
         self.pending.clear()
+        self.baseline, self.baseline_work = None, deque()
         self.dropped = self.received = self.folded_away = 0
         self._reset()
 
@@ -112,7 +115,7 @@ class ProfileStore:
 
     @property
     def backlog(self) -> int:
-        return len(self.pending) + len(self.work)
+        return len(self.pending) + len(self.work) + len(self.baseline_work)
 
     def process(self, budget_s: float | None = None) -> bool:
         """Take queued work for at most budget_s (at least 64 items); True when the profile changed."""
@@ -123,11 +126,14 @@ class ProfileStore:
                 if self.work:                # a rebuild or an expiry comes first: new records wait
                     self.shown.apply(*self.work.popleft())
                     changed = True
+                elif self.baseline_work and self.baseline is not None:
+                    self.baseline.add(*self.baseline_work.popleft())
+                    changed = changed or not self.baseline_work
                 elif self.pending:
                     changed = self._take(self.pending.popleft()) or changed
                 else:
                     break
-            if not (self.work or self.pending) and not (changed and self._expire()):
+            if not self.backlog and not (changed and self._expire()):
                 break
             if time.perf_counter() >= deadline:
                 break
@@ -181,6 +187,15 @@ class ProfileStore:
                 self.work.extend((stack, -weight) for stack, weight in interval.profile)
 
     # --- choices ------------------------------------------------------------------------------------
+    def pin(self) -> None:
+        """Keep the profile shown now as the baseline: its tree is built by process(), a budget at a time."""
+        self.baseline = Aggregate(self.unit)
+        self.baseline_work = deque(self.shown.profile.stacks.items())
+
+    @property
+    def baseline_ready(self) -> bool:
+        return self.baseline is not None and not self.baseline_work
+
     def set_range(self, which: str) -> None:
         """Show another range: its Aggregate is rebuilt by process(), a budget at a time."""
         if which not in RANGES:
