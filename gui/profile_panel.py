@@ -283,5 +283,5 @@ class ProfilePanel(LiveChart):
             if not path:
                 return None
         with open(path, "w") as f:
-            f.write(to_folded(self.current().profile))
+            f.write(to_folded(self.store.range_profile()))
         return path

@@ -212,16 +212,25 @@ class ProfileStore:
         if self.range == "window":
             self._rebuild()
 
+    def _sources(self) -> list[Profile]:
+        """The profiles the range shown is the sum of."""
+        if self.snapshot or self.range == "whole":
+            return [self.whole]
+        if self.range == "window":
+            return [i.profile for i in self.intervals if i.in_window]
+        return [self.intervals[-1].profile] if self.intervals else []
+
     def _rebuild(self) -> None:
         self.shown = Aggregate(self.unit)
-        if self.snapshot or self.range == "whole":
-            source: list[Profile] = [self.whole]
-        elif self.range == "window":
-            source = [i.profile for i in self.intervals if i.in_window]
-        else:
-            source = [self.intervals[-1].profile] if self.intervals else []
-        self.work = deque(item for profile in source for item in profile.stacks.items())
+        self.work = deque(item for profile in self._sources() for item in profile.stacks.items())
         self.version += 1
+
+    def range_profile(self) -> Profile:
+        """Every stack of the range shown, taken so far (whole even while its tree is being rebuilt)."""
+        out = Profile(self.unit)
+        for profile in self._sources():
+            out.merge(profile)
+        return out
 
     def span_s(self) -> float:
         """Seconds of records in the range shown, for the status line."""

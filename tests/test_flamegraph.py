@@ -185,6 +185,8 @@ def test_a_burst_is_taken_a_budget_at_a_time_and_a_flood_is_counted():
     while store.backlog:
         store.process()
     assert store.shown.profile.total == 5000 * 1e6
+    store.set_range("whole")                                             # export is whole mid-rebuild
+    assert store.backlog and store.range_profile().total == 6000 * 1e6
 
 
 def test_pin_baseline_then_compare_lists_functions_by_change(qtbot):
