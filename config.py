@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from client.wire import RECORD_KINDS
+
 ROOT = os.path.dirname(os.path.abspath(__file__))
-RECORD_KINDS = ("meta", "row", "hist", "event", "summary", "lost", "end")
 
 
 @dataclass(frozen=True)

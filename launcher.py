@@ -21,7 +21,7 @@ import time
 import urllib.request
 
 import config
-import statedir
+from host import statedir
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 HEADLESS_METRICS = ("sysnest", "pagefault", "cpuschedrun")   # cheap ones that show the pipeline working

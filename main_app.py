@@ -3,40 +3,34 @@
 `--doctor` checks the machine.
 
 The window (layout in ui_main_window.py) lists the registered metrics, builds each one's argument form
-from config.py, starts every checked metric through the MonitorController (controller.py: one worker
-per metric, the transport to the collector) and shows a tab per metric with a live chart and table,
-the transport's state, a bounded log and what the BPF programs cost (bpf_overhead.py). Records are
-queued as they arrive and applied by one 5 Hz timer, so a busy metric never floods the event loop;
-nothing here does network or subprocess I/O on the GUI thread.
+from config.py, starts every checked metric through the MonitorController (monitor/controller.py: one
+worker per metric, the transport to the collector) and shows a tab per metric with a live chart and
+table (gui/), and three panels (gui/panels.py): the transport's state, a bounded log and what the BPF
+programs cost (host/bpf_stats.py). Records are queued as they arrive and applied by one 5 Hz timer, so a
+busy metric never floods the event loop; nothing here does network or subprocess I/O on the GUI thread.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import signal
-import subprocess
 import sys
-import time
-from collections import deque
 from typing import Any
 
-from PySide6.QtCore import QSettings, QSortFilterProxyModel, Qt, QTimer
+from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QBrush, QCloseEvent, QColor
-from PySide6.QtWidgets import QApplication, QHeaderView, QMainWindow, QTreeWidgetItem
+from PySide6.QtWidgets import QApplication, QMainWindow, QTreeWidgetItem
 
 import config
-import heap_trim
-import preflight
-from bpf_overhead import BpfStatsSwitch, OverheadSampler
-from gui_forms import ArgForm
-from gui_metric_tab import MetricTab
-from gui_models import SORT_ROLE, OverheadModel
+from gui.forms import ArgForm
+from gui.metric_tab import MetricTab
+from gui.panels import LogPanel, OverheadPanel, TransportPanel
+from gui.style import STATE_COLOURS, TEXT
+from host import heap_trim, preflight
+from host.bpf_sampler import OverheadSampler
+from host.bpf_stats import BpfStatsSwitch
+from host.elevation import elevation_works, with_elevation
 from ui_main_window import Ui_MainWindow
-from worker import DEFAULT_ELEVATE, needs_elevation
-
-STATE_COLOURS = {"running": "#2e7d32", "starting": "#6d6d6d", "stopping": "#6d6d6d", "failed": "#c62828",
-                 "unavailable": "#9e9e9e"}
 
 
 class MainWindow(QMainWindow):
@@ -58,19 +52,12 @@ class MainWindow(QMainWindow):
         self.items: dict[str, QTreeWidgetItem] = {}
         self.tabs: dict[str, MetricTab] = {}
         self.running: set[str] = set()
-        self.transport_status: dict = {}
-        self._log_pending: deque[str] = deque(maxlen=1000)
-        self._log_dropped = 0
         self._closed = False
-
-        self.stats_switch = stats_switch or BpfStatsSwitch()
-        self.sampler = sampler or OverheadSampler(parent=self)
-        self.overhead_model = OverheadModel(self)
-        proxy = QSortFilterProxyModel(self)
-        proxy.setSourceModel(self.overhead_model)
-        proxy.setSortRole(SORT_ROLE)
-        self.ui.overhead_table.setModel(proxy)
-        self.ui.overhead_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.transport_panel = TransportPanel(self.ui.transport_labels)
+        self.log_panel = LogPanel(self.ui.log_view)
+        self.overhead = OverheadPanel(self.ui.overhead_table, self.ui.overhead_status, self, sampler, stats_switch)
+        self.stats_switch, self.sampler, self.overhead_model = (self.overhead.stats_switch, self.overhead.sampler,
+                                                                self.overhead.model)
 
         self._build_metric_list()
         self._load_settings(server_url, token)
@@ -128,8 +115,7 @@ class MainWindow(QMainWindow):
         c.log.connect(self._on_log)
         c.metric_started.connect(self._on_started)
         c.metric_finished.connect(self._on_finished)
-        c.transport_status.connect(self._on_transport)
-        self.sampler.sampled.connect(self._on_overhead)
+        c.transport_status.connect(self.transport_panel.show)
 
     def _load_settings(self, server_url: str | None, token: str | None) -> None:
         s = self.settings
@@ -188,7 +174,7 @@ class MainWindow(QMainWindow):
         if item is None:
             return
         item.setText(1, "" if state == "stopped" else state)
-        item.setForeground(1, QBrush(QColor(STATE_COLOURS.get(state, "#333"))))
+        item.setForeground(1, QBrush(QColor(STATE_COLOURS.get(state, TEXT))))
         item.setToolTip(1, tip or state)
 
     # --- start and stop -------------------------------------------------------------------------------
@@ -211,8 +197,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Not started: fix the marked arguments of {', '.join(invalid)}.", 10000)
             return []
         self.save_settings()
-        self.stats_switch.enable()
-        self._show_stats_state()
+        self.overhead.stats_on()
         started = [name for name, values in prepared.items() if self.start_metric(name, values)]
         if started:
             self.ui.right_stack.setCurrentWidget(self.ui.metric_tabs)
@@ -306,25 +291,6 @@ class MainWindow(QMainWindow):
             self._log("", f"{name}: stopped (exit status {status})")
         self._stats_off_if_idle()
 
-    def _on_transport(self, status: dict) -> None:
-        self.transport_status = dict(status)
-        labels = self.ui.transport_labels
-        reachable = status.get("reachable")
-        text, colour = {True: ("● reachable", "#2e7d32"), False: ("● unreachable", "#c62828")}.get(
-            reachable, ("● not checked yet" if status.get("url") else "● none set: records stay local", "#6d6d6d"))
-        labels["reachable"].setText(text)
-        labels["reachable"].setStyleSheet(f"color: {colour};")
-        labels["reachable"].setToolTip(str(status.get("url") or ""))
-        labels["buffered"].setText(f"{status.get('buffered', 0):,} records")
-        labels["sent"].setText(f"{status.get('sent_batches', 0):,} batches, {status.get('sent_records', 0):,} records")
-        labels["pending_outbox"].setText(f"{status.get('pending_outbox', 0):,} batches")
-        dropped = status.get("dropped", 0) or 0
-        labels["dropped"].setText(f"{dropped:,}")
-        labels["dropped"].setStyleSheet("color: #c62828; font-weight: bold;" if dropped else "")
-        error = status.get("last_error") or ""
-        labels["last_error"].setText(error or "none")
-        labels["last_error"].setStyleSheet("color: #c62828;" if error else "color: #6d6d6d;")
-
     def apply_server(self) -> None:
         url, token = self.ui.server_url.text().strip() or None, self.ui.server_token.text() or None
         self.controller.set_server(url, token)
@@ -335,26 +301,17 @@ class MainWindow(QMainWindow):
     def refresh(self) -> None:
         for tab in self.tabs.values():
             tab.refresh()
-        self._flush_log()
+        self.log_panel.flush()
         running = len(self.running)
         if running and not self.statusBar().currentMessage().startswith("Not started"):
             self.statusBar().showMessage(f"{running} metric{'s' if running > 1 else ''} running")
 
-    def _log(self, name: str, line: str) -> None:
-        if len(self._log_pending) == self._log_pending.maxlen:
-            self._log_dropped += 1
-        stamp = time.strftime("%H:%M:%S")
-        self._log_pending.append(f"{stamp}  {name or 'app':<11} {line.rstrip()}")
+    @property
+    def transport_status(self) -> dict:
+        return self.transport_panel.status
 
-    def _flush_log(self) -> None:
-        if not self._log_pending:
-            return
-        lines = list(self._log_pending)
-        self._log_pending.clear()
-        if self._log_dropped:
-            lines.insert(0, f"{time.strftime('%H:%M:%S')}  app         ({self._log_dropped:,} log lines skipped)")
-            self._log_dropped = 0
-        self.ui.log_view.appendPlainText("\n".join(lines))
+    def _log(self, name: str, line: str) -> None:
+        self.log_panel.add(name, line)
 
     # --- overhead ---------------------------------------------------------------------------------------
     def _update_overhead_targets(self) -> None:
@@ -366,21 +323,11 @@ class MainWindow(QMainWindow):
         for name in set(self.running) | set(ids):
             tab = self.tabs.get(name)
             targets[name] = (tab.pid if tab else None, set(ids.get(name, ())))
-        self.sampler.set_targets(targets)
-
-    def _on_overhead(self, rows: list, summary: str) -> None:
-        if rows or self.overhead_model.rows:
-            self.overhead_model.set_rows(rows)
-        self._show_stats_state(summary)
-
-    def _show_stats_state(self, summary: str = "") -> None:
-        text = f"bpf_stats: {self.stats_switch.state}"
-        self.ui.overhead_status.setText(f"{text}  —  {summary}" if summary else text)
+        self.overhead.set_targets(targets)
 
     def _stats_off_if_idle(self) -> None:
         if not self.running:
-            self.stats_switch.restore()
-            self._show_stats_state()
+            self.overhead.stats_off()
 
     # --- closing ----------------------------------------------------------------------------------------
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
@@ -412,15 +359,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the last one used, else none: records stay local)")
     parser.add_argument("--token", metavar="TOKEN", help="bearer token for the collector")
     parser.add_argument("--headless", action="store_true",
-                        help="run metrics without a window (headless.py; see --headless --help)")
+                        help="run metrics without a window (monitor/headless.py; see --headless --help)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    heap_trim.start()  # window or headless: RSS stays flat over a long run (heap_trim.py says why)
-    if "--headless" in argv:        # its own options (--metric, --arg, --duration ...) live in headless.py
-        import headless
+    heap_trim.start()  # window or headless: RSS stays flat over a long run (host/heap_trim.py says why)
+    if "--headless" in argv:        # its own options (--metric, --arg, --duration ...) live in monitor/headless.py
+        from monitor import headless
 
         return headless.main([a for a in argv if a != "--headless"])
     args = build_parser().parse_args(argv)
@@ -431,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_window(args: argparse.Namespace) -> int:
     """The desktop app; returns when the window closes (every metric stopped, transport flushed)."""
-    from controller import MonitorController  # the pipeline (worker, transport) loads only for the window
+    from monitor.controller import MonitorController  # the pipeline (worker, transport) loads only for the window
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("eBPF profiler")
@@ -447,28 +394,6 @@ def run_window(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: window.close())
     window.show()
     return app.exec()
-
-
-def elevation_works(command: tuple[str, ...] = DEFAULT_ELEVATE) -> bool:
-    """Whether this user can start a metric as root without a password (always, when already root)."""
-    if not needs_elevation():
-        return True
-    try:
-        return subprocess.run([*command, "true"], capture_output=True, timeout=5).returncode == 0
-    except (OSError, subprocess.SubprocessError):
-        return False
-
-
-def with_elevation(verdicts: list[preflight.Verdict], elevation_ok: bool) -> list[preflight.Verdict]:
-    """The preflight judges this user; the controller starts each metric through `sudo -n`. A metric
-    held back only by privileges can run when that works, and otherwise says what to do."""
-    adjusted = []
-    for verdict in verdicts:
-        if not verdict.runnable and verdict.reason.startswith("needs root"):
-            reason = "" if elevation_ok else "needs root, and `sudo -n` is refused: run the app as root or allow sudo"
-            verdict = dataclasses.replace(verdict, runnable=not reason, reason=reason)
-        adjusted.append(verdict)
-    return adjusted
 
 
 def app_settings() -> QSettings:

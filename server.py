@@ -12,38 +12,17 @@ EXAMPLES:
 from __future__ import annotations
 
 import argparse
-import itertools
 import logging
 import logging.handlers
 import queue
 import sys
-from collections.abc import Mapping
-from typing import Any
 
-from flask import Flask, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
-from werkzeug.exceptions import HTTPException
 
-from collector import api, dashboard, httpserver, ingest
+from collector import create_app, httpserver
 from collector import settings as settings_mod
-from collector.state import EXTENSION, Collector
-from collector.store import Store
+from collector.state import EXTENSION
 from collector.tokens import load_tokens
-
-JSON_PATHS = ("/data", "/api/", "/metrics", "/healthz")
-_app_numbers = itertools.count(1)
-
-
-def _batch_log(log_file: str | None) -> logging.Logger:
-    """This app's batch log: the console (through the 'collector' logger) and, if asked, a plain file
-    with one line per batch, like the original's server_data.log."""
-    log = logging.getLogger(f"collector.batches.{next(_app_numbers)}")
-    log.setLevel(logging.INFO)
-    if log_file:
-        handler = logging.FileHandler(log_file, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        log.addHandler(handler)
-    return log
 
 
 def _console_log() -> logging.handlers.QueueListener:
@@ -61,38 +40,6 @@ def _console_log() -> logging.handlers.QueueListener:
     listener = logging.handlers.QueueListener(lines, console)
     listener.start()
     return listener
-
-
-def create_app(config: Mapping[str, Any] | None = None) -> Flask:
-    """The collector app. config keys are collector.settings.Settings fields (db_url, log_file, tokens,
-    max_body, legacy_slack_s); None reads COLLECTOR_* environment variables (for gunicorn)."""
-    settings = settings_mod.from_mapping(config)
-    app = Flask(__name__, template_folder="collector/templates", static_folder="collector/static")
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body
-    app.extensions[EXTENSION] = Collector(settings, Store(settings.db_url), _batch_log(settings.log_file))
-    for blueprint in (ingest.bp, api.bp, dashboard.bp):
-        app.register_blueprint(blueprint)
-
-    @app.before_request
-    def _refuse_nul_in_query():
-        # PostgreSQL text cannot hold NUL: refuse it here rather than fail in the database
-        if any("\x00" in key or "\x00" in value for key, value in request.args.items(multi=True)):
-            return jsonify({"status": "error", "reason": "bad_query", "detail": "NUL in the query string"}), 400
-        return None
-
-    @app.errorhandler(HTTPException)
-    def _http_error(e: HTTPException):
-        if request.path.startswith(JSON_PATHS):
-            return jsonify({"status": "error", "reason": (e.name or "error").lower().replace(" ", "_"),
-                            "detail": e.description}), e.code
-        return e
-
-    @app.errorhandler(SQLAlchemyError)
-    def _storage_error(e: SQLAlchemyError):
-        app.extensions[EXTENSION].log.error("storage error on %s: %s", request.path, type(e).__name__)
-        return jsonify({"status": "error", "reason": "storage_unavailable", "detail": type(e).__name__}), 503
-
-    return app
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

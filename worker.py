@@ -1,5 +1,5 @@
 """One running metric: its script as a subprocess, read without blocking, parsed into records that
-reach the main thread in small batches. Runs on its own QThread (see controller.py).
+reach the main thread in small batches. Runs on its own QThread (see monitor/controller.py).
 
 The script runs in its own process group (so a stop reaches everything it started) and dies with the
 app (PR_SET_PDEATHSIG). stdout and stderr are read together through a selector; stdout lines go
@@ -23,9 +23,9 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal, Slot
 
 import config
-import procs
+from host import procs
+from host.elevation import elevated_argv, missing_message, refused_message, said_by_elevation
 
-DEFAULT_ELEVATE = ("sudo", "-n")
 STOP_WAITS = (3.0, 2.0, 2.0)       # seconds after SIGINT, after SIGTERM, after SIGKILL
 CLEAN_EXITS = (0, -signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM)
 STDERR_TAIL = 20                   # stderr lines kept for a crash report
@@ -33,19 +33,11 @@ LOG_LINES_PER_SECOND = 200         # beyond this a chatty script's log lines are
 MAX_LINE = 8 * 2**20
 
 
-def needs_elevation() -> bool:
-    """Loading BPF needs root; capabilities of a non-root app are not inherited across exec."""
-    return os.geteuid() != 0
-
-
 def build_argv(spec: config.MetricSpec, values: dict[str, Any], python: str,
                elevate: list[str] | tuple[str, ...] | None, elevated: bool | None = None) -> list[str]:
     """The metric's command line, through the elevation command when the app is not root.
     Raises ValueError with the reason when a value is invalid."""
-    argv = spec.command(values, python=python)
-    if elevated is None:
-        elevated = needs_elevation()
-    return [*elevate, *argv] if elevated and elevate else argv
+    return elevated_argv(spec.command(values, python=python), elevate, elevated)
 
 
 class Worker(QObject):
@@ -275,20 +267,16 @@ class Worker(QObject):
         said = [line for line in self._stderr_tail if self._elevation_said(line)]
         if not said:
             return ""
-        tool = os.path.basename(self.elevate[0])
-        return (f"cannot start {self.name} as root: `{' '.join(self.elevate)}` refused ({said[-1]}). "
-                f"Run the app as root, or allow passwordless {tool} for {self.argv[len(self.elevate)]}.")
+        return refused_message(self.name, self.elevate, self.argv[len(self.elevate)], said[-1])
 
     def _elevation_said(self, line: str) -> bool:
         """A line from the elevation command itself (`sudo: ...`), before the script printed a record."""
-        return bool(self.elevate) and not self.records_total and \
-            line.startswith(f"{os.path.basename(self.elevate[0])}:")
+        return not self.records_total and said_by_elevation(self.elevate, line)
 
     def _start_error(self, exc: OSError) -> str:
         program = self.argv[0]
         if self.elevate and isinstance(exc, FileNotFoundError):
-            return (f"cannot start {self.name} as root: elevation command `{program}` not found. "
-                    "Run the app as root, or configure another elevation command.")
+            return missing_message(self.name, program)
         return f"cannot start {self.name}: {program}: {exc.strerror or exc}"
 
 

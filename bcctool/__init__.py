@@ -33,10 +33,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from client.wire import SCHEMA_VERSION
+
 from . import kernelfeatures
 
-SCHEMA_VERSION = 1
-KINDS = ("meta", "row", "hist", "event", "summary", "lost", "end")
 BPF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bpf")
 
 

@@ -17,7 +17,8 @@ import waitress
 from flask import Flask, jsonify, request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from collector.payload import Rejected, parse_body  # noqa: E402 - the checkout's own package
+from collector.payload import parse_body  # noqa: E402 - the checkout's own package
+from collector.rejections import Rejected  # noqa: E402
 
 kind, port = sys.argv[1], int(sys.argv[2])
 app = Flask(kind)

@@ -72,8 +72,8 @@ def one_run(lines: int, workdir: str, n: int) -> dict:
 
     from collector.settings import normalise_db_url
     from collector.store import Store
-    from controller import MonitorController
     from main_app import MainWindow
+    from monitor.controller import MonitorController
 
     app = QApplication.instance() or QApplication(["bench"])
     db_path = os.path.join(workdir, f"pipeline{n}.db")

@@ -22,8 +22,7 @@ from unittest import mock
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from collector import payload  # noqa: E402 - the checkout's own package
-from server import create_app  # noqa: E402
+from collector import create_app, payload  # noqa: E402 - the checkout's own package
 
 STACKS, ROWS = 40, 10
 

@@ -1,2 +1,69 @@
-"""The collector behind server.py: payload validation, storage, the JSON/Prometheus API and the
-dashboard. server.py wires these into a Flask app (create_app) and serves it with waitress."""
+"""The collector an instructor runs for a lab, as a Flask app: create_app() wires payload validation
+(body.py, payload.py), storage (store.py, writer.py), the JSON and Prometheus API (api.py) and the
+dashboard (dashboard.py). server.py at the top serves it with waitress; gunicorn can import
+`collector:create_app()` (settings then come from COLLECTOR_* environment variables)."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask, request
+from sqlalchemy.exc import SQLAlchemyError
+from werkzeug.exceptions import HTTPException
+
+from collector import api, dashboard, ingest
+from collector import settings as settings_mod
+from collector.state import EXTENSION, Collector, error
+from collector.store import Store
+
+JSON_PATHS = ("/data", "/api/", "/metrics", "/healthz")
+_app_numbers = itertools.count(1)
+
+
+def _batch_log(log_file: str | None) -> logging.Logger:
+    """This app's batch log: the console (through the 'collector' logger) and, if asked, a plain file
+    with one line per batch, like the original's server_data.log."""
+    log = logging.getLogger(f"collector.batches.{next(_app_numbers)}")
+    log.setLevel(logging.INFO)
+    if log_file:
+        handler = logging.FileHandler(log_file, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        log.addHandler(handler)
+    return log
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """The collector app. config keys are collector.settings.Settings fields (db_url, log_file, tokens,
+    max_body, legacy_slack_s); None reads COLLECTOR_* environment variables (for gunicorn)."""
+    settings = settings_mod.from_mapping(config)
+    # named "server" as before the move (Flask names the app's logger after it); files from this package
+    app = Flask("server", root_path=os.path.dirname(os.path.abspath(__file__)), template_folder="templates",
+                static_folder="static")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body
+    app.extensions[EXTENSION] = Collector(settings, Store(settings.db_url), _batch_log(settings.log_file))
+    for blueprint in (ingest.bp, api.bp, dashboard.bp):
+        app.register_blueprint(blueprint)
+
+    @app.before_request
+    def _refuse_nul_in_query():
+        # PostgreSQL text cannot hold NUL: refuse it here rather than fail in the database
+        if any("\x00" in key or "\x00" in value for key, value in request.args.items(multi=True)):
+            return error(400, "bad_query", "NUL in the query string")
+        return None
+
+    @app.errorhandler(HTTPException)
+    def _http_error(e: HTTPException):
+        if request.path.startswith(JSON_PATHS):
+            return error(e.code, (e.name or "error").lower().replace(" ", "_"), e.description)
+        return e
+
+    @app.errorhandler(SQLAlchemyError)
+    def _storage_error(e: SQLAlchemyError):
+        app.extensions[EXTENSION].log.error("storage error on %s: %s", request.path, type(e).__name__)
+        return error(503, "storage_unavailable", type(e).__name__)
+
+    return app

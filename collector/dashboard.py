@@ -10,7 +10,7 @@ from flask import Blueprint, abort, render_template, request
 from markupsafe import Markup
 
 from collector import chart
-from collector.payload import REASONS
+from collector.rejections import REASONS
 from collector.state import state
 
 bp = Blueprint("dashboard", __name__)

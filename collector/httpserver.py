@@ -22,7 +22,7 @@ from waitress.task import ThreadedTaskDispatcher
 from waitress.utilities import Error
 
 from collector import ingest
-from collector.payload import Rejected
+from collector.rejections import Rejected
 from collector.state import ACCEPTS, EXTENSION, Collector
 from collector.tokens import TOKEN_QUERY_PARAM
 

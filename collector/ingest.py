@@ -8,7 +8,9 @@ from flask import Blueprint, Response, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from collector.payload import Batch, Rejected, bad, decode_body, parse_body
+from collector.body import decode_body
+from collector.payload import Batch, parse_body
+from collector.rejections import Rejected, bad
 from collector.settings import Settings
 from collector.state import ACCEPTS, Collector, error, state
 from collector.store import IngestResult

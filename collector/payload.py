@@ -1,4 +1,5 @@
-"""POST /data bodies -> a validated Batch, or Rejected with a status and a one-line JSON reason.
+"""POST /data bodies -> a validated Batch, or Rejected with a status and a one-line JSON reason. The bytes
+become JSON in body.py; here the JSON is checked against the contract.
 
 Two payloads are accepted (docs/collector.md has the contract):
   schema 1 (our transport): schema, timestamp, source_script, batch_id, sequence, host, run_id,
@@ -11,38 +12,19 @@ Everything is bounded (size, depth, counts, numbers) so no body can make the ser
 from __future__ import annotations
 
 import json
-import math
-import re
-import zlib
 from dataclasses import dataclass, field
 from itertools import repeat
-from json.decoder import scanstring
 from typing import Any
 
-import orjson
-
+from client.wire import SCHEMA_VERSION
 from collector import stacks
+from collector.body import parse_json
+from collector.rejections import Rejected, bad
 
 MAX_SEQUENCE = 2**53 - 1  # the largest integer every JSON implementation keeps exact
-MAX_DEPTH = 32  # containers inside containers; a hist record is 5 deep
 MAX_RECORDS = 100_000  # per batch
 MAX_TIMESTAMP = 1e11  # year 5138: anything later is a unit mistake (ms, ns)
 LEGACY_KIND = "legacy"  # records of the original client are stored with this kind
-
-# Reasons a request is rejected; a fixed set, because they label a Prometheus counter.
-REASONS = ("unauthorized", "too_large", "unsupported_encoding", "bad_gzip", "not_json", "too_deep",
-           "bad_unicode", "wrong_type", "missing_key", "bad_value", "bad_record")
-
-
-class Rejected(Exception):
-    def __init__(self, status: int, reason: str, detail: str) -> None:
-        assert reason in REASONS, reason
-        super().__init__(detail)
-        self.status, self.reason, self.detail = status, reason, detail
-
-
-def bad(reason: str, detail: str) -> Rejected:
-    return Rejected(413 if reason == "too_large" else 400, reason, detail)
 
 
 @dataclass
@@ -72,197 +54,6 @@ class Batch:
     @property
     def n_records(self) -> int:
         return len(self.data)
-
-
-# --- bytes -> JSON -----------------------------------------------------------------------------------
-def decode_body(raw: bytes, content_encoding: str | None, max_body: int) -> bytes:
-    """The body, gunzipped when it says so; the size limit holds for the decompressed size too."""
-    encoding = (content_encoding or "identity").strip().lower()
-    if encoding == "identity":
-        return raw
-    if encoding not in ("gzip", "x-gzip"):
-        raise Rejected(415, "unsupported_encoding", f"Content-Encoding {encoding[:40]!r} is not supported (gzip is)")
-    inflater = zlib.decompressobj(wbits=31)  # 31: gzip header and trailer
-    try:
-        body = inflater.decompress(raw, max_body + 1)
-    except zlib.error as e:
-        raise bad("bad_gzip", f"body is not valid gzip ({e})") from None
-    if len(body) > max_body or inflater.unconsumed_tail:
-        raise bad("too_large", f"decompressed body is over the limit of {max_body} bytes")
-    if not inflater.eof:
-        raise bad("bad_gzip", "gzip body is truncated")
-    if inflater.unused_data:
-        raise bad("bad_gzip", "data after the end of the gzip stream")
-    return body
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_no_constants)
-_scan_value = _DECODER.scan_once  # the C scanner json.loads itself runs
-_WHITESPACE = re.compile(r"[ \t\n\r]*")
-_SPACE = " \t\n\r"
-# What the body's text proves about its tree, so that a usual batch needs no walk over every value:
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # UTF-8 text gets a surrogate only from an escape
-# a float literal reaches inf (> 1.8e308) only with a 3-digit exponent or 100+ digits in a row; seen
-# with every digit as 0, E as e and no "+" (deleting a character can only add matches, never hide one)
-_NUMBER_SHAPES = bytes.maketrans(b"123456789E", b"000000000e")
-_OVERFLOW_SHAPES = (b"0e000", b"0" * 100)
-_LONG_INTEGER = b"0" * 19  # orjson reads an integer past 64 bits as a float (18 digits are safe)
-_IS_DICT = frozenset({dict}).__contains__
-_RECORD_BRACKETS = MAX_DEPTH - 2  # a record is at depth 3: this many brackets in its text cannot be too deep
-
-
-def parse_json(body: bytes) -> tuple[Any, list[str] | None]:
-    """The body as JSON, checked for depth and text, and a JSON text for each element of its "metrics"
-    list, ready to store (None when the body is not the usual shape: the records are encoded later)."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise bad("not_json", "body is not UTF-8 text") from None
-    numbers = body.translate(_NUMBER_SHAPES, b"+")
-    try:
-        try:
-            value, record_texts = _fast_payload(text, numbers) or _scan_payload(text)
-        except (ValueError, IndexError, StopIteration):
-            # not the usual shape, or not JSON: json.loads decides, with its own error message
-            value, record_texts = json.loads(text, parse_constant=_no_constants), None
-    except RecursionError:
-        raise bad("too_deep", f"nesting deeper than {MAX_DEPTH} levels") from None
-    except ValueError as e:
-        raise bad("not_json", f"body is not JSON ({str(e)[:120]})") from None
-    if _clean_by_text(text, numbers, record_texts):
-        # nothing in the records can fail the walk: walk only the payload's other values
-        _check_tree([(item, 2) for key, item in value.items() if key != "metrics"])
-    else:
-        _check_tree([(value, 1)])
-    return value, record_texts
-
-
-def _fast_payload(text: str, numbers: bytes) -> tuple[Any, list[str] | None] | None:
-    """orjson's parse (a third of json's time), where it gives what json.loads would, and each record
-    encoded again by orjson (a tenth of json.dumps's time); None leaves the body to the slower paths,
-    which also name what is wrong with it."""
-    if _LONG_INTEGER in numbers:
-        return None
-    try:
-        value = orjson.loads(text)  # refuses NaN, inf, lone surrogates, depth > 1024: json's path decides
-    except orjson.JSONDecodeError:
-        return None
-    metrics = value.get("metrics") if type(value) is dict else None
-    if type(metrics) is not list or not all(map(_IS_DICT, map(type, metrics))):
-        return value, None
-    return value, [encoded.decode() for encoded in map(orjson.dumps, metrics)]
-
-
-def _scan_payload(text: str) -> tuple[dict, list[str] | None]:
-    """json.loads for a top-level object (json's own scanner), keeping the text of each record of its
-    "metrics" list so that it need not be encoded again: for the bodies orjson does not take (long
-    integers, or something wrong). Raises ValueError/IndexError/StopIteration on anything unusual;
-    the caller then asks json.loads."""
-    i = _WHITESPACE.match(text, 0).end()
-    if text[i] != "{":
-        raise ValueError("not an object")
-    payload: dict = {}
-    record_texts = None
-    i = _WHITESPACE.match(text, i + 1).end()
-    if text[i] == "}":
-        i += 1
-    else:
-        while True:
-            if text[i] != '"':
-                raise ValueError("expected a key")
-            key, i = scanstring(text, i + 1)
-            i = _WHITESPACE.match(text, i).end()
-            if text[i] != ":":
-                raise ValueError("expected ':'")
-            i = _WHITESPACE.match(text, i + 1).end()
-            if key == "metrics" and text[i] == "[":
-                payload[key], record_texts, i = _scan_list(text, i)
-            else:
-                payload[key], i = _scan_value(text, i)
-                if key == "metrics":
-                    record_texts = None  # a later "metrics" replaces an earlier one, as in json.loads
-            i = _WHITESPACE.match(text, i).end()
-            if text[i] == "}":
-                i += 1
-                break
-            if text[i] != ",":
-                raise ValueError("expected ',' or '}'")
-            i = _WHITESPACE.match(text, i + 1).end()
-    if _WHITESPACE.match(text, i).end() != len(text):
-        raise ValueError("extra data")
-    return payload, record_texts
-
-
-def _scan_list(text: str, i: int) -> tuple[list, list[str], int]:
-    """The list starting at text[i] == "[": its items, the text of each, and the index after it."""
-    items: list = []
-    texts: list[str] = []
-    i += 1
-    if text[i] in _SPACE:
-        i = _WHITESPACE.match(text, i).end()
-    if text[i] == "]":
-        return items, texts, i + 1
-    while True:
-        item, end = _scan_value(text, i)
-        items.append(item)
-        texts.append(text[i:end])
-        if text[end] in _SPACE:
-            end = _WHITESPACE.match(text, end).end()
-        if text[end] == "]":
-            return items, texts, end + 1
-        if text[end] != ",":
-            raise ValueError("expected ',' or ']'")
-        i = end + 1
-        if text[i] in _SPACE:
-            i = _WHITESPACE.match(text, i).end()
-
-
-def _clean_by_text(text: str, numbers: bytes, record_texts: list[str] | None) -> bool:
-    """True when the text alone (and its numbers' shapes) shows that no string holds a surrogate, no
-    number is inf and no record nests too deep. False only means "walk the tree to know"."""
-    if record_texts is None or _SURROGATE_ESCAPE.search(text):
-        return False
-    if any(shape in numbers for shape in _OVERFLOW_SHAPES):
-        return False
-    # brackets in a record's text bound its depth (strings holding brackets only make it stricter);
-    # first the whole body's, less the payload's own "{", the list's "[" and each object record's "{"
-    objects = sum(map(str.startswith, record_texts, repeat("{")))
-    if text.count("{") + text.count("[") - 2 - objects < _RECORD_BRACKETS:
-        return True
-    return (max(map(str.count, record_texts, repeat("{")), default=0)
-            + max(map(str.count, record_texts, repeat("[")), default=0)) <= _RECORD_BRACKETS
-
-
-def _check_tree(stack: list[tuple[Any, int]]) -> None:
-    """Depth and text of (value, depth) trees: strings must be encodable (a lone surrogate escape is
-    valid JSON but not text), numbers finite."""
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            if depth > MAX_DEPTH:
-                raise bad("too_deep", f"nesting deeper than {MAX_DEPTH} levels")
-            for key, item in node.items():
-                _check_text(key)
-                stack.append((item, depth + 1))
-        elif isinstance(node, list):
-            if depth > MAX_DEPTH:
-                raise bad("too_deep", f"nesting deeper than {MAX_DEPTH} levels")
-            stack.extend((item, depth + 1) for item in node)
-        elif isinstance(node, str):
-            _check_text(node)
-        elif isinstance(node, float) and not math.isfinite(node):
-            raise bad("bad_value", "a number is out of range")  # 1e999 parses to inf
-
-
-def _check_text(text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise bad("bad_unicode", "a string holds an unpaired surrogate escape") from None
 
 
 # --- JSON -> Batch -----------------------------------------------------------------------------------
@@ -311,9 +102,10 @@ def parse_batch(payload: Any, record_texts: list[str] | None = None, may_hold_st
         raise bad("wrong_type", "payload must be a JSON object")
     schema = 0
     if "schema" in payload:
-        if payload["schema"] != 1 or isinstance(payload["schema"], bool):
-            raise bad("bad_value", "unsupported schema (this server speaks schema 1, or none for the original client)")
-        schema = 1
+        if payload["schema"] != SCHEMA_VERSION or isinstance(payload["schema"], bool):
+            raise bad("bad_value", f"unsupported schema (this server speaks schema {SCHEMA_VERSION}, "
+                      "or none for the original client)")
+        schema = SCHEMA_VERSION
     batch = Batch(
         schema=schema,
         timestamp=_time(_required(payload, "timestamp"), "timestamp"),
@@ -353,6 +145,7 @@ def _split_stacks(batch: Batch, records: list) -> None:
 
 
 _NUMBER_TYPES = frozenset({int, float})  # not bool: its type is bool
+_IS_DICT = frozenset({dict}).__contains__
 
 
 def _name_ok(value: Any, max_len: int) -> bool:

@@ -3,7 +3,7 @@ database, so every server process behind a load balancer reports the same, lab-w
 
 from __future__ import annotations
 
-from collector.payload import REASONS
+from collector.rejections import REASONS
 from collector.stream import Stream
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from PySide6.QtWidgets import QWidget
 
 import config
-from gui_models import newest
+from gui.models import newest
 
 
 class LiveChart(QWidget):

@@ -34,8 +34,9 @@ from PySide6.QtWidgets import (
 import config
 from gui.flamegraph import FlameGraph, format_weight
 from gui.live import LiveChart
+from gui.models import SORT_ROLE, ColumnsModel
 from gui.profile_store import Aggregate, ProfileStore, profile_unit
-from gui_models import SORT_ROLE, ColumnsModel
+from gui.style import GREW, QUIET_STYLE, SHRANK
 from profile_data import differential, to_folded
 
 RANGE_LABELS = {"latest": "latest interval", "window": "last N seconds", "whole": "whole run"}
@@ -152,7 +153,7 @@ class ProfilePanel(LiveChart):
         self.legend = QLabel(self)
         self.legend.hide()
         self.status = QLabel(self)
-        self.status.setStyleSheet("color: #6d6d6d;")
+        self.status.setStyleSheet(QUIET_STYLE)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(controls)
@@ -248,8 +249,8 @@ class ProfilePanel(LiveChart):
         if baseline is not None:
             self.graph.boxes()                          # lays out now: the strongest change is known then
             strongest = self.graph.strongest_change
-            self.legend.setText("<span style='background:#ff2323'>&nbsp;grew&nbsp;</span> "
-                                "<span style='background:#2323ff;color:white'>&nbsp;shrank&nbsp;</span> "
+            self.legend.setText(f"<span style='background:{GREW}'>&nbsp;grew&nbsp;</span> "
+                                f"<span style='background:{SHRANK};color:white'>&nbsp;shrank&nbsp;</span> "
                                 f"share against the baseline; full colour at ±{strongest:.2f} points")
         if baseline is not None:
             self.change_model.set_rows([

@@ -25,7 +25,7 @@ from PySide6.QtCore import QSettings  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 import config  # noqa: E402
-import preflight  # noqa: E402
+from host import preflight  # noqa: E402
 from launcher import LocalCollector, pick_port  # noqa: E402
 from main_app import MainWindow  # noqa: E402
 
@@ -92,7 +92,7 @@ def main() -> int:
     known = {s.name for s in config.METRICS}
     metrics = [m for m in args.metrics.split(",") if m in known]
     width, height = (int(v) for v in args.size.split("x"))
-    from controller import MonitorController
+    from monitor.controller import MonitorController
 
     with tempfile.TemporaryDirectory(prefix="profiler-shot-") as state:
         collector = LocalCollector(state, pick_port(5000)).start()

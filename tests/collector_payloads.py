@@ -1,11 +1,14 @@
-"""Payloads for the collector tests: the original client's exactly as it sent them, ours as
-transport.py builds them, and readers for what the collector reports (API totals, /metrics)."""
+"""Payloads for the collector tests: the original client's exactly as it sent them, ours with the
+envelope client/transport.py writes (client.wire.batch_head), and readers for what the collector
+reports (API totals, /metrics)."""
 
 from __future__ import annotations
 
 import re
 import time
 import uuid
+
+from client.wire import batch_head
 
 # Lines of the original paper's Fig. 2 (sysnest by syscall), as the original client forwarded them.
 ORIGINAL_LINES = ("futex\t\t20299\t258074820.348", "3259 code\t\t1300\t42932426.758",
@@ -34,12 +37,9 @@ def ours(sequence: int, host: str = "lab-pc-01", run_id: str = "run-a", source: 
                             count=10 * sequence, total_us=1.5 * sequence),
                    envelope(source, t, sequence + 1, "summary", syscalls=1000 + sequence, per_sec=500.0 + sequence,
                             processes=3, errors=0, interval_s=1.0)]
-    payload = {"schema": 1, "timestamp": timestamp + sequence, "source_script": source,
-               "batch_id": batch_id or uuid.uuid4().hex, "sequence": sequence, "host": host, "run_id": run_id,
-               "metrics": records}
-    if dropped is not None:
-        payload["dropped"] = dropped
-    return payload
+    head = batch_head(source=source, batch_id=batch_id or uuid.uuid4().hex, sequence=sequence, host=host,
+                      run_id=run_id, dropped=dropped, timestamp=timestamp + sequence)
+    return {**head, "metrics": records}
 
 
 def stored(client) -> tuple[int, int]:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from bcctool import task_alive as process_alive  # noqa: F401 - true while a pid exists and is no zombie
-from procs import prog_ids_of  # noqa: F401 - the app's own /proc/PID/fdinfo reader, re-exported
+from host.procs import prog_ids_of  # noqa: F401 - the app's own /proc/PID/fdinfo reader, re-exported
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = os.path.join(ROOT, ".venv", "bin", "python")

@@ -174,8 +174,8 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
 @pytest.fixture
 def make_collector(db_url: str):
     """make_collector(**settings) -> a collector app on this test's database (closed afterwards)."""
+    from collector import create_app
     from collector.state import EXTENSION
-    from server import create_app
 
     apps = []
 

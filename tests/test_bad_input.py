@@ -83,8 +83,8 @@ WRONG_TOKENS = ["lab-token-7a41c9e0d2b9", "", "Bearer", TOKEN + " ", TOKEN.upper
 
 @pytest.fixture(scope="module")
 def token_app(tmp_path_factory):
+    from collector import create_app
     from collector.state import EXTENSION
-    from server import create_app
 
     app = create_app({"db_url": f"sqlite:///{tmp_path_factory.mktemp('fuzz')}/collector.db", "tokens": {TOKEN: "lab"},
                       "max_body": 256 * 1024})

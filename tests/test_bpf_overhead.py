@@ -7,10 +7,10 @@ import sys
 import pytest
 from helpers import MetricProcess, progs_released
 
-import bpf_overhead
-from bpf_overhead import (
+from host import bpf_stats as bpf_overhead
+from host.bpf_sampler import OverheadSampler
+from host.bpf_stats import (
     BpfStatsSwitch,
-    OverheadSampler,
     OverheadTracker,
     ProgStat,
     prog_stats_bpftool,

@@ -16,8 +16,8 @@ from fakes import CRASHER, FLOOD  # noqa: E402
 from helpers import process_alive, progs_released  # noqa: E402
 
 import config  # noqa: E402
-import procs  # noqa: E402
-from controller import MonitorController  # noqa: E402
+from host import procs  # noqa: E402
+from monitor.controller import MonitorController  # noqa: E402
 
 FAST = {"flush_interval": 0.2, "backoff_base": 0.05, "backoff_max": 0.5}
 

@@ -21,7 +21,7 @@ from helpers import PYTHON, ROOT, progs_released
 from server_fixtures import ServerProcess
 
 import config
-import procs
+from host import procs
 
 pytestmark = pytest.mark.bpf
 
@@ -100,7 +100,7 @@ def open_fds() -> int:
 
 @pytest.mark.timeout(600)
 def test_100_start_stop_cycles_leave_nothing(qtbot, tmp_path):
-    from controller import MonitorController
+    from monitor.controller import MonitorController
 
     controller = MonitorController(None, state_dir=str(tmp_path / "state"))
     finished: list[tuple[str, int, str]] = []

@@ -14,9 +14,9 @@ from PySide6.QtCore import QPoint, Qt
 
 import config
 from gui.flamegraph import FlameGraph, format_weight
+from gui.metric_tab import MetricTab
 from gui.profile_panel import ProfilePanel
 from gui.profile_store import ProfileStore
-from gui_metric_tab import MetricTab
 from profile_data import Frame, call_tree, parse_folded, to_folded
 
 # app: main calls a (60) and b (30, of which c 10); db: main calls a (10). Total 100.

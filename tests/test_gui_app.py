@@ -11,7 +11,7 @@ from gui_fakes import make_window
 from helpers import progs_released
 
 import config
-import preflight
+from host import preflight
 
 pytestmark = pytest.mark.bpf
 PAIR = ["sysnest", "pagefault"] if "pagefault" in {s.name for s in config.METRICS} else ["sysnest", "cpuschedrun"]
@@ -33,7 +33,7 @@ def collector():
 
 
 def test_two_metrics_from_the_window_to_the_collector_and_back_to_nothing(qtbot, tmp_path, collector):
-    from controller import MonitorController
+    from monitor.controller import MonitorController
 
     controller = MonitorController(server_url=collector.url, state_dir=str(tmp_path / "state"))
     window = make_window(qtbot, tmp_path, controller, show=True, verdicts=preflight.metric_verdicts(),
@@ -98,7 +98,7 @@ def test_two_metrics_from_the_window_to_the_collector_and_back_to_nothing(qtbot,
 
 
 def test_closing_the_window_stops_the_metrics_and_flushes_everything(qtbot, tmp_path, collector):
-    from controller import MonitorController
+    from monitor.controller import MonitorController
 
     controller = MonitorController(server_url=collector.url, state_dir=str(tmp_path / "state"))
     window = make_window(qtbot, tmp_path, controller, show=True, server_url=collector.url)

@@ -10,8 +10,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QSpinBox
 
 import config
-import preflight
-from gui_forms import ArgForm
+from gui.forms import ArgForm
+from host import preflight
 
 WIDGET_FOR = {"int": QSpinBox, "choice": QComboBox, "flag": QCheckBox, "float": QLineEdit, "str": QLineEdit}
 
@@ -141,7 +141,7 @@ def test_a_metric_the_preflight_rejects_is_disabled_with_the_reason(qtbot, tmp_p
 
 
 def test_a_metric_held_back_only_by_privileges_runs_through_sudo_when_that_works():
-    from main_app import with_elevation
+    from host.elevation import with_elevation
 
     base = preflight.metric_verdicts()[0]
     user = dataclasses.replace(base, runnable=False, reason="needs root or CAP_BPF+CAP_PERFMON (uid 1000)")

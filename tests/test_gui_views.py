@@ -13,10 +13,10 @@ from helpers import ROOT
 from PySide6.QtCore import QSortFilterProxyModel, Qt
 
 import config
+from gui.charts import CHARTS, HistogramChart, ScatterChart, TimeSeriesChart, make_chart
+from gui.metric_tab import MetricTab
+from gui.models import SORT_ROLE, RecordTableModel, format_value
 from gui.profile_panel import ProfilePanel
-from gui_charts import CHARTS, HistogramChart, ScatterChart, TimeSeriesChart, make_chart
-from gui_metric_tab import MetricTab
-from gui_models import SORT_ROLE, RecordTableModel, format_value
 
 
 def sample(name: str) -> list[dict]:

@@ -19,7 +19,7 @@ from collector_stub import CollectorStub, free_port
 from helpers import PYTHON, ROOT, process_alive, prog_ids_of, progs_released
 
 import config
-import procs
+from host import procs
 
 SYSNEST_ROW_FIELDS = {f.name for f in config.get("sysnest").fields}
 SUMMARY_FIELDS = {"syscalls", "per_sec", "processes", "errors", "interval_s"}
@@ -141,7 +141,7 @@ BAD_ARGS = [
 
 @pytest.mark.parametrize("args, message", BAD_ARGS)
 def test_bad_arguments_exit_2_with_one_line(args, message, capsys):
-    import headless
+    from monitor import headless
 
     with pytest.raises(SystemExit) as exited:
         headless.main(args)
@@ -160,7 +160,7 @@ def test_bad_argument_through_main_app():
 def test_unusable_state_dir_is_one_line(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    result = subprocess.run([PYTHON, os.path.join(ROOT, "headless.py"), "--metric", "sysnest",
+    result = subprocess.run([PYTHON, os.path.join(ROOT, "main_app.py"), "--headless", "--metric", "sysnest",
                              "--state-dir", str(blocker / "state")], cwd=ROOT, capture_output=True, text=True,
                             timeout=30)
     assert result.returncode == 1

@@ -6,10 +6,11 @@ import sys
 import textwrap
 import threading
 
-import heap_trim
+from host import heap_trim
 
 FRAGMENTED_THEN_TRIMMED = textwrap.dedent("""
-    import heap_trim, json
+    import json
+    from host import heap_trim
     def rss_kb():
         return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0])
     # 200 MB in 2 KB blocks (glibc's heap, not mmap, not pymalloc); every 64th stays alive, so no
@@ -25,7 +26,7 @@ FRAGMENTED_THEN_TRIMMED = textwrap.dedent("""
 
 def test_trim_gives_freed_heap_memory_back():
     out = subprocess.run([sys.executable, "-c", FRAGMENTED_THEN_TRIMMED], capture_output=True, text=True,
-                         timeout=60, cwd=heap_trim.__file__.rsplit("/", 1)[0])
+                         timeout=60, cwd=heap_trim.__file__.rsplit("/", 2)[0])
     assert out.returncode == 0, out.stderr
     rss = json.loads(out.stdout)
     print(rss)

@@ -7,8 +7,8 @@ import pytest
 from helpers import ROOT
 
 import config
-import preflight
 from bcctool import kernelfeatures
+from host import preflight
 
 
 @pytest.mark.bpf

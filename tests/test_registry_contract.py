@@ -20,9 +20,10 @@ IDS = [spec.name for spec in config.METRICS]
 
 @pytest.fixture(scope="module")
 def unprivileged_copy():
-    """metrics/, bcctool/ and bpf/ copied where an unprivileged user can read them (the checkout may not be)."""
+    """metrics/, bcctool/, bpf/ and client/ (its wire format) copied where an unprivileged user can read
+    them (the checkout may not be)."""
     dest = pathlib.Path(tempfile.mkdtemp(prefix="contract-"))
-    for sub in ("metrics", "bcctool", "bpf"):
+    for sub in ("metrics", "bcctool", "bpf", "client"):
         shutil.copytree(os.path.join(config.ROOT, sub), dest / sub)
     for path in [dest, *dest.rglob("*")]:
         os.chmod(path, 0o755)

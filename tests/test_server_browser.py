@@ -45,7 +45,7 @@ def served(tmp_path):
     waitress in a thread; yields (base URL, test client)."""
     import waitress
 
-    from server import create_app
+    from collector import create_app
 
     app = create_app({"db_url": f"sqlite:///{tmp_path}/browser.db"})
     server = waitress.create_server(app, host="127.0.0.1", port=0, threads=4)

@@ -11,7 +11,7 @@ from collector_payloads import envelope, original, ours, stored
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from collector.payload import MAX_DEPTH
+from collector.body import MAX_DEPTH
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                          HealthCheck.too_slow])

@@ -112,8 +112,8 @@ def test_concurrent_posts_store_each_batch_once_with_right_totals_and_gaps(colle
 
 
 def _wal_after(tmp_path, monkeypatch, checkpoint_records: int) -> int:
+    from collector import create_app
     from collector.state import EXTENSION
-    from server import create_app
 
     monkeypatch.setattr(writer, "CHECKPOINT_RECORDS", checkpoint_records)
     app = create_app({"db_url": f"sqlite:///{tmp_path}/c{checkpoint_records}.db"})
@@ -143,8 +143,8 @@ def test_sqlite_wal_truncation_does_not_wait_long_for_a_reader(tmp_path, monkeyp
     checkpoint, instead of holding every POST up for the busy timeout."""
     import sqlite3
 
+    from collector import create_app
     from collector.state import EXTENSION
-    from server import create_app
 
     monkeypatch.setattr(writer, "CHECKPOINT_RECORDS", 20)
     monkeypatch.setattr(writer, "WAL_PAGES_MAX", 1)

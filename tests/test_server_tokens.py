@@ -63,7 +63,7 @@ def test_settings_refuse_unknown_keys_and_tiny_limits():
 
 
 def test_create_app_from_environment(monkeypatch, tmp_path):
-    from server import create_app
+    from collector import create_app
 
     monkeypatch.setenv("COLLECTOR_DB", str(tmp_path / "env.db"))
     monkeypatch.setenv("COLLECTOR_TOKEN", "env-token-1")

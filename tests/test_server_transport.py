@@ -1,4 +1,4 @@
-"""Our transport (transport.py) against the real collector (server.py as a process): every record
+"""Our transport (client/transport.py) against the real collector (server.py as a process): every record
 submitted arrives exactly once, in gapless sequences, gzip-compressed once the collector says it can."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ TOKEN = "transport-test-token-5e6f"
 
 
 def test_transport_delivers_every_record_once(tmp_path):
-    from transport import Transport
+    from client.transport import Transport
 
     server = ServerProcess("--db", str(tmp_path / "lab.db"), "--token", TOKEN)
     transport = None

@@ -14,7 +14,7 @@ import time
 import pytest
 from collector_stub import CollectorStub, free_port
 
-from transport import Transport
+from client.transport import Transport
 
 FAST = {"flush_interval": 0.1, "backoff_base": 0.05, "backoff_max": 0.5, "probe_interval": 0.5}
 

@@ -18,9 +18,9 @@ from fakes import FLOOD, STUBBORN  # noqa: E402
 from helpers import ROOT, process_alive  # noqa: E402
 from PySide6.QtCore import QObject, QThread  # noqa: E402
 
-import controller as controller_module  # noqa: E402
-import procs  # noqa: E402
-from controller import MonitorController  # noqa: E402
+import monitor.controller as controller_module  # noqa: E402
+from host import procs  # noqa: E402
+from monitor.controller import MonitorController  # noqa: E402
 from worker import Worker, build_argv  # noqa: E402
 
 FAKE_SUDO = os.path.join(ROOT, "tests", "fake_bin", "sudo")
@@ -143,7 +143,7 @@ def test_missing_elevation_command(qtbot, tmp_path, monkeypatch):
 FAKE_APP = """
 import subprocess, sys, time
 sys.path.insert(0, sys.argv[1])
-import procs
+from host import procs
 child = subprocess.Popen(["sleep", "300"], start_new_session=True)   # like a child started through sudo
 procs.ChildRegistry(sys.argv[2]).record(child.pid, ["sleep", "300"])
 print(child.pid, flush=True)

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 import config
+from host.elevation import DEFAULT_ELEVATE
 
 PROG = "main_app.py --headless"
 EXAMPLES = """examples:
@@ -44,7 +45,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str,
     parser.add_argument("--token", default=os.environ.get("PROFILER_TOKEN"),
                         help="collector token (default: $PROFILER_TOKEN)")
     parser.add_argument("--state-dir", metavar="DIR", help="outbox and pid files (default: XDG state dir)")
-    parser.add_argument("--elevate", metavar="CMD", default="sudo -n",
+    parser.add_argument("--elevate", metavar="CMD", default=" ".join(DEFAULT_ELEVATE),
                         help="command that runs a metric as root when this is not root (default: 'sudo -n')")
     parser.add_argument("--progress", type=_positive, default=5.0, metavar="S", help="seconds between progress lines")
     parser.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON to FILE")
@@ -98,7 +99,7 @@ class Run:
     def __init__(self, args: argparse.Namespace, values: dict[str, dict[str, Any]]) -> None:
         from PySide6.QtCore import QCoreApplication, QTimer  # noqa: PLC0415 - not needed for --help
 
-        from controller import MonitorController  # noqa: PLC0415
+        from monitor.controller import MonitorController  # noqa: PLC0415
 
         self.args, self.values = args, values
         self.app = QCoreApplication.instance() or QCoreApplication([PROG])
@@ -203,7 +204,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: cannot use state directory {where}: {exc}", file=sys.stderr)
         return 1
     return run.exec()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -189,7 +189,7 @@ OVERHEAD_COLUMNS = (
 
 
 class OverheadModel(ColumnsModel):
-    """One row per BPF program the app's metrics hold (see bpf_overhead.OverheadSampler)."""
+    """One row per BPF program the app's metrics hold (see host/bpf_sampler.py)."""
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(OVERHEAD_COLUMNS, parent)

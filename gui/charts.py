@@ -15,11 +15,11 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 import config
 from gui.live import LiveChart
+from gui.models import UNIT_SUFFIX
 from gui.profile_panel import ProfilePanel
-from gui_models import UNIT_SUFFIX
+from gui.style import PALETTE, TEXT
 
-pg.setConfigOptions(background="w", foreground="#333", antialias=False)
-PALETTE = ("#1565c0", "#e65100", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#9e9d24", "#4e342e")
+pg.setConfigOptions(background="w", foreground=TEXT, antialias=False)
 MAX_SERIES = len(PALETTE)
 
 

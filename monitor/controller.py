@@ -15,10 +15,10 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
 
 import config
-import procs
-import statedir
-from transport import Transport
-from worker import DEFAULT_ELEVATE, Worker, build_argv, needs_elevation
+from client.transport import Transport
+from host import procs, statedir
+from host.elevation import DEFAULT_ELEVATE, needs_elevation
+from worker import Worker, build_argv
 
 
 class MonitorController(QObject):

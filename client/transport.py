@@ -27,10 +27,10 @@ from typing import Any
 
 import requests
 
-import statedir
-from outbox import Outbox
+from client.outbox import Outbox
+from client.wire import batch_head
+from host import statedir
 
-SCHEMA_VERSION = 1
 log = logging.getLogger(__name__)
 
 TUNING: dict[str, Any] = {
@@ -245,9 +245,8 @@ class Transport:
         chunks.append(chunk)
         for n, part in enumerate(chunks):
             def build(batch_id: str, sequence: int, part: list[bytes] = part, n: int = n) -> tuple[bytes, int]:
-                head = json.dumps({"schema": SCHEMA_VERSION, "timestamp": time.time(), "source_script": name,
-                                   "batch_id": batch_id, "sequence": sequence, "host": self.host,
-                                   "run_id": self.run_id, "dropped": dropped if n == 0 else 0},
+                head = json.dumps(batch_head(source=name, batch_id=batch_id, sequence=sequence, host=self.host,
+                                             run_id=self.run_id, dropped=dropped if n == 0 else 0),
                                   separators=(",", ":")).encode()
                 body = head[:-1] + b',"metrics":[' + b",".join(part) + b"]}"
                 return gzip.compress(body, compresslevel=1), len(part)

@@ -24,19 +24,13 @@ from PySide6.QtWidgets import (
 )
 
 import config
+from gui.charts import make_chart
 from gui.live import LiveChart
-from gui_charts import make_chart
-from gui_models import SORT_ROLE, RecordTableModel, format_value
+from gui.models import SORT_ROLE, RecordTableModel, format_value
+from gui.style import BAD, ERROR_BANNER_STYLE, QUIET_STYLE, STATE_STYLE
 
 ENVELOPE = ("metric", "ts", "kind", "interval")
 BULK = ("row", "event", "hist")          # the many records; the few others carry pid, summary, lost
-STATE_STYLE = {
-    "starting": "color: #6d6d6d;",
-    "running": "color: #2e7d32; font-weight: bold;",
-    "stopping": "color: #6d6d6d;",
-    "stopped": "color: #6d6d6d;",
-    "failed": "color: #c62828; font-weight: bold;",
-}
 
 
 def summary_text(record: dict, limit: int = 7) -> str:
@@ -82,7 +76,7 @@ class MetricTab(QWidget):
         self.error_label = QLabel(self)
         self.error_label.setObjectName("metric_error")
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet("color: #c62828; background: #ffebee; padding: 4px;")
+        self.error_label.setStyleSheet(ERROR_BANNER_STYLE)
         self.error_label.hide()
 
         self.model = RecordTableModel(spec, parent=self)
@@ -101,7 +95,7 @@ class MetricTab(QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.horizontalHeader().setResizeContentsPrecision(30)    # size columns from 30 rows, not all
         self.footer = QLabel(self)
-        self.footer.setStyleSheet("color: #6d6d6d;")
+        self.footer.setStyleSheet(QUIET_STYLE)
 
         splitter = QSplitter(Qt.Orientation.Vertical, self)
         splitter.addWidget(self.chart)
@@ -158,7 +152,7 @@ class MetricTab(QWidget):
         parts.append(f"{self.model.rowCount():,} rows shown")
         parts.append(f"{self.records_seen:,} records received")
         if self.lost:
-            parts.append(f"<span style='color:#c62828'>{self.lost:,} events lost in the kernel</span>")
+            parts.append(f"<span style='color:{BAD}'>{self.lost:,} events lost in the kernel</span>")
         self.footer.setText("  ·  ".join(parts))
 
     def reset(self) -> None:

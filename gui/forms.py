@@ -21,10 +21,9 @@ from PySide6.QtWidgets import (
 )
 
 import config
+from gui.style import ERROR_STYLE, INVALID_STYLE
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
-ERROR_STYLE = "color: #c62828;"
-INVALID_STYLE = "border: 1px solid #c62828;"
 
 
 def _unset_text(arg: config.Arg) -> str:

@@ -1,0 +1,106 @@
+"""The three panels below the metric tabs: the collector's state, the bounded log, and what the BPF
+programs cost. Each is handed its widgets from ui_main_window.py and owns what it shows; main_app.py
+only routes the controller's signals to them."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from PySide6.QtCore import QObject, QSortFilterProxyModel
+from PySide6.QtWidgets import QHeaderView, QLabel, QPlainTextEdit, QTableView
+
+from gui.models import SORT_ROLE, OverheadModel
+from gui.style import ALARM_STYLE, BAD, ERROR_STYLE, GOOD, QUIET, QUIET_STYLE
+from host.bpf_sampler import OverheadSampler
+from host.bpf_stats import BpfStatsSwitch
+
+
+class TransportPanel:
+    """Where records go: the collector reachable or not, buffered, sent, waiting in the outbox, dropped."""
+
+    def __init__(self, labels: dict[str, QLabel]) -> None:
+        self.labels = labels
+        self.status: dict = {}
+
+    def show(self, status: dict) -> None:
+        self.status = dict(status)
+        labels = self.labels
+        reachable = status.get("reachable")
+        text, colour = {True: ("● reachable", GOOD), False: ("● unreachable", BAD)}.get(
+            reachable, ("● not checked yet" if status.get("url") else "● none set: records stay local", QUIET))
+        labels["reachable"].setText(text)
+        labels["reachable"].setStyleSheet(f"color: {colour};")
+        labels["reachable"].setToolTip(str(status.get("url") or ""))
+        labels["buffered"].setText(f"{status.get('buffered', 0):,} records")
+        labels["sent"].setText(f"{status.get('sent_batches', 0):,} batches, {status.get('sent_records', 0):,} records")
+        labels["pending_outbox"].setText(f"{status.get('pending_outbox', 0):,} batches")
+        dropped = status.get("dropped", 0) or 0
+        labels["dropped"].setText(f"{dropped:,}")
+        labels["dropped"].setStyleSheet(ALARM_STYLE if dropped else "")
+        error = status.get("last_error") or ""
+        labels["last_error"].setText(error or "none")
+        labels["last_error"].setStyleSheet(ERROR_STYLE if error else QUIET_STYLE)
+
+
+class LogPanel:
+    """A bounded log: lines queue as they come and are appended by the window's refresh timer, at most
+    1000 at a time (the rest are counted, and said)."""
+
+    def __init__(self, view: QPlainTextEdit, keep: int = 1000) -> None:
+        self.view = view
+        self._pending: deque[str] = deque(maxlen=keep)
+        self._dropped = 0
+
+    def add(self, name: str, line: str) -> None:
+        if len(self._pending) == self._pending.maxlen:
+            self._dropped += 1
+        stamp = time.strftime("%H:%M:%S")
+        self._pending.append(f"{stamp}  {name or 'app':<11} {line.rstrip()}")
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        lines = list(self._pending)
+        self._pending.clear()
+        if self._dropped:
+            lines.insert(0, f"{time.strftime('%H:%M:%S')}  app         ({self._dropped:,} log lines skipped)")
+            self._dropped = 0
+        self.view.appendPlainText("\n".join(lines))
+
+
+class OverheadPanel:
+    """Per BPF program the metrics hold: runs/s, average run time, CPU share (bpf_stats, on while metrics run)."""
+
+    def __init__(self, table: QTableView, status: QLabel, parent: QObject, sampler: OverheadSampler | None = None,
+                 stats_switch: BpfStatsSwitch | None = None) -> None:
+        self.status = status
+        self.stats_switch = stats_switch or BpfStatsSwitch()
+        self.sampler = sampler or OverheadSampler(parent=parent)
+        self.model = OverheadModel(parent)
+        proxy = QSortFilterProxyModel(parent)
+        proxy.setSourceModel(self.model)
+        proxy.setSortRole(SORT_ROLE)
+        table.setModel(proxy)
+        table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.sampler.sampled.connect(self.show_sample)
+
+    def set_targets(self, targets: dict[str, tuple[int | None, set[int]]]) -> None:
+        self.sampler.set_targets(targets)
+
+    def show_sample(self, rows: list, summary: str) -> None:
+        if rows or self.model.rows:
+            self.model.set_rows(rows)
+        self.show_state(summary)
+
+    def show_state(self, summary: str = "") -> None:
+        text = f"bpf_stats: {self.stats_switch.state}"
+        self.status.setText(f"{text}  —  {summary}" if summary else text)
+
+    def stats_on(self) -> None:
+        self.stats_switch.enable()
+        self.show_state()
+
+    def stats_off(self) -> None:
+        self.stats_switch.restore()
+        self.show_state()

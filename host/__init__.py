@@ -1,0 +1,2 @@
+"""What the app needs from the machine it runs on: processes and their BPF programs, running a metric as
+root, the preflight check, the state directory, heap trimming and the kernel's bpf_stats."""
