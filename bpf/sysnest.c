@@ -5,15 +5,20 @@
  * hash lookup by tid), else in a hash. Totals go to a per-CPU hash that is never cleared while a
  * process lives: the user side takes deltas, so no increment is lost to a read/clear race.
  *
- * -DSAMPLE_EVERY=N (--sample N) reads the clock for one syscall in N per thread and counts every one:
- * two clock reads are most of what exact timing costs (23 ns each on a VM's TSC). `timed` counts the
- * syscalls whose latency is in total_ns and max_ns; without sampling it equals `count`. */
+ * -DSAMPLE_EVERY=N (--sample N) reads the clock for one syscall in N per thread on average and counts
+ * every one: two clock reads are most of what exact timing costs (23 ns each on a VM's TSC). The gap to
+ * the next timed syscall is drawn afresh each time, uniform in 1 .. 2N-1 (mean N), so the choice cannot
+ * lock onto a program's own rhythm: with a fixed "every Nth", a read/write loop and N even times only
+ * the reads. Every position in any cycle is timed equally often in the long run, as the gap's steps
+ * are coprime with every period. `timed` counts the syscalls whose latency is in total_ns and max_ns;
+ * without sampling it equals `count`. */
 #include "common.h"
 
 struct start_t {
     u64 ts;       /* 0: this syscall is not timed (or, exact mode, the thread is not in one) */
     u32 nr;
-    u32 tick;     /* SAMPLE_EVERY: syscalls since the last timed one; bit 31: in a syscall */
+    u32 tick;     /* SAMPLE_EVERY: syscalls left until the next timed one (0: not drawn yet);
+                     bit 31: in a syscall */
 };
 
 #define IN_SYSCALL 0x80000000u
@@ -81,12 +86,15 @@ RAW_TRACEPOINT_PROBE(sys_enter)
         return 0;
     s->nr = ctx->args[1];
 #ifdef SAMPLE_EVERY
-    u32 tick = (s->tick & ~IN_SYSCALL) + 1;
-    if (tick >= SAMPLE_EVERY) {
-        s->ts = bpf_ktime_get_ns();
-        tick = 0;
+    u32 left = s->tick & ~IN_SYSCALL;
+    if (left > 1) {
+        s->tick = (left - 1) | IN_SYSCALL;
+    } else {
+        /* draw first, read the clock last: the timed span is the syscall's, not the draw's */
+        s->tick = (1 + bpf_get_prandom_u32() % (2 * SAMPLE_EVERY - 1)) | IN_SYSCALL;
+        if (left == 1)      /* 0 is a thread seen for the first time: it only draws */
+            s->ts = bpf_ktime_get_ns();
     }
-    s->tick = tick | IN_SYSCALL;
 #else
     s->ts = bpf_ktime_get_ns();
 #endif
