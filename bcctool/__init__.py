@@ -35,7 +35,7 @@ from typing import Any
 
 from client.wire import SCHEMA_VERSION
 
-from . import kernelfeatures
+from . import footprint, kernelfeatures
 
 BPF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bpf")
 
@@ -227,6 +227,7 @@ class Tool:
             try:
                 self.bpf = _quiet_load(BPF, path, base + extra, show_errors=last)
                 self.variant = " ".join(extra)
+                footprint.after_load()
                 return self.bpf
             except Exception as exc:  # noqa: BLE001 - BCC raises bare Exception on compile/attach errors
                 if last:
@@ -368,6 +369,7 @@ class Tool:
             yield self.interval_index
             self.report_lost()
             self.flush()
+            footprint.between_intervals()
             # A stop during the wait made this the last, partial interval; a stop while it was being
             # processed leaves one more read to do (wait() returns at once), so nothing since is lost.
             if not completed or self._target_exited():
@@ -402,6 +404,7 @@ class Tool:
                     on_tick()
                 self.report_lost()
                 self.flush()
+                footprint.between_intervals()
                 if count is not None and self.interval_index >= count:
                     break
                 if (end is not None and time.monotonic() >= end) or self._target_exited():

@@ -5,6 +5,7 @@ tables(result) -> {marker: markdown} when one run fills several tables."""
 
 import app_memory
 import ingest
+import metric_footprint
 import metric_overhead
 import pipeline
 import syscall_overhead
@@ -12,6 +13,7 @@ import syscall_overhead
 BENCHES = [
     ("syscall_overhead", syscall_overhead),
     ("metric_overhead", metric_overhead),
+    ("metric_footprint", metric_footprint),
     ("pipeline", pipeline),
     ("ingest", ingest),
     ("app_memory", app_memory),
