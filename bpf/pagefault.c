@@ -8,8 +8,8 @@
  * that (its error_code is the CPU's: present/write/user bits), so it is only an optional extra count
  * of user-mode fault traps (TRAPS). Counts go to a per-CPU hash that is never cleared while a process
  * lives; the user side takes deltas. */
-/* before common.h: it pulls in linux/sched.h, whose enum defines TASK_COMM_LEN */
-#include <uapi/linux/bpf_perf_event.h>
+/* The programs take no field of their context, so they declare it void *: the header that defines
+ * struct bpf_perf_event_data pulls in linux/sched.h, which tripled the compile (0.3 s to 0.9 s). */
 #include "common.h"
 
 struct val_t {
@@ -77,12 +77,12 @@ static __always_inline int count_fault(enum fault_kind kind)
     return 0;
 }
 
-int on_minor(struct bpf_perf_event_data *ctx)
+int on_minor(void *ctx)
 {
     return count_fault(MINOR);
 }
 
-int on_major(struct bpf_perf_event_data *ctx)
+int on_major(void *ctx)
 {
     return count_fault(MAJOR);
 }
