@@ -52,12 +52,28 @@ if not args.folded:
     tool.say("Tracing off-CPU time (blocked threads)... Hit Ctrl-C to end.")
 
 
+from bcctool.symbols import UNKNOWN, Frame, Symbolizer  # noqa: E402 - pyelftools; --help works without it
+
+
 class Symbols:
-    """Frame names for stack ids, cached: kernel by address, user by (process, address)."""
+    """Frame names for stack ids, cached: kernel by address, user by (process, address).
+
+    User addresses resolve through a snapshot of the process's maps (bcctool.symbols), taken for every
+    process at start and for a new one when its first stack is read, so a process that exits keeps its
+    names. A frame-pointer walk through code built without frame pointers follows garbage: the user
+    stack is cut at its first address outside the process's executable mappings, and counted."""
 
     def __init__(self) -> None:
+        self.sym = Symbolizer()
         self.kernel: dict[int, str] = {}
-        self.user: dict[tuple[int, int], str] = {}
+        self.user: dict[tuple[int, int], Frame] = {}
+        self.cut = 0        # user stacks cut where the walk left mapped code
+        self.seen: set[int] = set()
+
+    def snapshot(self, pids: list[int]) -> None:
+        for pid in pids:
+            if self.sym.snapshot(pid) is not None:
+                self.seen.add(pid)
 
     def frames(self, stack_id: int, tgid: int) -> list[str]:
         """Innermost first; [] for no stack (a kernel thread's user stack, a lost one)."""
@@ -74,26 +90,36 @@ class Symbols:
             addrs.append(addr)
         if tgid < 0:
             return [self._kernel(a) for a in addrs]
-        return [self._user(tgid, a) for a in addrs]
+        if self.sym.maps(tgid) is None:
+            return [UNKNOWN]       # gone before its maps could be read
+        self.seen.add(tgid)
+        names = []
+        for addr in addrs:
+            frame = self._user(tgid, addr)
+            if frame.module == UNKNOWN:
+                self.cut += 1
+                break
+            names.append(str(frame))
+        return names
 
     def _kernel(self, addr: int) -> str:
         if addr not in self.kernel:
-            self.kernel[addr] = b.ksym(addr).decode(errors="replace")
+            self.kernel[addr] = self.sym.kernel(addr)
         return self.kernel[addr]
 
-    def _user(self, tgid: int, addr: int) -> str:
+    def _user(self, tgid: int, addr: int) -> Frame:
         key = (tgid, addr)
         if key not in self.user:
-            self.user[key] = b.sym(addr, tgid, show_module=True).decode(errors="replace")
+            self.user[key] = self.sym.user(tgid, addr)
         return self.user[key]
 
     def forget(self, alive: set[int]) -> None:
         """Drop what belongs to processes that have exited (their addresses may be reused)."""
-        gone = {tgid for tgid, _ in self.user if tgid not in alive}
+        gone = self.seen - alive
         self.user = {k: v for k, v in self.user.items() if k[0] not in gone}
-        caches = getattr(type(b), "_sym_caches", {})   # BCC keeps one resolver per pid, forever
         for tgid in gone:
-            caches.pop(tgid, None)
+            self.sym.forget(tgid)
+        self.seen -= gone
 
 
 def read_blocks() -> dict[tuple, dict[str, int]]:
@@ -165,6 +191,7 @@ def print_tables(summary: dict, threads: list[dict], top_stacks: list[dict]) -> 
 
 # --- loop ------------------------------------------------------------------------------------------
 symbols = Symbols()
+symbols.snapshot([args.pid] if args.pid else [int(p) for p in os.listdir("/proc") if p.isdigit()])
 full, stack_errors = b["full"], b["stack_errors"]
 last = time.monotonic()
 for _interval in tool.intervals():
@@ -184,19 +211,23 @@ for _interval in tool.intervals():
                "min_time_ns": min((v["min_ns"] for v in per_thread.values()), default=0),
                "max_time_ns": max((v["max_ns"] for v in per_thread.values()), default=0),
                "threads": len(threads), "interval_s": round(elapsed, 3)}
+    cut_before = symbols.cut
     if args.folded and not tool.json:
         for key, v in by_time:
             print(f"{stack_record(key, v, grand)['folded']} {v['total_ns'] // 1000}")
     elif tool.json:
         tops = [{"pid": t["pid"], "tid": t["tid"], "comm": t["comm"], "time_ms": t["total_ms"],
                  "percentage": t["percentage"]} for t in threads[: args.top]]
-        tool.emit("summary", **summary, top_blocking_threads=tops)
+        records = [stack_record(key, v, grand) for key, v in by_time]   # every stack: the flame graph's
+        tool.emit("summary", **summary, top_blocking_threads=tops, user_stacks_cut=symbols.cut - cut_before)
         for rank, t in enumerate(threads[: args.top], 1):
             tool.emit("row", level="thread", rank=rank, **t)
-        for rank, (key, v) in enumerate(by_time, 1):     # every stack: the app's flame graph needs them all
-            tool.emit("row", level="stack", rank=rank, **stack_record(key, v, grand))
+        for rank, record in enumerate(records, 1):
+            tool.emit("row", level="stack", rank=rank, **record)
     else:
         print_tables(summary, threads[: args.top], [stack_record(k, v, grand) for k, v in by_time[: args.stacks]])
+    if symbols.cut > cut_before and not tool.json and not args.folded:
+        print(f"({symbols.cut - cut_before} user stacks cut where the frame-pointer walk left mapped code)")
     tool.set_lost_total("map_full", sum(full[full.Key(0)]))
     tool.set_lost_total("kernel_stack", sum(stack_errors[stack_errors.Key(0)]))
     symbols.forget({int(p) for p in os.listdir("/proc") if p.isdigit()})

@@ -1,0 +1,32 @@
+"""offcpu keeps the names of a process that exits before its stacks are read: a child that sleeps and
+exits within the interval still shows its libc frame (clock_nanosleep), resolved from the maps taken
+at start, and the metric ends after that interval (the target rule)."""
+
+import pytest
+from helpers import MetricProcess, end_workload, run_workload
+
+pytestmark = pytest.mark.bpf
+
+SLEEP_THEN_EXIT = """
+import sys, time
+sys.stdin.readline()
+for _ in range(10):
+    time.sleep(0.02)
+"""
+
+
+def test_a_process_that_exits_keeps_its_user_frames():
+    child = run_workload(SLEEP_THEN_EXIT)
+    tool = MetricProcess("offcpu", "-p", str(child.pid), "2")
+    try:
+        tool.wait_meta()
+        end_workload(child)
+        tool.read_until(lambda r: r["kind"] == "end", timeout=60)
+        assert tool.proc.wait(timeout=30) == 0
+    finally:
+        tool.kill()
+    stacks = [r for r in tool.records if r["kind"] == "row" and r["level"] == "stack" and r["pid"] == child.pid]
+    sleeps = [r for r in stacks if any("nanosleep" in f for f in r["kernel_frames"])]
+    assert sleeps and sum(r["count"] for r in sleeps) >= 10, stacks
+    assert all(any("nanosleep" in f and "libc" in f for f in r["user_frames"]) for r in sleeps), \
+        [r["user_frames"] for r in sleeps]
