@@ -51,15 +51,20 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def registered(source: str):
+    """The registry's entry for a stream's source (config.MetricSpec), or None."""
+    if config is None:
+        return None
+    try:
+        return config.get(source)
+    except KeyError:
+        return None
+
+
 def choose(source: str, sample: list[dict]) -> Plot | None:
     """What to chart for a stream, given a sample of its stored rows (with the record as JSON text)."""
     records = [(row["kind"], json.loads(row["data"])) for row in sample]
-    spec = None
-    if config is not None:
-        try:
-            spec = config.get(source)
-        except KeyError:
-            spec = None
+    spec = registered(source)
     if spec is not None:
         c = spec.chart
         if c.kind == "histogram":

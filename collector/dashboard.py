@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import time
 
-from flask import Blueprint, abort, render_template, request
+from flask import Blueprint, abort, render_template, request, url_for
 from markupsafe import Markup
 
 from collector import chart
+from collector.profiles import RANGES, BadRange, bound, range_profile
 from collector.rejections import REASONS
-from collector.state import state
+from collector.state import error, state
+from profile_data import flame_svg
+from profile_data.display import format_weight
 
 bp = Blueprint("dashboard", __name__)
 
@@ -19,6 +22,7 @@ TABLE_ROWS = 200
 CHART_ROWS = 5000
 TABLE_COLUMNS = 16
 CELL_CHARS = 80
+FLAME_RANGE = "5m"  # the flame graph's range when the page names none
 
 
 @bp.app_template_filter("when")
@@ -85,5 +89,43 @@ def stream():
               "cells": [_cell(rec[c]) if c in rec else "" for c in columns_list]}
              for r, rec in zip(rows, records, strict=True)]
     kinds = sorted({r["kind"] for r in sample} | ({kind} if kind else set()))
+    try:
+        flame = _flame(key, kind) if store.newest_stack_ts(**key) is not None else None
+    except BadRange as e:
+        return error(400, "bad_query", str(e))
     return render_template("stream.html", stream=found, key=key, kind=kind, kinds=kinds, plot=plot,
-                           chart_svg=Markup(svg), columns=columns_list, table=table, ranges_text=ranges_text)
+                           chart_svg=Markup(svg), columns=columns_list, table=table, ranges_text=ranges_text,
+                           flame=flame)
+
+
+def _flame(key: dict[str, str], kind: str | None) -> dict:
+    """The stream's flame graph for the page's range, zoom (focus: the frames' path, ';'-joined) and
+    search, with what the page shows around it."""
+    args = request.args
+    range_text = args.get("range") or FLAME_RANGE
+    since, until = bound("since", args.get("since")), bound("until", args.get("until"))
+    search = args.get("search", "")[:200]
+    focus = [f for f in args.get("focus", "").split(flame_svg.PATH_SEP) if f]
+    view = {"range": range_text, **({"since": args["since"]} if since is not None else {}),
+            **({"until": args["until"]} if until is not None else {})}
+    result = range_profile(state().store, **key, range_text=range_text, since=since, until=until)
+    page = {**key, **({"kind": kind} if kind else {})}
+
+    def zoom(path: list[str], search: str | None = search or None) -> str:
+        return url_for("dashboard.stream", **page, **view, search=search, focus=flame_svg.PATH_SEP.join(path) or None,
+                       _anchor="flame")
+
+    custom = since is not None or until is not None
+    ranges = [(r, None if r == range_text and not custom else
+               url_for("dashboard.stream", **page, range=r, search=search or None, _anchor="flame")) for r in RANGES]
+
+    graph = flame_svg.render(result.profile, focus, search, zoom, title=f"{key['source']} flame graph")
+    unit = result.profile.unit
+    return {"graph": graph, "svg": Markup(graph.svg), "result": result, "range": range_text, "ranges": ranges,
+            "search": search, "page": page, "view": view, "reset": zoom([]),
+            "unsearch": zoom(focus, None),
+            "total": format_weight(result.profile.total, unit), "focused": format_weight(graph.total, unit),
+            "matched": format_weight(graph.matched, unit),
+            "matched_pct": graph.matched / graph.total * 100 if graph.total else 0.0,
+            "exports": {fmt: url_for("profile_api.profile", **key, **view, format=fmt)
+                        for fmt in ("folded", "speedscope", "pprof")}}

@@ -19,6 +19,7 @@ from collector.writer import BUSY_TIMEOUT_MS, BatchWriter, Ingest, IngestResult,
 
 __all__ = ["MISSING_LISTED", "IngestResult", "Store", "Stream", "make_engine"]
 
+STACKS_PER_QUERY = 500  # hashes in one IN (...) list
 SCHEMA_LOCK = 7_461_801  # PostgreSQL advisory lock id while creating tables
 
 
@@ -169,3 +170,44 @@ class Store:
                 item["data"] = stack_text.join(item["data"], item.pop("frames"))
                 rows.append(item)
         return rows[::-1] if newest else rows
+
+    def _stream_id(self, conn: Connection, host: str, run_id: str, source: str) -> int | None:
+        s = streams.c
+        return conn.execute(select(s.id).where(s.host == host, s.run_id == run_id, s.source == source)).scalar()
+
+    def newest_stack_ts(self, host: str, run_id: str, source: str, until: float | None = None) -> float | None:
+        """The time of the stream's newest stack record (at or before until)."""
+        r = records.c
+        with self.engine.connect() as conn:
+            stream_id = self._stream_id(conn, host, run_id, source)
+            if stream_id is None:
+                return None
+            where = [r.stream == stream_id, r.stack.is_not(None)] + ([r.ts <= until] if until is not None else [])
+            return conn.execute(select(func.max(r.ts)).where(*where)).scalar()
+
+    def stack_records(self, host: str, run_id: str, source: str, since: float | None, until: float | None,
+                      limit: int) -> tuple[list[tuple[float, str, bytes]], dict[bytes, str], bool]:
+        """The stream's stack records in [since, until], oldest first: (ts, the record's JSON without its
+        frames, its stack's hash), the newest `limit` of them; each of their stacks' frames by hash; and
+        whether records were left out by the limit."""
+        r = records.c
+        with self.engine.connect() as conn:
+            stream_id = self._stream_id(conn, host, run_id, source)
+            if stream_id is None:
+                return [], {}, False
+            where = [r.stream == stream_id, r.stack.is_not(None)]
+            if since is not None:
+                where.append(r.ts >= since)
+            if until is not None:
+                where.append(r.ts <= until)
+            rows = conn.execute(select(r.ts, r.data, r.stack).where(*where)
+                                .order_by(r.ts.desc(), r.id.desc()).limit(limit + 1)).all()
+            truncated = len(rows) > limit
+            rows = [(float(ts), data, bytes(digest)) for ts, data, digest in rows[:limit]][::-1]
+            wanted = sorted({digest for _ts, _data, digest in rows})
+            frames: dict[bytes, str] = {}
+            for start in range(0, len(wanted), STACKS_PER_QUERY):
+                chunk = wanted[start:start + STACKS_PER_QUERY]
+                frames.update((bytes(h), f) for h, f in
+                              conn.execute(select(stacks.c.hash, stacks.c.frames).where(stacks.c.hash.in_(chunk))))
+        return rows, frames, truncated

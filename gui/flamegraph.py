@@ -13,16 +13,14 @@ a paint draws the kept boxes, so hovering and repainting cost no walk of the tre
 
 from __future__ import annotations
 
-import zlib
 from typing import NamedTuple
 
 from PySide6.QtCore import QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeyEvent, QMouseEvent, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from bcctool import human_bytes
 from profile_data import Frame, Node
-from profile_data.model import OTHER
+from profile_data.display import format_weight, frame_rgb
 
 ROW = 18                      # px per frame row
 MIN_WIDTH = 1.0               # frames narrower than this many px are not drawn (nor their callees)
@@ -39,15 +37,6 @@ class Box(NamedTuple):
     change: float | None      # differential: the change of share, in points (None without a baseline)
 
 
-def format_weight(value: float, unit: str) -> str:
-    """A weight as people read it: samples counted, ns as ms (or s), bytes in K/M/G."""
-    if unit == "ns":
-        return f"{value / 1e9:,.3f} s" if value >= 1e10 else f"{value / 1e6:,.3f} ms"
-    if unit == "bytes":
-        return human_bytes(value)
-    return f"{value:,.0f} samples"
-
-
 _COLORS: dict[Frame, QColor] = {}
 
 
@@ -58,20 +47,8 @@ def frame_color(frame: Frame) -> QColor:
     if color is None:
         if len(_COLORS) > 50_000:
             _COLORS.clear()
-        color = _COLORS[frame] = _frame_color(frame)
+        color = _COLORS[frame] = QColor(*frame_rgb(frame))
     return color
-
-
-def _frame_color(frame: Frame) -> QColor:
-    if frame.name == OTHER:
-        return QColor(200, 200, 200)
-    h = zlib.crc32(frame.name.encode())
-    v1, v2, v3 = (h & 7) / 7, ((h >> 3) & 7) / 7, ((h >> 6) & 7) / 7
-    if frame.kind == "kernel":
-        return QColor(235 + int(20 * v1), 150 + int(70 * v2), int(40 * v3))
-    if frame.kind in ("process", "root"):
-        return QColor(150 + int(30 * v1), 170 + int(30 * v2), 200 + int(30 * v3))
-    return QColor(200 + int(55 * v3), 40 + int(90 * v1), int(50 * v2))
 
 
 def change_color(change: float, strongest: float) -> QColor:

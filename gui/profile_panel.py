@@ -35,9 +35,10 @@ import config
 from gui.flamegraph import FlameGraph, format_weight
 from gui.live import LiveChart
 from gui.models import SORT_ROLE, ColumnsModel
-from gui.profile_store import Aggregate, ProfileStore, profile_unit
+from gui.profile_store import Aggregate, ProfileStore
 from gui.style import GREW, QUIET_STYLE, SHRANK
 from profile_data import differential, to_folded
+from profile_data.records import profile_unit
 
 RANGE_LABELS = {"latest": "latest interval", "window": "last N seconds", "whole": "whole run"}
 TABLE_ROWS = 200            # functions listed; the graph and the export have every stack

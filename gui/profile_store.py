@@ -240,10 +240,3 @@ class ProfileStore:
         if self.range == "whole":
             return newest - (self.first_ts if self.first_ts is not None else newest)
         return newest - next(i.ts for i in self.intervals if i.in_window)
-
-
-def profile_unit(chart_unit: str) -> str:
-    """The profile unit for a chart's unit: times become ns, bytes stay bytes, the rest are samples."""
-    if chart_unit in ("ns", "us", "ms", "s"):
-        return "ns"
-    return "bytes" if chart_unit == "bytes" else "samples"

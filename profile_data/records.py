@@ -53,6 +53,13 @@ def stack_of(record: Mapping) -> Stack | None:
     return (root, *frames)
 
 
+def profile_unit(chart_unit: str) -> str:
+    """The profile unit for a chart's unit: times become ns, bytes stay bytes, the rest are samples."""
+    if chart_unit in ("ns", "us", "ms", "s"):
+        return "ns"
+    return "bytes" if chart_unit == "bytes" else "samples"
+
+
 def weight_of(record: Mapping, field: str, unit: str) -> float | None:
     """record[field] in the profile's unit: a time field (…_ms, …_us, …_s) becomes ns."""
     value: Any = record.get(field)

@@ -29,6 +29,7 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM  # with both paths given, Selenium downloads nothing
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # console messages, for get_log
     for arg in CHROME_ARGS:
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)

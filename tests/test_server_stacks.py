@@ -30,10 +30,12 @@ def cpuprofile_stacks(ts: float) -> list[dict]:
 
 
 def post_intervals(client, source: str, records: list[dict], intervals: int) -> list[dict]:
-    """The same records posted as `intervals` batches, a second apart (a metric's stacks recur)."""
+    """The same records posted as `intervals` batches, 10 s apart (a metric's stacks recur)."""
     posted = []
     for seq in range(intervals):
-        batch = [{**r, "ts": r["ts"] + seq} for r in records]
+        # each batch a later interval of the same run (the sample holds intervals 0..2)
+        batch = [{**r, "ts": r["ts"] + 10 * seq, **({"interval": r["interval"] + 10 * seq} if "interval" in r else {})}
+                 for r in records]
         # as the transport sends it (the test client's json= would sort the keys)
         answer = client.post("/data", data=json.dumps(ours(seq, source=source, records=batch)),
                              content_type="application/json")

@@ -1,0 +1,108 @@
+"""A stream's profile over a time range: its stack records in the range (the frames read once per
+distinct stack), weighted as the metric's registry entry says (Chart "stacks": the field y, in the
+chart's unit; a snapshot metric, such as compmem's outstanding bytes, by its newest interval only)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import orjson
+
+from collector.chart import registered
+from profile_data import Profile, stack_of
+from profile_data.records import profile_unit, weight_of
+
+MAX_RECORDS = 200_000  # stack records read for one profile at most (the newest)
+RANGE_HELP = "range must be run, latest, or a length such as 90s, 5m, 1h (the stream's last seconds)"
+_LENGTH = re.compile(r"^([0-9]{1,7})([smh])$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600}
+RANGES = ("latest", "60s", "5m", "1h", "run")  # offered on the stream page
+
+
+class BadRange(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Weighting:
+    field: str
+    unit: str  # a profile unit: samples, ns, bytes
+    label: str
+    snapshot: bool = False
+
+
+@dataclass
+class RangeProfile:
+    profile: Profile
+    weighting: Weighting
+    since: float | None  # the range covered by the records read (None: no record)
+    until: float | None
+    records: int
+    truncated: bool  # more than MAX_RECORDS records in the range: the newest were read
+
+
+def weighting(source: str) -> Weighting:
+    """The registry's stacks chart of this metric; else each stack record's count, in samples."""
+    spec = registered(source)
+    if spec is not None and spec.chart.kind == "stacks":
+        c = spec.chart
+        return Weighting(c.y, profile_unit(c.unit), c.label or c.y, c.snapshot)
+    return Weighting("count", "samples", "samples")
+
+
+def parse_range(text: str | None) -> tuple[str, float | None]:
+    """(name, seconds): "run" (None), "latest" (None) or a length in seconds."""
+    text = (text or "run").strip()
+    if text in ("run", "latest"):
+        return text, None
+    match = _LENGTH.match(text)
+    if not match or int(match.group(1)) == 0:
+        raise BadRange(RANGE_HELP)
+    return text, float(int(match.group(1)) * _SECONDS[match.group(2)])
+
+
+def bound(name: str, value: str | None) -> float | None:
+    if value in (None, ""):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise BadRange(f"{name} must be unix seconds") from None
+    if not math.isfinite(number) or number < 0:
+        raise BadRange(f"{name} must be unix seconds")
+    return number
+
+
+def range_profile(store, host: str, run_id: str, source: str, range_text: str | None = None,
+                  since: float | None = None, until: float | None = None) -> RangeProfile:
+    """The profile of the stream's stack records in the range: since/until (unix seconds) if given,
+    else range_text relative to the stream's newest stack record."""
+    name, seconds = parse_range(range_text)
+    if since is not None and until is not None and since > until:
+        raise BadRange("since is after until")
+    w = weighting(source)
+    if seconds is not None and since is None:
+        newest = store.newest_stack_ts(host, run_id, source, until)
+        since = None if newest is None else newest - seconds
+    rows, frames, truncated = store.stack_records(host, run_id, source, since, until, MAX_RECORDS)
+    records = [orjson.loads(data) for _ts, data, _hash in rows]
+    if rows and (name == "latest" or w.snapshot):
+        newest_interval = records[-1].get("interval")
+        keep = [i for i, r in enumerate(records) if r.get("interval") == newest_interval]
+        rows, records = [rows[i] for i in keep], [records[i] for i in keep]
+    parsed: dict[bytes, dict] = {}
+    stacks: dict[tuple[bytes, object], tuple | None] = {}
+    profile = Profile(w.unit)
+    for (_ts, _data, digest), record in zip(rows, records, strict=True):
+        key = (digest, record.get("comm"))
+        if key not in stacks:
+            if digest not in parsed:
+                parsed[digest] = orjson.loads(frames[digest])
+            stacks[key] = stack_of({**record, **parsed[digest]})
+        value = weight_of(record, w.field, w.unit)
+        if stacks[key] and value:
+            profile.add(stacks[key], value)
+    return RangeProfile(profile, w, rows[0][0] if rows else None, rows[-1][0] if rows else None, len(rows),
+                        truncated)

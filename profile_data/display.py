@@ -1,0 +1,31 @@
+"""How a profile is shown, the same in the window and on the collector's pages: a weight in its unit
+as people read it, and a frame's colour (flamegraph.pl's palette: red to dark orange for user code,
+orange to yellow for the kernel, grey-blue for processes; steady per name)."""
+
+from __future__ import annotations
+
+import zlib
+
+from bcctool import human_bytes
+from profile_data.model import OTHER, Frame
+
+
+def format_weight(value: float, unit: str) -> str:
+    """A weight as people read it: samples counted, ns as ms (or s), bytes in K/M/G."""
+    if unit == "ns":
+        return f"{value / 1e9:,.3f} s" if value >= 1e10 else f"{value / 1e6:,.3f} ms"
+    if unit == "bytes":
+        return human_bytes(value)
+    return f"{value:,.0f} samples"
+
+
+def frame_rgb(frame: Frame) -> tuple[int, int, int]:
+    if frame.name == OTHER:
+        return 200, 200, 200
+    h = zlib.crc32(frame.name.encode())
+    v1, v2, v3 = (h & 7) / 7, ((h >> 3) & 7) / 7, ((h >> 6) & 7) / 7  # a few shades: a paint batches them
+    if frame.kind == "kernel":
+        return 235 + int(20 * v1), 150 + int(70 * v2), int(40 * v3)
+    if frame.kind in ("process", "root"):
+        return 150 + int(30 * v1), 170 + int(30 * v2), 200 + int(30 * v3)
+    return 200 + int(55 * v3), 40 + int(90 * v1), int(50 * v2)

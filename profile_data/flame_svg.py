@@ -1,0 +1,112 @@
+"""A flame graph as SVG text, drawn here (no script, no third-party code: a page works offline and
+in any browser). Root at the bottom, each frame as wide as its share of the focused node; a frame is a
+link (zoom: the page draws it again with that frame as the base), its tooltip the frame, its weight and
+share; frames whose name holds the search text are drawn magenta and their share (each counted once,
+not again under another match) is returned."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from html import escape
+
+from profile_data.display import format_weight, frame_rgb
+from profile_data.folded import frame_text
+from profile_data.model import Profile
+from profile_data.tree import Node, call_tree
+
+WIDTH, ROW, FONT_PX, CHAR_PX, MIN_PX, PAD = 1200, 17, 12, 7.0, 0.3, 4
+MAX_FRAMES = 8000  # drawn at most: a bound on the page's size whatever the profile holds
+PATH_SEP = ";"
+
+
+@dataclass
+class FlameGraph:
+    svg: str
+    focus: list[str]  # the focused node's path (frame texts from the root), [] for the whole profile
+    frames: int  # drawn
+    hidden: int  # too narrow or past MAX_FRAMES
+    matched: float  # weight of the frames matching the search, each stack once
+    total: float  # the focused node's weight
+
+
+def _focused(root: Node, focus: list[str]) -> tuple[Node, list[Node]]:
+    """The node at the focus path (as far as it exists) and its ancestors."""
+    node, ancestors = root, []
+    for text in focus:
+        child = next((c for c in node.ordered() if frame_text(c.frame) == text), None)
+        if child is None:
+            break
+        ancestors.append(node)
+        node = child
+    return node, ancestors
+
+
+def render(profile: Profile, focus: list[str] | None = None, search: str = "",
+           link: Callable[[list[str]], str] | None = None, title: str = "") -> FlameGraph:
+    """The flame graph of `profile`, zoomed on the `focus` path; link(path) is the URL that zooms on a
+    frame (None: frames are not links)."""
+    root = call_tree(profile)
+    base, ancestors = _focused(root, focus or [])
+    path_of_base = [frame_text(n.frame) for n in (*ancestors[1:], base)] if ancestors else []
+    total = base.total or 1.0
+    needle = search.lower()
+    rows: list[tuple[int, float, float, Node, list[str], bool]] = []  # depth, x, width, node, path, match
+    # the ancestors first, full width, as one column under the base (clicking one zooms out to it)
+    for depth, node in enumerate(ancestors[1:]):
+        rows.append((depth, 0.0, WIDTH, node, path_of_base[:depth + 1], bool(needle) and needle in node.frame.name.lower()))
+    start = len(ancestors[1:])
+    hidden = 0
+    todo = [(base, start, 0.0, path_of_base)]
+    while todo:
+        node, depth, x, path = todo.pop()
+        width = node.total / total * WIDTH
+        is_match = bool(needle) and needle in node.frame.name.lower()
+        if node is not root:
+            if width < MIN_PX or len(rows) >= MAX_FRAMES:
+                hidden += 1
+                continue
+            rows.append((depth, x, width, node, path, is_match))
+        child_x = x
+        for child in node.ordered():
+            todo.append((child, depth + (node is not root), child_x, [*path, frame_text(child.frame)]))
+            child_x += child.total / total * WIDTH
+    depth_max = max((r[0] for r in rows), default=0)
+    height = (depth_max + 1) * ROW + 2 * PAD
+    parts = [f'<svg class="flamegraph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
+             f'width="{WIDTH}" height="{height}" role="img" aria-label="{escape(title or "flame graph")}" '
+             f'font-family="monospace" font-size="{FONT_PX}">']
+    unit = profile.unit
+    for depth, x, width, node, path, is_match in rows:
+        y = height - PAD - (depth + 1) * ROW
+        frame = node.frame
+        share = node.total / (root.total or 1.0) * 100
+        tip = f"{frame_text(frame)} — {format_weight(node.total, unit)} ({share:.2f} %)"
+        fill = "rgb(230,0,230)" if is_match else "rgb({},{},{})".format(*frame_rgb(frame))
+        label = ""
+        chars = int((width - 6) // CHAR_PX)
+        if chars >= 3:
+            name = frame.name if len(frame.name) <= chars else frame.name[:chars - 2] + ".."
+            label = f'<text x="{x + 3:.1f}" y="{y + ROW - 5}">{escape(name)}</text>'
+        cell = (f'<g class="frame" data-name="{escape(frame.name)}" data-kind="{frame.kind}">'
+                f'<title>{escape(tip)}</title><rect x="{x:.1f}" y="{y}" width="{max(width - 0.5, 0.1):.1f}" '
+                f'height="{ROW - 1}" fill="{fill}" rx="1"/>{label}</g>')
+        if link is not None:
+            cell = f'<a href="{escape(link(path))}">{cell}</a>'
+        parts.append(cell)
+    parts.append("</svg>")
+    return FlameGraph("".join(parts), path_of_base, len(rows), hidden, _matched(base, needle), base.total)
+
+
+def _matched(base: Node, needle: str) -> float:
+    """Weight under base of the frames whose name holds needle; a match inside a match counts once."""
+    if not needle:
+        return 0.0
+    weight, todo = 0.0, [base]
+    while todo:
+        node = todo.pop()
+        if needle in node.frame.name.lower() and node.frame.kind != "root":
+            weight += node.total
+        else:
+            todo.extend(node.children.values())
+    return weight
