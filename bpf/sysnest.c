@@ -19,6 +19,9 @@ struct start_t {
     u32 nr;
     u32 tick;     /* SAMPLE_EVERY: syscalls left until the next timed one (0: not drawn yet);
                      bit 31: in a syscall */
+    u32 tgid;     /* task storage: the thread's process, taken once (a task's tgid never changes),
+                     so neither program calls bpf_get_current_pid_tgid() per syscall */
+    u32 pad;
 };
 
 #define IN_SYSCALL 0x80000000u
@@ -70,9 +73,11 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
 
 RAW_TRACEPOINT_PROBE(sys_enter)
 {
+#if defined(FILTER_PID) || defined(FILTER_TID) || defined(FILTER_PPID) || !defined(USE_TASK_STORAGE)
     u64 id = bpf_get_current_pid_tgid();
     if (skip_task(id))
         return 0;
+#endif
 #ifdef FILTER_PPID
     u32 tgid = id >> 32;
     u32 *parent = children.lookup(&tgid);
@@ -84,6 +89,8 @@ RAW_TRACEPOINT_PROBE(sys_enter)
                                                BPF_LOCAL_STORAGE_GET_F_CREATE);
     if (!s)
         return 0;
+    if (!s->tgid)   /* storage just created for this thread */
+        s->tgid = bpf_get_current_pid_tgid() >> 32;
     s->nr = ctx->args[1];
 #ifdef SAMPLE_EVERY
     u32 left = s->tick & ~IN_SYSCALL;
@@ -108,10 +115,8 @@ RAW_TRACEPOINT_PROBE(sys_enter)
 
 RAW_TRACEPOINT_PROBE(sys_exit)
 {
-    u64 id = bpf_get_current_pid_tgid();
-    if (skip_task(id))
-        return 0;
 #ifdef USE_TASK_STORAGE
+    /* no filter here: a thread sys_enter filtered out has no storage, or none marked in a syscall */
     struct start_t *s = start.task_storage_get((struct task_struct *)bpf_get_current_task_btf(), 0, 0);
 #ifdef SAMPLE_EVERY
     if (!s || !(s->tick & IN_SYSCALL))
@@ -124,9 +129,12 @@ RAW_TRACEPOINT_PROBE(sys_exit)
         return 0;
     u64 delta = bpf_ktime_get_ns() - s->ts;
 #endif
-    struct key_t key = {.tgid = id >> 32, .nr = s->nr};
+    struct key_t key = {.tgid = s->tgid, .nr = s->nr};
     s->ts = 0;
 #else
+    u64 id = bpf_get_current_pid_tgid();
+    if (skip_task(id))
+        return 0;
     u32 tid = id;
     struct start_t *s = start.lookup(&tid);
     if (!s)
