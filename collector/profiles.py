@@ -15,6 +15,7 @@ from profile_data import Profile, stack_of
 from profile_data.records import profile_unit, weight_of
 
 MAX_RECORDS = 200_000  # stack records read for one profile at most (the newest)
+INTERVAL_SPREAD_S = 10.0  # "latest": the newest interval's records are read from this far before the newest
 RANGE_HELP = "range must be run, latest, or a length such as 90s, 5m, 1h (the stream's last seconds)"
 _LENGTH = re.compile(r"^([0-9]{1,7})([smh])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600}
@@ -83,26 +84,31 @@ def range_profile(store, host: str, run_id: str, source: str, range_text: str | 
     if since is not None and until is not None and since > until:
         raise BadRange("since is after until")
     w = weighting(source)
-    if seconds is not None and since is None:
+    newest_only = name == "latest" or w.snapshot
+    if (seconds is not None or newest_only) and since is None:
         newest = store.newest_stack_ts(host, run_id, source, until)
-        since = None if newest is None else newest - seconds
+        # an interval's records are written together: the newest is within its last seconds
+        since = None if newest is None else newest - (INTERVAL_SPREAD_S if newest_only else seconds)
     rows, frames, truncated = store.stack_records(host, run_id, source, since, until, MAX_RECORDS)
     records = [orjson.loads(data) for _ts, data, _hash in rows]
-    if rows and (name == "latest" or w.snapshot):
+    if rows and newest_only:
         newest_interval = records[-1].get("interval")
         keep = [i for i, r in enumerate(records) if r.get("interval") == newest_interval]
         rows, records = [rows[i] for i in keep], [records[i] for i in keep]
-    parsed: dict[bytes, dict] = {}
-    stacks: dict[tuple[bytes, object], tuple | None] = {}
-    profile = Profile(w.unit)
+    # summed per (stack, comm) first: a stack tuple is hashed once, not once per record
+    weights: dict[tuple[bytes, object], float] = {}
+    first: dict[tuple[bytes, object], dict] = {}
     for (_ts, _data, digest), record in zip(rows, records, strict=True):
-        key = (digest, record.get("comm"))
-        if key not in stacks:
-            if digest not in parsed:
-                parsed[digest] = orjson.loads(frames[digest])
-            stacks[key] = stack_of({**record, **parsed[digest]})
         value = weight_of(record, w.field, w.unit)
-        if stacks[key] and value:
-            profile.add(stacks[key], value)
+        if value:
+            key = (digest, record.get("comm"))
+            if key not in weights:
+                weights[key], first[key] = 0, record
+            weights[key] += value
+    profile = Profile(w.unit)
+    for (digest, _comm), value in weights.items():
+        stack = stack_of({**first[digest, _comm], **orjson.loads(frames[digest])})
+        if stack:
+            profile.add(stack, value)
     return RangeProfile(profile, w, rows[0][0] if rows else None, rows[-1][0] if rows else None, len(rows),
                         truncated)

@@ -15,8 +15,8 @@ from profile_data.folded import frame_text
 from profile_data.model import Profile
 from profile_data.tree import Node, call_tree
 
-WIDTH, ROW, FONT_PX, CHAR_PX, MIN_PX, PAD = 1200, 17, 12, 7.0, 0.3, 4
-MAX_FRAMES = 8000  # drawn at most: a bound on the page's size whatever the profile holds
+WIDTH, ROW, FONT_PX, CHAR_PX, MIN_PX, PAD = 1200, 17, 12, 7.0, 1.0, 4
+MAX_FRAMES = 4000  # drawn at most: a bound on the page's size whatever the profile holds
 PATH_SEP = ";"
 
 
