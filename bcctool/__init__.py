@@ -337,10 +337,16 @@ class Tool:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
     def wait(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; False as soon as a stop was asked for."""
+        """Sleep up to `seconds`, serving the script's ring buffers meanwhile if it opened any; False
+        as soon as a stop was asked for."""
         self._install_signals()
         if self.stopping:
             return False
+        if self.bpf is not None and self.bpf._ringbuf_manager:
+            deadline = time.monotonic() + seconds
+            while not self.stopping and (left := deadline - time.monotonic()) > 0:
+                self.bpf.ring_buffer_poll(timeout=max(1, int(min(left, 0.1) * 1000)))
+            return not self.stopping
         sel = selectors.DefaultSelector()
         sel.register(self._wake_r, selectors.EVENT_READ)
         deadline = time.monotonic() + seconds

@@ -6,7 +6,11 @@
  * total, count, min and max. The user side reads and deletes that hash each interval.
  *
  * By default only blocking counts (prev_state not runnable); -DPREEMPTED also counts the time a
- * preempted thread waited for a CPU. */
+ * preempted thread waited for a CPU.
+ *
+ * User frames are named from a snapshot of the process's maps, which must be taken while it lives:
+ * `seen` tells the user side at once (ring buffer `new_maps`) of a process that blocks for the first
+ * time, and sched_process_exec of one whose maps an exec has just replaced. */
 #include "common.h"
 #include "sched_state.h"
 
@@ -52,6 +56,20 @@ BPF_PERCPU_HASH(blocked, struct key_t, struct val_t, 32768);
 BPF_TABLE("stacktrace", int, struct stack_t, stacks, STACK_ENTRIES);
 LOST_COUNTER(full);          /* blocks not counted: a map was full */
 LOST_COUNTER(stack_errors);  /* kernel stacks not stored (stack map full or a hash collision) */
+BPF_HASH(seen, u32, u8, 65536);      /* processes whose maps the user side has been told to read */
+BPF_RINGBUF_OUTPUT(new_maps, 4);     /* tgids whose maps to read now */
+
+TRACEPOINT_PROBE(sched, sched_process_exec)
+{
+    u64 id = bpf_get_current_pid_tgid();
+    if (skip_task(id))
+        return PASS_ON;
+    u32 tgid = id >> 32;
+    u8 one = 1;
+    seen.update(&tgid, &one);
+    new_maps.ringbuf_output(&tgid, sizeof(tgid), 0);
+    return PASS_ON;
+}
 
 static __always_inline void count_lost(void)
 {
@@ -76,6 +94,9 @@ TRACEPOINT_PROBE(sched, sched_switch)
 #endif
     if (prev != 0 && wanted && !skip_task(id)) {
         struct start_t s = {.tgid = id >> 32};
+        u8 one = 1;
+        if (seen.insert(&s.tgid, &one) == 0)
+            new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0);
         s.kstack = stacks.get_stackid(args, 0);
         s.ustack = stacks.get_stackid(args, BPF_F_USER_STACK);
         /* the block starts after this program's own stack walk (~4.5 us), not before it */

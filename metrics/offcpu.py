@@ -6,6 +6,7 @@ back in; its kernel and user stacks at the switch say where. Each interval print
 time (count, min/avg/max, share) and the top stacks, symbolized, or with --folded, folded stacks.
 """
 
+import ctypes
 import os
 import sys
 import time
@@ -47,9 +48,6 @@ cflags += [f"-DMIN_BLOCK_NS={args.min_block_us * 1000}", f"-DSTACK_DEPTH={args.s
 cflags += ["-DPREEMPTED"] * args.preempted
 b = tool.load(cflags)
 blocked, stacks = b["blocked"], b["stacks"]
-tool.meta(min_block_us=args.min_block_us, stack_depth=args.stack_depth, preempted=args.preempted)
-if not args.folded:
-    tool.say("Tracing off-CPU time (blocked threads)... Hit Ctrl-C to end.")
 
 
 from bcctool.symbols import UNKNOWN, Frame, Symbolizer  # noqa: E402 - pyelftools; --help works without it
@@ -113,12 +111,21 @@ class Symbols:
             self.user[key] = self.sym.user(tgid, addr)
         return self.user[key]
 
+    def on_new_maps(self, ctx: object, data: object, size: int) -> int:
+        """Ring buffer `new_maps`: a process blocked for the first time or exec'ed; read its maps now."""
+        self.snapshot([ctypes.cast(data, ctypes.POINTER(ctypes.c_uint32)).contents.value])
+        return 0
+
     def forget(self, alive: set[int]) -> None:
         """Drop what belongs to processes that have exited (their addresses may be reused)."""
         gone = self.seen - alive
         self.user = {k: v for k, v in self.user.items() if k[0] not in gone}
         for tgid in gone:
             self.sym.forget(tgid)
+            try:
+                del seen_map[seen_map.Key(tgid)]
+            except KeyError:
+                pass
         self.seen -= gone
 
 
@@ -191,7 +198,13 @@ def print_tables(summary: dict, threads: list[dict], top_stacks: list[dict]) -> 
 
 # --- loop ------------------------------------------------------------------------------------------
 symbols = Symbols()
+seen_map = b["seen"]
+b["new_maps"].open_ring_buffer(symbols.on_new_maps)     # served while the harness waits
 symbols.snapshot([args.pid] if args.pid else [int(p) for p in os.listdir("/proc") if p.isdigit()])
+# ready once every running process's maps are read: meta says so
+tool.meta(min_block_us=args.min_block_us, stack_depth=args.stack_depth, preempted=args.preempted)
+if not args.folded:
+    tool.say("Tracing off-CPU time (blocked threads)... Hit Ctrl-C to end.")
 full, stack_errors = b["full"], b["stack_errors"]
 last = time.monotonic()
 for _interval in tool.intervals():
