@@ -92,3 +92,38 @@ def test_the_metric_ends_when_its_process_exits(metric: str) -> None:
     assert end["target"] == {"pid": child.pid} and end["reason"] == "process exited"
     last = max(r["interval"] for r in tool.records if r["kind"] == "summary")
     assert end["interval"] == last, "the end record follows the interval the process exited in"
+
+
+THREAD_THEN_EXIT = """
+import sys, threading
+go = threading.Event()
+def work():
+    print(threading.get_native_id(), flush=True)
+    go.wait()
+thread = threading.Thread(target=work)
+thread.start()
+sys.stdin.readline()
+go.set()
+thread.join()
+sys.stdin.readline()
+"""
+TID_METRICS = [name for name, flag in TARGETS if flag == "--tid"]
+
+
+@pytest.mark.bpf
+@pytest.mark.parametrize("metric", TID_METRICS)
+def test_the_metric_ends_when_its_thread_exits(metric: str) -> None:
+    child = run_workload(THREAD_THEN_EXIT)
+    tid = int(child.stdout.readline())
+    tool = MetricProcess(metric, "--tid", str(tid), "0.5")
+    try:
+        tool.wait_meta()
+        tool.read_until(lambda r: r["kind"] == "summary")
+        child.stdin.write("\n")
+        child.stdin.flush()
+        end = tool.read_until(lambda r: r["kind"] == "end", timeout=30)
+        assert tool.proc.wait(timeout=30) == 0, tool.proc.stderr.read()
+    finally:
+        tool.kill()
+        end_workload(child)
+    assert end["target"] == {"tid": tid} and end["reason"] == "thread exited"
