@@ -132,3 +132,54 @@ def test_database_of_the_previous_schema_starts_and_keeps_its_records(make_colle
     assert read_back(client, "sysnest") == [record]
     assert read_back(client, "offcpu") == offcpu
     assert table_count(app, "stacks") > 0
+
+
+def test_two_processes_posting_the_same_new_stacks_store_each_once(db_url):
+    """Two server processes take, at once, batches bringing the same new stacks: each stack is stored
+    once; then one is killed (SIGKILL) and restarted, and every acknowledged record reads back whole
+    from both."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    import requests
+    from server_fixtures import ServerProcess
+
+    records = sample("offcpu")
+    stacks = [r for r in records if r.get("level") == "stack"]
+    # ten variants of each sample stack, each host's batches holding all of them in its own order
+    variants = [{**r, "user_frames": [f"f{n} [app]", *r["user_frames"]]} for n in range(10) for r in stacks]
+    rng = random.Random(13)
+    payloads = []
+    for h in range(4):
+        for seq in range(15):
+            batch = [{**r, "ts": 1.8e9 + seq, "interval": seq + 1} for r in rng.sample(variants, len(variants))]
+            payloads.append(ours(seq, host=f"pc{h}", source="offcpu", records=batch))
+    servers = [ServerProcess("--db", db_url, "--threads", "8") for _ in range(2)]
+    try:
+        posts = [(s, p) for p in payloads for s in servers]
+        rng.shuffle(posts)
+
+        def send(item):
+            server, payload = item
+            return requests.post(server.url + "/data", data=json.dumps(payload), timeout=60,
+                                 headers={"Content-Type": "application/json"}).status_code
+
+        with ThreadPoolExecutor(12) as pool:
+            assert set(pool.map(send, posts)) == {200}
+        servers[0].kill()
+        servers[0] = ServerProcess("--db", db_url, "--threads", "2", port=servers[0].port)
+        for server in servers:
+            for h in range(4):
+                items = requests.get(f"{server.url}/api/records?host=pc{h}&source=offcpu&limit=100000",
+                                     timeout=30).json()["records"]
+                posted = [r for p in payloads if p["host"] == f"pc{h}" for r in p["metrics"]]
+                assert sorted(json.dumps(i["record"], sort_keys=True) for i in items) == sorted(
+                    json.dumps(r, sort_keys=True) for r in posted)
+        engine = create_engine(db_url)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT COUNT(*) FROM stacks")).scalar_one() == len(
+                {json.dumps([r["kernel_frames"], r["user_frames"], r["folded"]]) for r in variants})
+        engine.dispose()
+    finally:
+        for server in servers:
+            server.stop()
