@@ -67,6 +67,10 @@ def receive():
         # not the client's fault: 503 so it keeps the batch and retries
         app.log.error("storage failed for batch %s: %s", batch.batch_id, db_error.__class__.__name__)
         return (*error(503, "storage_unavailable", "the database did not take the batch; retry later"), ACCEPTS)
+    if result.owner is not None:
+        e = Rejected(403, "forbidden", f"stream {result.host}/{result.run_id}/{result.source} belongs to another token")
+        note_rejection(app, e, remote)
+        return (*error(e.status, e.reason, e.detail), ACCEPTS)
     _log_batch(app, batch.batch_id, result, token_name, remote)
     return Response(orjson.dumps(_answer(batch.batch_id, result)), 200, ACCEPTS, mimetype="application/json")
 

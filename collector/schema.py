@@ -64,7 +64,7 @@ streams = Table(
     Column("first_seen", Float, nullable=False),     # server time of its first and last batch
     Column("last_seen", Float, nullable=False),
     Column("legacy", Boolean, nullable=False),       # holds a batch of the original client
-    Column("token_name", String(255)),               # the greatest token name among its batches
+    Column("token_name", String(255)),               # its owner: the token that posted to it first
     UniqueConstraint("host", "run_id", "source", name="uq_streams_key"),
 )
 

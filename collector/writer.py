@@ -57,6 +57,7 @@ class IngestResult:
     sequence: int
     stored_records: int
     stream: Stream  # the batch's stream once stored (a duplicate: the stream of the batch stored first)
+    owner: str | None = None  # set when refused: the stream belongs to this other token
 
 
 @contextlib.contextmanager
@@ -89,6 +90,7 @@ class _Sql:
         self.insert_batches = ("INSERT INTO batches (batch_id, host, run_id, source, sequence, client_ts, received_at,"
                                " n_records, dropped, schema, token_name, remote_addr) VALUES {rows}"
                                " ON CONFLICT (batch_id) DO NOTHING RETURNING id, batch_id")
+        self.drop_streams = "DELETE FROM streams WHERE batches = 0 AND id IN ({ids})"
         self.first_batches = "SELECT batch_id, host, run_id, source, sequence FROM batches WHERE batch_id IN ({ids})"
         # the streams' rows, made if new (with the totals of a stream without batches), and locked until
         # commit: on PostgreSQL the no-op update takes the row lock
@@ -204,22 +206,32 @@ class BatchWriter:
             if run[0].batch.legacy:
                 run[0].batch.run_id = legacy_runs.assign(conn, run[0].batch, run[0].legacy_slack_s)
             new += self._insert_batches(cursor, run, group, now)
+        # a batch refused (its stream is another token's) has no row: it is answered by its owner alone
+        owners = {id(job): group.streams[_key(job.batch)][-1] for job, is_new in zip(jobs, new, strict=True)
+                  if is_new is None}
         sql = self._sql
         self._insert_stacks(cursor, group.stacks)
         self._insert_records(cursor, group.records)
-        if group.streams:
-            rows = [(stream[0], *key, *stream[1:]) for key, stream in group.streams.items()]
+        rows = [(stream[0], *key, *stream[1:]) for key, stream in group.streams.items() if stream[1]]
+        if rows:
             cursor.execute(sql.values(sql.update_streams, len(rows), 4 + len(TOTALS)), list(chain.from_iterable(rows)))
-        duplicates = sorted({job.batch.batch_id for job, is_new in zip(jobs, new, strict=True) if not is_new})
+        # a stream made by the lock that got no batch (its only batch was a duplicate) is not kept
+        empty = [stream[0] for stream in group.streams.values() if not stream[1]]
+        if empty:
+            cursor.execute(sql.in_list(sql.drop_streams, len(empty)), empty)
+        duplicates = sorted({job.batch.batch_id for job, is_new in zip(jobs, new, strict=True) if is_new is False})
         first = {}
         if duplicates:
-            bump(conn, "duplicates", len(jobs) - sum(new))
+            bump(conn, "duplicates", sum(is_new is False for is_new in new))
             first = {row[0]: tuple(row[1:]) for row in
                      cursor.execute(sql.in_list(sql.first_batches, len(duplicates)), duplicates).fetchall()}
         answers: dict[tuple, Stream] = {}
         results = []
         for job, is_new in zip(jobs, new, strict=True):
             b = job.batch
+            if is_new is None:
+                results.append(IngestResult(False, *_key(b), b.sequence, 0, Stream(*_key(b)), owners[id(job)]))
+                continue
             key, sequence = ((b.host, b.run_id, b.source), b.sequence) if is_new else (first[b.batch_id][:3],
                                                                                        first[b.batch_id][3])
             if key not in answers:
@@ -227,26 +239,41 @@ class BatchWriter:
             results.append(IngestResult(not is_new, *key, sequence, b.n_records if is_new else 0, answers[key]))
         return results
 
-    def _insert_batches(self, cursor: Any, jobs: list[Ingest], group: _Group, now: float) -> list[bool]:
-        """Insert the batches' rows; for each, whether it is new (else a duplicate, stored before). A new
-        batch is counted in its stream and its records queued for insertion."""
+    def _insert_batches(self, cursor: Any, jobs: list[Ingest], group: _Group, now: float) -> list[bool | None]:
+        """Insert the batches' rows; for each, whether it is new (else a duplicate, stored before), or None
+        when refused: its stream belongs to another token. A new batch is counted in its stream and its
+        records queued for insertion."""
         sql = self._sql
-        params = list(chain.from_iterable(_batch_row(job, now) for job in jobs))
-        inserted = {batch_id: row_id for row_id, batch_id in
-                    cursor.execute(sql.values(sql.insert_batches, len(jobs), BATCH_COLUMNS), params).fetchall()}
-        # the same batch_id twice in one group: its first copy is the one stored
-        row_ids = [inserted.pop(job.batch.batch_id, None) for job in jobs]
-        keys = sorted({_key(job.batch) for job, row_id in zip(jobs, row_ids, strict=True) if row_id is not None}
-                      - group.streams.keys())  # sorted: every process locks streams in the same order
+        # the streams first, locked (and made, owned by nobody yet, if new): their owners decide
+        keys = sorted({_key(job.batch) for job in jobs} - group.streams.keys())  # one lock order everywhere
         if keys:
             locked = cursor.execute(sql.values(sql.lock_streams, len(keys), 3, sql.no_batches),
                                     list(chain.from_iterable(keys))).fetchall()
             for stream_id, host, run_id, source, *totals in locked:
                 group.streams[(host, run_id, source)] = [stream_id, *totals]
+        allowed = [self._may_post(group.streams[_key(job.batch)], job.token_name) for job in jobs]
+        taken = [job for job, ok in zip(jobs, allowed, strict=True) if ok]
+        inserted = {}
+        if taken:
+            params = list(chain.from_iterable(_batch_row(job, now) for job in taken))
+            inserted = {batch_id: row_id for row_id, batch_id in
+                        cursor.execute(sql.values(sql.insert_batches, len(taken), BATCH_COLUMNS), params).fetchall()}
+        # the same batch_id twice in one group: its first copy is the one stored
+        row_ids = [inserted.pop(job.batch.batch_id, None) if ok else None for job, ok in zip(jobs, allowed, strict=True)]
         for job, row_id in zip(jobs, row_ids, strict=True):
             if row_id is not None:
                 self._count_in(cursor, group, row_id, job, now)
-        return [row_id is not None for row_id in row_ids]
+        return [(row_id is not None) if ok else None for row_id, ok in zip(row_ids, allowed, strict=True)]
+
+    @staticmethod
+    def _may_post(stream: list, token_name: str | None) -> bool:
+        """A stream belongs to the token that posted to it first; it is claimed here (the owner column
+        is written back with the totals). Without tokens, streams have no owner."""
+        owner = stream[-1]
+        if owner is None:
+            stream[-1] = token_name
+            return True
+        return owner == token_name
 
     def _count_in(self, cursor: Any, group: _Group, row_id: int, job: Ingest, now: float) -> None:
         """Add a new batch to its stream's totals and gaps, and queue its records."""
@@ -254,11 +281,10 @@ class BatchWriter:
         stream = group.streams[_key(batch)]
         stream_id, n, recs, received, highest, lowest, dropped, first_seen, last_seen, legacy, token = stream
         new_sequence = self._fill(cursor, stream_id, batch.sequence, highest)
-        tokens = [t for t in (token, job.token_name) if t is not None]
         stream[1:] = (n + 1, recs + batch.n_records, received + new_sequence, max(highest, batch.sequence),
                       min(lowest, batch.sequence) if n else batch.sequence, dropped + batch.dropped,
                       min(first_seen, now) if n else now, max(last_seen, now) if n else now,
-                      bool(legacy) or batch.legacy, max(tokens) if tokens else None)
+                      bool(legacy) or batch.legacy, token)  # its owner, claimed in _may_post
         group.records += zip(repeat(row_id), repeat(stream_id), repeat(batch.sequence), count(), batch.ts, batch.kinds,
                              batch.metrics, batch.data, batch.stack_keys or repeat(None))
         group.stacks.update(batch.stack_frames)

@@ -1,5 +1,5 @@
-"""The collector under hostile or careless clients, run as server.py: tokens judged before bodies are
-read, rejections that cost no database write."""
+"""The collector under hostile or careless clients: tokens judged before bodies are read, rejections
+that cost no database write (server.py as a process); streams owned by their token (on each database)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import socket
 import sqlite3
 
 import requests
-from collector_payloads import ours, prometheus_samples
+from collector_payloads import ours, prometheus_samples, stored
 from server_fixtures import ServerProcess
 
 TOKEN = "tok-trust-1"
@@ -76,3 +76,24 @@ def test_tokenless_huge_posts_refused_before_their_bodies(tmp_path):
         for s in socks:
             s.close()
         server.stop()
+
+
+def test_a_stream_belongs_to_the_token_that_made_it(make_collector):
+    alice, bob = {"Authorization": "Bearer tok-alice-1"}, {"Authorization": "Bearer tok-bob-2"}
+    client = make_collector(tokens={"tok-alice-1": "alice", "tok-bob-2": "bob"}).test_client()
+    first = ours(0, host="pc-alice")
+    assert client.post("/data", json=first, headers=alice).status_code == 200
+    before = client.get("/api/streams").get_json()["streams"]
+    # bob may neither add to alice's stream, nor take her sequences, nor replay her batch
+    for payload in (ours(1, host="pc-alice"), ours(5, host="pc-alice"), {**ours(0, host="pc-alice"), "batch_id": first["batch_id"]}):
+        reply = client.post("/data", json=payload, headers=bob)
+        assert (reply.status_code, reply.get_json()["reason"]) == (403, "forbidden"), reply.get_json()
+    assert client.get("/api/streams").get_json()["streams"] == before and stored(client) == (1, 2)
+    assert before[0]["token_name"] == "alice" and before[0]["missing_count"] == 0
+    assert client.post("/data", json=ours(1, host="pc-alice"), headers=alice).status_code == 200
+    assert client.post("/data", json=ours(0, host="pc-bob"), headers=bob).status_code == 200
+    page = client.get("/").get_data(as_text=True)
+    assert "<th>owner</th>" in page and ">alice<" in page and ">bob<" in page
+    samples = prometheus_samples(client.get("/metrics").get_data(as_text=True))
+    assert samples['collector_rejected_total{reason="forbidden"}'] == 3
+
