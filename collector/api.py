@@ -79,8 +79,17 @@ def records():
     return jsonify({"count": len(items), "records": items})
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads such a text cell as a formula
+
+
+def neutral(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: a string starting like a formula gets a leading ' (a
+    process named "=cmd|' /C calc'!A0" must not run anything on the instructor's machine)."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
 def _cell(value: Any) -> Any:
-    return json.dumps(value, separators=(",", ":")) if isinstance(value, (dict, list)) else value
+    return json.dumps(value, separators=(",", ":")) if isinstance(value, (dict, list)) else neutral(value)
 
 
 def to_csv(items: list[dict]) -> str:
@@ -90,9 +99,9 @@ def to_csv(items: list[dict]) -> str:
         fields.update(dict.fromkeys(k for k in item["record"] if k not in FIXED_COLUMNS))
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow([*FIXED_COLUMNS, *fields])
+    writer.writerow([*FIXED_COLUMNS, *map(neutral, fields)])
     for item in items:
-        writer.writerow([item[k] for k in FIXED_COLUMNS] + [_cell(item["record"].get(f, "")) for f in fields])
+        writer.writerow([_cell(item[k]) for k in FIXED_COLUMNS] + [_cell(item["record"].get(f, "")) for f in fields])
     return out.getvalue()
 
 

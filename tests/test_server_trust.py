@@ -3,6 +3,8 @@ that cost no database write (server.py as a process); streams owned by their tok
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import socket
@@ -97,3 +99,15 @@ def test_a_stream_belongs_to_the_token_that_made_it(make_collector):
     samples = prometheus_samples(client.get("/metrics").get_data(as_text=True))
     assert samples['collector_rejected_total{reason="forbidden"}'] == 3
 
+
+def test_csv_cells_and_headers_cannot_be_formulas(collector_client):
+    evil = ["=cmd|' /C calc'!A0", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"]
+    metrics = [{"metric": "sysnest", "kind": "event", "ts": 1.0, "comm": name, "n": -3, "=HYPERLINK(1)": 1}
+               for name in evil]
+    assert collector_client.post("/data", json={**ours(0, host="=pc"), "metrics": metrics}).status_code == 200
+    rows = list(csv.reader(io.StringIO(collector_client.get("/api/records?format=csv").get_data(as_text=True))))
+    header, body = rows[0], rows[1:]
+    assert "'=HYPERLINK(1)" in header and "=HYPERLINK(1)" not in header
+    column = header.index("comm")
+    assert [r[column] for r in body] == ["'" + name for name in evil]
+    assert {r[header.index("host")] for r in body} == {"'=pc"} and {r[header.index("n")] for r in body} == {"-3"}
