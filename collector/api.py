@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
-from typing import Any
+from urllib.parse import urlencode
 
 from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 
-from collector import prometheus
+from collector import export, prometheus
 from collector.payload import MAX_RECORDS
 from collector.state import ACCEPTS, error, state
+from collector.store import Cursor, RecordFilters
 
 bp = Blueprint("api", __name__)
 
 LIMIT_DEFAULT = {"json": 1000, "csv": 100_000, "ndjson": 100_000}
 LIMIT_MAX = 1_000_000
-FIXED_COLUMNS = ("id", "host", "run_id", "source", "sequence", "batch_id", "ts", "kind", "metric")
+PAGE_BYTES = 64 * 2**20  # of stored record text in one answer; the rest is on the next page
+MIMETYPES = {"json": "application/json", "csv": "text/csv", "ndjson": "application/x-ndjson"}
 
 
 class BadQuery(ValueError):
@@ -43,11 +42,26 @@ def _stream_filters() -> dict[str, str | None]:
     return {k: request.args.get(k) or None for k in ("host", "run_id", "source")}
 
 
-def record_item(row: dict) -> dict:
-    """A stored record as the API shows it: where it came from, and the record itself."""
-    item = {k: row[k] for k in FIXED_COLUMNS}
-    item["record"] = json.loads(row["data"])
-    return item
+def _cursor() -> Cursor | None:
+    """The cursor query parameter: where the previous page ended, as its next_cursor gave it."""
+    text = request.args.get("cursor")
+    if not text:
+        return None
+    ts, _, row_id = text.partition(":")
+    try:
+        cursor = Cursor(float(ts), int(row_id))
+    except ValueError:
+        raise BadQuery("cursor must be a next_cursor this API gave") from None
+    if not math.isfinite(cursor.ts) or not 0 <= cursor.id < 2**63 or not row_id.isascii():
+        raise BadQuery("cursor must be a next_cursor this API gave")
+    return cursor
+
+
+def _limit(fmt: str) -> int:
+    text = request.args.get("limit") or str(LIMIT_DEFAULT[fmt])
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= LIMIT_MAX:
+        raise BadQuery(f"limit must be an integer from 1 to {LIMIT_MAX}")
+    return int(text)
 
 
 @bp.get("/api/streams")
@@ -57,52 +71,34 @@ def streams():
 
 @bp.get("/api/records")
 def records():
+    """A page of records: at most `limit` of them and PAGE_BYTES of their text, written as they are read;
+    when more may follow, the next_cursor (in the X-Next-Cursor header, a Link header and, in JSON, the
+    body) asks for the next page."""
     fmt = request.args.get("format", "json")
     try:
         if fmt not in LIMIT_DEFAULT:
             raise BadQuery("format must be json, csv or ndjson")
-        limit_text = request.args.get("limit") or str(LIMIT_DEFAULT[fmt])
-        if not limit_text.isdigit() or not 1 <= int(limit_text) <= LIMIT_MAX:
-            raise BadQuery(f"limit must be an integer from 1 to {LIMIT_MAX}")
-        rows = state().store.records(**_stream_filters(), kind=request.args.get("kind") or None,
-                                     since=_number("since"), until=_number("until"), limit=int(limit_text))
+        filters = RecordFilters(**_stream_filters(), kind=request.args.get("kind") or None,
+                                since=_number("since"), until=_number("until"))
+        after, limit = _cursor(), _limit(fmt)
     except BadQuery as e:
         return error(400, "bad_query", str(e))
-    items = [record_item(r) for r in rows]
-    if fmt == "ndjson":
-        body = "".join(json.dumps(i, separators=(",", ":")) + "\n" for i in items)
-        return Response(body, mimetype="application/x-ndjson",
-                        headers={"Content-Disposition": "attachment; filename=records.ndjson"})
-    if fmt == "csv":
-        return Response(to_csv(items), mimetype="text/csv",
-                        headers={"Content-Disposition": "attachment; filename=records.csv"})
-    return jsonify({"count": len(items), "records": items})
+    store = state().store
+    page = store.record_page(filters, after, limit, PAGE_BYTES)
+    headers = {}
+    next_cursor = f"{page.last.ts!r}:{page.last.id}" if page.more else None
+    if next_cursor:
+        headers["X-Next-Cursor"] = next_cursor
+        headers["Link"] = f'<{request.path}?{urlencode({**request.args, "cursor": next_cursor})}>; rel="next"'
+    if fmt != "json":
+        headers["Content-Disposition"] = f"attachment; filename=records.{fmt}"
 
+    def rows():
+        return store.iter_records(filters, after, page.last) if page.last else iter(())
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet reads such a text cell as a formula
-
-
-def neutral(value: Any) -> Any:
-    """A CSV cell a spreadsheet shows as text: a string starting like a formula gets a leading ' (a
-    process named "=cmd|' /C calc'!A0" must not run anything on the instructor's machine)."""
-    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
-
-
-def _cell(value: Any) -> Any:
-    return json.dumps(value, separators=(",", ":")) if isinstance(value, (dict, list)) else neutral(value)
-
-
-def to_csv(items: list[dict]) -> str:
-    """One row per record: where it came from, then the union of the records' own fields."""
-    fields: dict[str, None] = {}
-    for item in items:
-        fields.update(dict.fromkeys(k for k in item["record"] if k not in FIXED_COLUMNS))
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow([*FIXED_COLUMNS, *map(neutral, fields)])
-    for item in items:
-        writer.writerow([_cell(item[k]) for k in FIXED_COLUMNS] + [_cell(item["record"].get(f, "")) for f in fields])
-    return out.getvalue()
+    body = {"json": lambda: export.json_page(page.rows, next_cursor, rows()),
+            "ndjson": lambda: export.ndjson(rows()), "csv": lambda: export.csv_rows(rows)}[fmt]()
+    return Response(body, mimetype=MIMETYPES[fmt], headers=headers)
 
 
 @bp.get("/metrics")

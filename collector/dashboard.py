@@ -23,6 +23,8 @@ CHART_ROWS = 5000
 TABLE_COLUMNS = 16
 CELL_CHARS = 80
 FLAME_RANGE = "5m"  # the flame graph's range when the page names none
+RECORD_SHOWN = 64 * 1024  # a record with more stored text is neither parsed nor charted here
+TOO_LARGE = f"(over {RECORD_SHOWN // 1024} KB: read it with /api/records)"
 
 
 @bp.app_template_filter("when")
@@ -73,14 +75,14 @@ def stream():
     if found is None:
         abort(404)
     key = {"host": host, "run_id": run_id, "source": source}
-    sample = store.records(**key, limit=TABLE_ROWS, newest=True)
-    rows = store.records(**key, kind=kind, limit=TABLE_ROWS, newest=True) if kind else sample
-    plot = chart.choose(source, sample)
+    sample = store.records(**key, limit=TABLE_ROWS, newest=True, max_text=RECORD_SHOWN)
+    rows = store.records(**key, kind=kind, limit=TABLE_ROWS, newest=True, max_text=RECORD_SHOWN) if kind else sample
+    plot = chart.choose(source, [r for r in sample if r["data"] is not None])
     svg = ""
     if plot is not None:
-        lines = chart.points(plot, store.records(**key, kind=plot.kind, limit=CHART_ROWS, newest=True))
-        svg = chart.svg(plot, lines)
-    records = [json.loads(r["data"]) for r in rows]
+        charted = store.records(**key, kind=plot.kind, limit=CHART_ROWS, newest=True, max_text=RECORD_SHOWN)
+        svg = chart.svg(plot, chart.points(plot, [r for r in charted if r["data"] is not None]))
+    records = [json.loads(r["data"]) if r["data"] is not None else {"record": TOO_LARGE} for r in rows]
     columns: dict[str, None] = {}
     for record in records:
         columns.update(dict.fromkeys(k for k in record if k not in ("metric", "ts", "kind")))

@@ -6,8 +6,27 @@ scan the batches; everything a reader sees comes from the database, never from o
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 
-from sqlalchemy import Column, Connection, Engine, Table, create_engine, event, func, inspect, select, text
+from sqlalchemy import (
+    Column,
+    ColumnElement,
+    Connection,
+    Engine,
+    Select,
+    Table,
+    and_,
+    case,
+    create_engine,
+    event,
+    func,
+    inspect,
+    null,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.schema import CreateColumn
 
 from collector import stacks as stack_text
@@ -21,6 +40,32 @@ __all__ = ["MISSING_LISTED", "IngestResult", "Store", "Stream", "make_engine"]
 
 STACKS_PER_QUERY = 500  # hashes in one IN (...) list
 SCHEMA_LOCK = 7_461_801  # PostgreSQL advisory lock id while creating tables
+READ_CHUNK = 1000  # records read per query by iter_records ...
+CHUNK_BYTES = 4 * 2**20  # ... or this much of their stored text (but at least one record)
+
+
+@dataclass(frozen=True)
+class RecordFilters:
+    host: str | None = None
+    run_id: str | None = None
+    source: str | None = None
+    kind: str | None = None
+    since: float | None = None
+    until: float | None = None
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A place in the records' order (ts, id): a page holds the records after it."""
+    ts: float
+    id: int
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: int
+    last: Cursor | None  # its last record
+    more: bool  # cut by its row or byte bound: records may follow
 
 
 def make_engine(url: str) -> Engine:
@@ -142,33 +187,18 @@ class Store:
 
     def records(self, host: str | None = None, run_id: str | None = None, source: str | None = None,
                 kind: str | None = None, since: float | None = None, until: float | None = None,
-                limit: int = 1000, newest: bool = False) -> list[dict]:
-        """Records matching the filters, oldest first (newest=True: the latest `limit`, still oldest first)."""
-        r, s = records.c, streams.c
-        where = [r.kind == kind] if kind is not None else []
-        if since is not None:
-            where.append(r.ts >= since)
-        if until is not None:
-            where.append(r.ts <= until)
-        of_stream = [c == v for c, v in ((s.host, host), (s.run_id, run_id), (s.source, source)) if v is not None]
+                limit: int = 1000, newest: bool = False, max_text: int | None = None) -> list[dict]:
+        """Records matching the filters, oldest first (newest=True: the latest `limit`, still oldest first).
+        max_text: a record with more stored text comes with data None (a page showing a few hundred
+        records must not parse megabytes of each)."""
+        r = records.c
         order = (r.ts.desc(), r.id.desc()) if newest else (r.ts, r.id)
         with self.engine.connect() as conn:
-            if of_stream:
-                # the streams' ids first: for one stream the (stream, ts) index then gives the rows in order
-                ids = conn.execute(select(s.id).where(*of_stream)).scalars().all()
-                if not ids:
-                    return []
-                where.append(r.stream == ids[0] if len(ids) == 1 else r.stream.in_(ids))
-            query = (select(r.id, s.host, s.run_id, s.source, r.sequence, r.ts, r.kind, r.metric, r.data,
-                            batches.c.batch_id, stacks.c.frames)
-                     .select_from(records.join(streams, s.id == r.stream).join(batches, batches.c.id == r.batch)
-                                  .outerjoin(stacks, stacks.c.hash == r.stack))
-                     .where(*where).order_by(*order).limit(limit))
-            rows = []
-            for row in conn.execute(query):
-                item = dict(row._mapping)
-                item["data"] = stack_text.join(item["data"], item.pop("frames"))
-                rows.append(item)
+            where = self._record_filters(conn, RecordFilters(host, run_id, source, kind, since, until))
+            if where is None:
+                return []
+            query = _records_query(where, max_text).order_by(*order).limit(limit)
+            rows = [_record_row(row) for row in conn.execute(query)]
         return rows[::-1] if newest else rows
 
     def _stream_id(self, conn: Connection, host: str, run_id: str, source: str) -> int | None:
@@ -211,3 +241,103 @@ class Store:
                 frames.update((bytes(h), f) for h, f in
                               conn.execute(select(stacks.c.hash, stacks.c.frames).where(stacks.c.hash.in_(chunk))))
         return rows, frames, truncated
+
+    def record_page(self, filters: RecordFilters, after: Cursor | None, rows: int, max_bytes: int) -> Page:
+        """Where the page of records after `after` ends: at most `rows` of them, and no more of their stored
+        text than max_bytes (but at least one record). Known before any row is read, so an answer's
+        headers can name the next page."""
+        r = records.c
+        with self.engine.connect() as conn:
+            where = self._record_filters(conn, filters, after)
+            if where is None:
+                return Page(0, None, False)
+            window = (select(r.ts, r.id, func.length(r.data).label("size")).where(*where)
+                      .order_by(r.ts, r.id).limit(rows).subquery())
+            running = func.sum(window.c.size).over(order_by=(window.c.ts, window.c.id))
+            sized = select(window.c.ts, window.c.id, running.label("upto"), func.count().over().label("total"),
+                           func.row_number().over(order_by=(window.c.ts, window.c.id)).label("n")).subquery()
+            last = conn.execute(select(sized.c.ts, sized.c.id, sized.c.n, sized.c.total)
+                                .where((sized.c.upto <= max_bytes) | (sized.c.n == 1))
+                                .order_by(sized.c.n.desc()).limit(1)).first()
+        if last is None:
+            return Page(0, None, False)
+        return Page(int(last.n), Cursor(float(last.ts), int(last.id)), last.total > last.n or last.n == rows)
+
+    def iter_records(self, filters: RecordFilters, after: Cursor | None, last: Cursor) -> Iterator[dict]:
+        """The records after `after` up to `last` (a Page's), oldest first, read READ_CHUNK rows at a time
+        (each chunk its own short query: no read transaction held open while a slow client reads)."""
+        r = records.c
+        while True:
+            with self.engine.connect() as conn:
+                where = self._record_filters(conn, filters, after)
+                if where is None:
+                    return
+                where.append(_up_to(last))
+                # the next rows' sizes first: a chunk holds READ_CHUNK rows or CHUNK_BYTES of text, at least a row
+                sizes = conn.execute(select(r.ts, r.id, func.length(r.data)).where(*where)
+                                     .order_by(r.ts, r.id).limit(READ_CHUNK)).all()
+                if not sizes:
+                    return
+                n = total = 0
+                for _ts, _id, size in sizes:
+                    if n and total + size > CHUNK_BYTES:
+                        break
+                    n, total = n + 1, total + size
+                end = Cursor(float(sizes[n - 1][0]), int(sizes[n - 1][1]))
+                query = (_records_query([*where, _up_to(end)])
+                         .order_by(r.ts, r.id))
+                chunk = [_record_row(row) for row in conn.execute(query)]
+            yield from chunk
+            if n == len(sizes) < READ_CHUNK:
+                return
+            after = end
+
+    def _record_filters(self, conn: Connection, f: RecordFilters, after: Cursor | None = None) -> list | None:
+        """The WHERE clauses on records for these filters; None when no stream matches them."""
+        r, s = records.c, streams.c
+        where = [r.kind == f.kind] if f.kind is not None else []
+        if f.since is not None:
+            where.append(r.ts >= f.since)
+        if f.until is not None:
+            where.append(r.ts <= f.until)
+        if after is not None:
+            where.append(_after(after))
+        of_stream = [c == v for c, v in ((s.host, f.host), (s.run_id, f.run_id), (s.source, f.source)) if v is not None]
+        if of_stream:
+            # the streams' ids first: for one stream the (stream, ts) index then gives the rows in order
+            ids = conn.execute(select(s.id).where(*of_stream)).scalars().all()
+            if not ids:
+                return None
+            where.append(r.stream == ids[0] if len(ids) == 1 else r.stream.in_(ids))
+        return where
+
+
+def _after(cursor: Cursor) -> ColumnElement:
+    """Records after the cursor in (ts, id) order, written so that the ts indexes give the range (a row
+    value comparison made SQLite scan every record for each chunk)."""
+    r = records.c
+    return and_(r.ts >= cursor.ts, or_(r.ts > cursor.ts, r.id > cursor.id))
+
+
+def _up_to(cursor: Cursor) -> ColumnElement:
+    r = records.c
+    return and_(r.ts <= cursor.ts, or_(r.ts < cursor.ts, r.id <= cursor.id))
+
+
+def _records_query(where: list, max_text: int | None = None) -> Select:
+    r, s = records.c, streams.c
+    data = r.data if max_text is None else case((func.length(r.data) > max_text, null()), else_=r.data).label("data")
+    return (select(r.id, s.host, s.run_id, s.source, r.sequence, r.ts, r.kind, r.metric, data, batches.c.batch_id,
+                   stacks.c.frames)
+            .select_from(records.join(streams, s.id == r.stream).join(batches, batches.c.id == r.batch)
+                         .outerjoin(stacks, stacks.c.hash == r.stack))
+            .where(*where))
+
+
+def _record_row(row) -> dict:
+    """A row of _records_query as a dict, the record's stack frames put back into its data."""
+    item = dict(row._mapping)
+    frames = item.pop("frames")
+    if item["data"] is not None:
+        item["data"] = stack_text.join(item["data"], frames)
+    return item
