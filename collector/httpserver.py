@@ -1,5 +1,6 @@
-"""The collector's HTTP server: waitress, with its request parser taught to judge a POST /data's token
-on the headers, before the body. Plain waitress buffers a whole body (in a temp file past 512 KB, up
+"""The collector's HTTP server: waitress, holding as many connections as the file limit allows, closing
+requests that arrive too slowly, and with its request parser taught to judge a POST /data's token on
+the headers, before the body. Plain waitress buffers a whole body (in a temp file past 512 KB, up
 to max_request_body_size) before the app sees the request: 10 tokenless 60 MB posts held 600 MB of
 temp space before their 401s. Here a refused request is answered at once, its connection closed, and
 whatever it still sends is read and dropped for a moment (a lingering close: closing with unread data
@@ -27,6 +28,9 @@ from collector.state import ACCEPTS, EXTENSION, Collector
 from collector.tokens import TOKEN_QUERY_PARAM
 
 MAX_CONNECTIONS = 4096  # open connections at most, whatever the file limit allows
+HEADERS_WITHIN_S = 10.0  # a request's headers must have arrived this long after its first byte ...
+BODY_BYTES_PER_S = 16 * 1024  # ... and its body at this rate at least: slow clients cannot hold slots
+IDLE_S = 30.0  # a connection with no request in progress is closed after this long
 LINGER_S = 2.0  # how long a refused client's remaining body is read and dropped before closing
 DRAIN_BYTES = 256 * 1024  # read at a time while lingering
 
@@ -76,9 +80,19 @@ class _GatedParser(HTTPRequestParser):
 class _Channel(HTTPChannel):
     refused = False  # a request was refused on its headers: linger when closing
     _linger_until: float | None = None
+    request_started = 0.0  # monotonic time of the first byte of the request being received
 
     def parser_class(self, adj: Adjustments) -> _GatedParser:  # waitress calls self.parser_class(adj)
+        self.request_started = time.monotonic()
         return _GatedParser(adj, self)
+
+    def overdue(self, now: float) -> bool:
+        """Is the request being received later than its deadline (headers, then the body at a rate)?"""
+        request = self.request
+        if request is None or request.completed:
+            return False
+        body = max(request.content_length, request.body_bytes_received) if request.headers_finished else 0
+        return now > self.request_started + HEADERS_WITHIN_S + body / BODY_BYTES_PER_S
 
     def handle_close(self) -> None:
         if self.refused and self._linger_until is None and self.connected:
@@ -119,12 +133,17 @@ class _Server(TcpWSGIServer):
         super().__init__(app, **kw)
 
     def maintenance(self, now: float) -> None:
+        """Every cleanup_interval: waitress closes idle connections; here also a request too slow to arrive
+        (a client sending a byte every 2 s kept its connection for ever) and a lingering refused one."""
         super().maintenance(now)
+        mono = time.monotonic()
         for channel in list(self.active_channels.values()):
             linger = channel._linger_until
-            if linger is not None and time.monotonic() > linger:  # a client that sent nothing more
+            if linger is not None and mono > linger:  # a client that sent nothing more
                 channel._linger_until, channel.refused = None, False
                 channel.handle_close()
+            elif channel.overdue(mono):
+                channel.will_close = True
 
 
 def connection_limit() -> int:
@@ -147,7 +166,8 @@ def make_server(app: Flask, host: str, port: int, threads: int, max_body: int) -
     # room for the app's own JSON 413
     adj = Adjustments(host=host, port=port, threads=threads, ident="collector",
                       max_request_body_size=max(4 * max_body, 64 * 1024 * 1024),
-                      connection_limit=connection_limit(), asyncore_use_poll=True)  # select() stops at fd 1024
+                      connection_limit=connection_limit(), asyncore_use_poll=True,  # select() stops at fd 1024
+                      channel_timeout=IDLE_S, cleanup_interval=1)
     dispatcher = ThreadedTaskDispatcher()
     dispatcher.set_thread_count(adj.threads)
     socket_map: dict = {}

@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 import tracemalloc
 
 import requests
@@ -201,3 +202,48 @@ def test_a_stream_page_does_not_parse_huge_records(collector_client):
     assert page.status_code == 200 and "over 64 KB" in page.get_data(as_text=True)
     assert peak < 40 * 2**20, f"{peak / 2**20:.0f} MB"
 
+
+def test_slow_clients_lock_nobody_out():
+    """150 connections sending their headers a byte at a time (waitress allowed 100 connections, and kept
+    a trickling one for ever): /healthz is still answered within a second, and the server closes the
+    slow ones once their headers are overdue."""
+    server = ServerProcess()
+    slow = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(150)]
+    request = b"POST /data HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+    try:
+        latencies, closed = [], 0
+        started = time.monotonic()
+        for step in range(40):  # a byte per connection every 0.5 s, for up to 20 s
+            for sock in slow:
+                try:
+                    sock.send(request[step % len(request):][:1])
+                except OSError:
+                    pass
+            if step % 4 == 0:
+                t = time.monotonic()
+                assert requests.get(server.url + "/healthz", timeout=5).status_code == 200
+                latencies.append(time.monotonic() - t)
+            closed = sum(_closed_by_peer(sock) for sock in slow)
+            if closed == len(slow):
+                break
+            time.sleep(0.5)
+        print(f"/healthz with 150 slow connections: worst {max(latencies) * 1000:.0f} ms; "
+              f"all closed after {time.monotonic() - started:.1f} s")
+        assert max(latencies) < 1.0
+        assert closed == len(slow)
+    finally:
+        for sock in slow:
+            sock.close()
+        server.stop()
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    try:
+        sock.setblocking(False)
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.setblocking(True)
