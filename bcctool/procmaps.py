@@ -64,6 +64,7 @@ class ProcessMaps:
     _starts: list[int] = field(default_factory=list, repr=False)
     _fds: list[int] = field(default_factory=list, repr=False)
     _finalizer: weakref.finalize | None = field(default=None, repr=False)
+    _memos: dict[str, dict] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.mappings.sort(key=lambda m: m.start)
@@ -122,6 +123,15 @@ class ProcessMaps:
         if i >= 0 and addr < self.mappings[i].end:
             return self.mappings[i]
         return None
+
+    def memo(self, name: str, limit: int = 1 << 16) -> dict:
+        """A dict the stack libraries keep per snapshot (pc -> CFI row, pc -> frame): the same return
+        addresses recur in every sample of a process, and a snapshot's addresses never change meaning.
+        Emptied when it reaches `limit` entries."""
+        d = self._memos.get(name)
+        if d is None or len(d) >= limit:
+            d = self._memos[name] = {}
+        return d
 
     def close(self) -> None:
         """Release the descriptors held for deleted files (also done when the snapshot is collected)."""

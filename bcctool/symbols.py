@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+import time
 from array import array
 from dataclasses import dataclass
 
@@ -222,6 +223,7 @@ class Symbolizer:
     """Kernel and user address → Frame; see the module docstring."""
 
     MAX_PROCESSES = 4096
+    REREAD_S = 1.0  # an address in no mapping re-reads the maps (dlopen since?) at most this often
 
     def __init__(
         self,
@@ -279,18 +281,29 @@ class Symbolizer:
 
     def user(self, pid: int, addr: int) -> Frame:
         snap = self.maps(pid)
+        memo = snap.memo("frames") if snap is not None else None
+        frame = memo.get(addr) if memo is not None else None
+        if frame is None:
+            frame = self._user(pid, snap, addr, memo)
+        return frame
+
+    def _user(self, pid: int, snap: ProcessMaps | None, addr: int, memo: dict | None) -> Frame:
         mapping = snap.find(addr) if snap else None
-        if mapping is None and snap is not None and os.path.exists(f"/proc/{pid}"):
-            snap = self.snapshot(pid)  # maybe mapped since (dlopen); one re-read per miss
-            mapping = snap.find(addr) if snap else None
-        if mapping is None or not mapping.is_file:
-            jit = self._perf_map(pid).lookup(addr)
-            if jit is not None:
-                return Frame(jit[0], f"perf-{pid}.map", jit[1])
-            if mapping is None:
-                return Frame(UNKNOWN, UNKNOWN, addr)
-            return Frame(f"{mapping.module}+0x{addr - mapping.start:x}", mapping.module, addr - mapping.start)
-        return self.frame_in(mapping, addr)
+        if mapping is None and snap is not None and time.monotonic() - snap.taken > self.REREAD_S:
+            if os.path.exists(f"/proc/{pid}"):
+                snap = self.snapshot(pid)  # maybe mapped since (dlopen)
+                mapping = snap.find(addr) if snap else None
+        if mapping is not None and mapping.is_file:
+            frame = self.frame_in(mapping, addr)
+            if memo is not None:
+                memo[addr] = frame  # a file's code keeps its name; JIT code (perf map) may not
+            return frame
+        jit = self._perf_map(pid).lookup(addr)
+        if jit is not None:
+            return Frame(jit[0], f"perf-{pid}.map", jit[1])
+        if mapping is None:
+            return Frame(UNKNOWN, UNKNOWN, addr)
+        return Frame(f"{mapping.module}+0x{addr - mapping.start:x}", mapping.module, addr - mapping.start)
 
     def frame_in(self, mapping: Mapping, addr: int) -> Frame:
         """The frame of `addr` inside a file mapping."""

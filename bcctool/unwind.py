@@ -3,7 +3,9 @@
 API (nothing here raises on bad input; every loop is bounded):
 
     unwinder = Unwinder(cache_dir=None, max_objects=64, max_bytes=128 << 20, max_frames=127, use_cfi=True)
-    result = unwinder.unwind(maps, ip, sp, bp, stack)   # maps: procmaps.ProcessMaps, stack: bytes at sp
+    result = unwinder.unwind(maps, ip, sp, bp, stack, base=None)
+        # maps: procmaps.ProcessMaps (snapshot it early: Symbolizer.snapshot(pid));
+        # stack: bytes of user memory from `base` (default sp) upward, e.g. BPF's page-aligned copy
     result.pcs        # [ip, return address, return address, ...] innermost first
     result.outcome    # "complete" | "truncated" | "failed"
     result.reason     # why it stopped, e.g. "outermost frame", "stack copy ended", "no CFI, no frame pointer"
@@ -41,6 +43,7 @@ __all__ = ["COMPLETE", "FAILED", "TRUNCATED", "Unwinder", "Unwound"]
 COMPLETE, TRUNCATED, FAILED = "complete", "truncated", "failed"
 _U64 = struct.Struct("<Q")
 _UNSET = object()
+_MISSING, _NO_MAPPING, _NO_CFI = object(), object(), object()
 _MAX_FRAME_SPAN = 8 << 20  # a frame pointer further above sp than a default stack is garbage
 
 
@@ -81,25 +84,37 @@ class Unwinder:
         self.parse_seconds = 0.0
 
     # --- the walk ---------------------------------------------------------------------------
-    def unwind(self, maps: ProcessMaps | None, ip: int, sp: int, bp: int, stack: bytes) -> Unwound:
-        result = self._walk(maps, ip, sp, bp, stack)
+    def unwind(
+        self, maps: ProcessMaps | None, ip: int, sp: int, bp: int, stack: bytes, base: int | None = None
+    ) -> Unwound:
+        """Walk from the registers; `stack` holds the user memory from `base` (default: sp) up."""
+        result = self._walk(maps, ip, sp, bp, stack, sp if base is None else base)
         self.outcomes[result.outcome] += 1
         self.reasons[(result.outcome, result.reason)] += 1
         return result
 
-    def _walk(self, maps: ProcessMaps | None, ip: int, sp: int, bp: int, stack: bytes) -> Unwound:
+    def _walk(self, maps: ProcessMaps | None, ip: int, sp: int, bp: int, stack: bytes, base: int) -> Unwound:
         if maps is None:
             return Unwound([ip] if ip else [], FAILED, "no maps (process gone before its first snapshot)")
-        base, limit = sp, sp + len(stack)
+        if not base <= sp:
+            return Unwound([ip], FAILED, "stack copy starts above sp")
+        limit = base + len(stack)
+        rows = maps.memo("cfi" if self.use_cfi else "fp")  # pc -> row, shared by every sample of the process
         pcs = [ip]
         bp_known = True
         for depth in range(self.max_frames):
             lookup = ip if depth == 0 else ip - 1  # a return address is just past its call
-            mapping = maps.find(lookup)
-            if mapping is None:
+            row = rows.get(lookup, _MISSING)
+            if row is _MISSING:
+                mapping = maps.find(lookup)
+                if mapping is None:
+                    row = _NO_MAPPING
+                else:
+                    row = (self._row(mapping, lookup) if self.use_cfi else None) or _NO_CFI
+                rows[lookup] = row
+            if row is _NO_MAPPING:
                 return Unwound(pcs, FAILED, "pc in no executable mapping")
-            row = self._row(mapping, lookup) if self.use_cfi else None
-            if row is None:
+            if row is _NO_CFI:
                 # no CFI here: the frame-pointer chain, if bp points into the copy above sp
                 if not bp_known or not sp <= bp < sp + _MAX_FRAME_SPAN:
                     return Unwound(pcs, FAILED, "no CFI, no frame pointer")

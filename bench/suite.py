@@ -9,6 +9,7 @@ import metric_footprint
 import metric_overhead
 import pipeline
 import syscall_overhead
+import unwind
 
 BENCHES = [
     ("syscall_overhead", syscall_overhead),
@@ -17,4 +18,5 @@ BENCHES = [
     ("pipeline", pipeline),
     ("ingest", ingest),
     ("app_memory", app_memory),
+    ("unwind", unwind),
 ]

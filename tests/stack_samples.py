@@ -86,12 +86,20 @@ __attribute__((noinline)) unsigned long rec(int n) {
 }
 int main(int argc, char **argv) {
     int depth = argc > 1 ? atoi(argv[1]) : 0;
-    for (;;) sink += depth ? rec(depth) : a((unsigned long)argc);
+    long rounds = argc > 2 ? atol(argv[2]) : 0;   /* 0: until killed */
+    for (long r = 0; !rounds || r < rounds; r++) sink += depth ? rec(depth) : a((unsigned long)argc);
+    return 0;
 }
 """
 
 CHAIN = ["main", "a", "b", "c", "hot"]  # root first
 PYTHON_LOOP = "def f(n):\n    return n * 3 + 1\nwhile True:\n    for i in range(1000):\n        f(i)\n"
+
+
+def python_rounds(rounds: int) -> str:
+    """PYTHON_LOOP ending after `rounds` rounds (about 0.1 ms of CPU each): a fixed number of samples
+    for a CPU-clock profiler, however loaded the machine is."""
+    return PYTHON_LOOP.replace("while True:", f"for _round in range({rounds}):")
 
 
 @dataclass

@@ -9,6 +9,7 @@ import random
 import shutil
 import subprocess
 import time
+from collections import Counter
 
 import pytest
 import stack_samples as ss
@@ -215,3 +216,54 @@ def test_garbage_never_raises_and_is_counted(tools, sampled):
         assert result.outcome in (COMPLETE, TRUNCATED, FAILED) and len(result.pcs) <= dwarf.max_frames + 1
     assert sum(dwarf.outcomes.values()) == trials
     assert Unwinder().unwind(None, 1, 2, 3, b"").outcome == FAILED  # a process never seen
+
+
+def perf_chains(argv: list[str], data: str) -> list[list[str]]:
+    """Root-first named frames of each sample `perf record --call-graph dwarf` takes of argv (a run of
+    a fixed amount of CPU work: the sample count does not depend on the machine's load)."""
+    subprocess.run(
+        ["perf", "record", "-q", "-F", "199", "--call-graph", "dwarf", "-o", data, "--", *argv],
+        check=False,
+        capture_output=True,
+        timeout=120,
+    )
+    out = subprocess.run(["perf", "script", "-i", data], capture_output=True, text=True, timeout=300).stdout
+    chains = []
+    for block in out.split("\n\n"):
+        lines = [ln.split(None, 1)[1] for ln in block.splitlines()[1:] if ln.startswith(("\t", " ")) and ln.strip()]
+        chains.append([ln.rsplit(" (", 1)[0].rsplit("+0x", 1)[0] for ln in lines][::-1])
+    return [c for c in chains if c]
+
+
+def below(names: list[str], top: str, leaf: str) -> tuple[str, ...] | None:
+    """The named frames from `top` down to the first `leaf` under it (unnamed ones left out)."""
+    if top not in names or leaf not in names[names.index(top) :]:
+        return None
+    part = names[names.index(top) :]
+    part = part[: part.index(leaf) + 1]
+    return tuple(n for n in part if n != "[unknown]" and "+0x" not in n)
+
+
+@pytest.mark.skipif(shutil.which("perf") is None and not os.environ.get("CI"), reason="perf is not installed")
+@pytest.mark.parametrize("workload", ["chain", "python"])
+def test_same_chains_as_perf_dwarf(tools, sampled, workload):
+    if workload == "chain":  # 2 rounds of hot: about half a CPU second, 100 samples
+        bounded, forever = [tools["chain"], "0", "2"], [tools["chain"]]
+    else:
+        bounded = ["/usr/bin/python3", "-c", ss.python_rounds(5000)]
+        forever = ["/usr/bin/python3", "-c", ss.PYTHON_LOOP]
+    top, leaf = ("main", "hot") if workload == "chain" else ("Py_BytesMain", "_PyEval_EvalFrameDefault")
+    theirs = [below(c, top, leaf) for c in perf_chains(bounded, os.path.join(tools["dir"], f"{workload}.perf"))]
+    run = sampled(forever, f"{workload}-vs-perf")
+    sym, dwarf = Symbolizer(), Unwinder(cache_dir=tools["cache"])
+    ours = [
+        below(names_of(sym, run.pid, dwarf.unwind(run.maps, s.ip, s.sp, s.bp, s.stack).pcs), top, leaf)
+        for s in run.samples
+    ]
+    assert len(theirs) >= 50
+    common_theirs, n_theirs = Counter(c for c in theirs if c).most_common(1)[0]
+    common_ours, n_ours = Counter(c for c in ours if c).most_common(1)[0]
+    assert common_ours == common_theirs
+    assert n_theirs >= 0.9 * len(theirs) and n_ours >= 0.9 * len(ours)
+    if workload == "chain":
+        assert common_ours == tuple(ss.CHAIN)
