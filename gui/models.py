@@ -95,7 +95,10 @@ class ColumnsModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ToolTipRole and isinstance(value, (list, tuple, str)):
             text = format_value(value)
-            return text if len(text) > 30 else None
+            if len(text) <= 30:
+                return None
+            # a list (a stack's frames) reads one item a line
+            return "\n".join(str(v) for v in value) if isinstance(value, (list, tuple)) else text
         return None
 
     def set_rows(self, rows: list[dict]) -> None:

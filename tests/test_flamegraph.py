@@ -236,6 +236,18 @@ def test_cpuprofile_stack_records_are_samples(qtbot):
     assert panel.graph.describe(index).splitlines()[1:3] == ["hot (user)", "30 samples, 75.00 % of all"]
 
 
+def test_compmem_leak_suspect_stack_reads_one_frame_a_line_in_its_table(qtbot):
+    tab = MetricTab(config.get("compmem"))
+    qtbot.addWidget(tab)
+    frames = ["__kmalloc_cache_noprof", "alloc_pipe_info", "create_pipe_files", "do_pipe2"]
+    tab.feed([{"kind": "row", "level": "stack", "interval": 1, "ts": 1.0, "pid": 7, "comm": "leaky",
+               "outstanding_bytes": 4096, "active_allocs": 2, "oldest_age_s": 30.5, "kernel_frames": frames}])
+    tab.refresh()
+    column = [f.name for f in config.get("compmem").fields].index("kernel_frames")
+    assert tab.model.index(0, column).data(Qt.ItemDataRole.ToolTipRole) == "\n".join(frames)
+    assert tab.chart.current().profile.total == 4096
+
+
 def test_real_offcpu_records_through_the_apps_path(qtbot, tmp_path):
     with open(os.path.join(ROOT, "tests", "samples", "offcpu.ndjson")) as f:
         records = [json.loads(line) for line in f if line.strip()]
