@@ -291,9 +291,11 @@ def test_stacks_chart_kind_is_the_flame_graph_for_every_stack_metric(qtbot):
 
 
 @pytest.mark.bpf
-def test_live_offcpu_sleeper_through_the_tab_matches_the_threads_own_books(qtbot):
-    """offcpu on a thread that sleeps 20 x 50 ms: in the tab's flame graph, the frames matching
-    "nanosleep" hold the thread's own blocked time (wall - schedstat run - run-queue wait)."""
+def test_live_offcpu_sleeper_through_the_tab(qtbot):
+    """offcpu on a thread that sleeps 20 x 50 ms, its records fed to the tab as the window does: the
+    flame graph's frames matching "nanosleep" hold exactly the time of the metric's nanosleep stacks,
+    and about the thread's own blocked time (wall - schedstat run - run-queue wait; test_offcpu holds
+    the metric to that within 3 %: here the tab is the subject, so 10 %)."""
     from helpers import MetricProcess, end_workload, next_line, run_workload, settle_and_stop
     from test_offcpu import SLEEPER_CHILD
 
@@ -318,7 +320,10 @@ def test_live_offcpu_sleeper_through_the_tab_matches_the_threads_own_books(qtbot
     panel = tab.chart
     assert panel.store.backlog == 0 and panel.store.range == "whole"
     panel.set_search("nanosleep")
-    matched_ms = panel.graph.matched_share * panel.current().profile.total / 1e6
-    print(f"nanosleep frames {matched_ms:.1f} ms in the flame graph; the thread's own books: {truth}")
-    assert matched_ms == pytest.approx(truth["blocked_ms"], rel=0.03, abs=2.0)
+    matched_ns = panel.graph.matched_share * panel.current().profile.total
+    rows = [r for r in tool.records if r.get("kind") == "row" and r.get("level") == "stack"
+            and any("nanosleep" in f for f in r["kernel_frames"])]
+    print(f"nanosleep frames {matched_ns / 1e6:.1f} ms in the flame graph; the thread's own books: {truth}")
+    assert matched_ns == pytest.approx(sum(round(r["total_ms"] * 1e6) for r in rows), abs=1)
+    assert matched_ns / 1e6 == pytest.approx(truth["blocked_ms"], rel=0.10)
     assert panel.match_label.text() == f"matched {100 * panel.graph.matched_share:.2f} %"
