@@ -6,6 +6,7 @@ API (everything a metric script needs; nothing here raises on bad input):
     sym.snapshot(pid) -> ProcessMaps | None   # take it when a process is first seen, so its stacks
                                               # still resolve after it exits; user() takes one if absent
     sym.user(pid, addr) -> Frame              # Frame(name, module, offset)
+    sym.user_stack(pid, pcs) -> list[Frame]   # an unwound stack (unwind.py): return addresses as pc - 1
     sym.kernel(addr) -> str                   # function name, or "[unknown]"
     sym.kernel_frame(addr) -> Frame
     sym.forget(pid)                           # drop a process's snapshot and perf map
@@ -286,6 +287,11 @@ class Symbolizer:
         if frame is None:
             frame = self._user(pid, snap, addr, memo)
         return frame
+
+    def user_stack(self, pid: int, pcs: list[int]) -> list[Frame]:
+        """The frames of an unwound stack, innermost first: the first pc as it is, every return address
+        as its call instruction (pc - 1), so a call that ends a function is not named after the next."""
+        return [self.user(pid, pc if i == 0 else pc - 1) for i, pc in enumerate(pcs)]
 
     def _user(self, pid: int, snap: ProcessMaps | None, addr: int, memo: dict | None) -> Frame:
         mapping = snap.find(addr) if snap else None

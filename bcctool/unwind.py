@@ -3,9 +3,11 @@
 API (nothing here raises on bad input; every loop is bounded):
 
     unwinder = Unwinder(cache_dir=None, max_objects=64, max_bytes=128 << 20, max_frames=127, use_cfi=True)
+    unwinder = Unwinder(cache_dir=default_cache_dir())   # tables kept under the state directory
     result = unwinder.unwind(maps, ip, sp, bp, stack, base=None)
         # maps: procmaps.ProcessMaps (snapshot it early: Symbolizer.snapshot(pid));
         # stack: bytes of user memory from `base` (default sp) upward, e.g. BPF's page-aligned copy
+    result = unwinder.unwind_ustack(maps, raw)          # raw: a struct ustack_t (bpf/ustack.h) as bytes
     result.pcs        # [ip, return address, return address, ...] innermost first
     result.outcome    # "complete" | "truncated" | "failed"
     result.reason     # why it stopped, e.g. "outermost frame", "stack copy ended", "no CFI, no frame pointer"
@@ -38,10 +40,12 @@ from .elfimage import ElfInfo, debug_file_for, load_per_file, read_info, with_el
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
 
-__all__ = ["COMPLETE", "FAILED", "TRUNCATED", "Unwinder", "Unwound"]
+__all__ = ["COMPLETE", "FAILED", "TRUNCATED", "Unwinder", "Unwound", "default_cache_dir"]
 
 COMPLETE, TRUNCATED, FAILED = "complete", "truncated", "failed"
 _U64 = struct.Struct("<Q")
+# bpf/ustack.h's struct ustack_t: ip, sp, bp, base (the user address of stack[0]), size, err, stack[]
+USTACK_HEADER = struct.Struct("<QQQQIi")
 _UNSET = object()
 _MISSING, _NO_MAPPING, _NO_CFI = object(), object(), object()
 _MAX_FRAME_SPAN = 8 << 20  # a frame pointer further above sp than a default stack is garbage
@@ -66,6 +70,19 @@ class _Object:
         return self.table.nbytes
 
 
+def default_cache_dir() -> str | None:
+    """Where parsed CFI tables are kept between runs: <state directory>/cfi (host/statedir.py), or None
+    (memory only) when the state directory cannot be had."""
+    try:
+        from host.statedir import state_dir  # noqa: PLC0415 - the project root is on a metric's sys.path
+
+        path = os.path.join(state_dir(), "cfi")
+        os.makedirs(path, exist_ok=True)
+        return path
+    except (ImportError, OSError):
+        return None
+
+
 class Unwinder:
     def __init__(
         self,
@@ -88,7 +105,19 @@ class Unwinder:
         self, maps: ProcessMaps | None, ip: int, sp: int, bp: int, stack: bytes, base: int | None = None
     ) -> Unwound:
         """Walk from the registers; `stack` holds the user memory from `base` (default: sp) up."""
-        result = self._walk(maps, ip, sp, bp, stack, sp if base is None else base)
+        return self._count(self._walk(maps, ip, sp, bp, stack, sp if base is None else base))
+
+    def unwind_ustack(self, maps: ProcessMaps | None, raw: bytes | memoryview) -> Unwound:
+        """Unwind a `struct ustack_t` (bpf/ustack.h) as the ring buffer hands it over."""
+        if len(raw) < USTACK_HEADER.size:
+            return self._count(Unwound([], FAILED, "short record"))
+        ip, sp, bp, base, size, err = USTACK_HEADER.unpack_from(raw)
+        if err == 1:
+            return self._count(Unwound([], FAILED, "no user context"))
+        stack = bytes(raw[USTACK_HEADER.size : USTACK_HEADER.size + size])
+        return self.unwind(maps, ip, sp, bp, stack, base)
+
+    def _count(self, result: Unwound) -> Unwound:
         self.outcomes[result.outcome] += 1
         self.reasons[(result.outcome, result.reason)] += 1
         return result

@@ -16,7 +16,7 @@ import stack_samples as ss
 
 from bcctool.procmaps import ProcessMaps
 from bcctool.symbols import Symbolizer
-from bcctool.unwind import COMPLETE, FAILED, TRUNCATED, Unwinder
+from bcctool.unwind import COMPLETE, FAILED, TRUNCATED, USTACK_HEADER, Unwinder
 
 pytestmark = pytest.mark.skipif(
     shutil.which("gcc") is None or not os.path.exists("/usr/bin/python3"), reason="needs gcc and Debian's python3"
@@ -86,7 +86,7 @@ def sampled(tools):
 
 def names_of(sym: Symbolizer, pid: int, pcs: list[int]) -> list[str]:
     """Root first, as a flame graph reads; a return address named by its call instruction."""
-    return [sym.user(pid, pc if i == 0 else pc - 1).name for i, pc in enumerate(pcs)][::-1]
+    return [f.name for f in sym.user_stack(pid, pcs)][::-1]
 
 
 def has_chain(names: list[str], chain: list[str]) -> bool:
@@ -267,3 +267,18 @@ def test_same_chains_as_perf_dwarf(tools, sampled, workload):
     assert n_theirs >= 0.9 * len(theirs) and n_ours >= 0.9 * len(ours)
     if workload == "chain":
         assert common_ours == tuple(ss.CHAIN)
+
+
+def test_bpf_ustack_record_unwinds_like_the_registers(tools, sampled):
+    """unwind_ustack reads bpf/ustack.h's struct ustack_t: its copy starts at sp's page, below sp."""
+    run = sampled([tools["chain"]], "ustack")
+    dwarf = Unwinder(cache_dir=tools["cache"])
+    for s in run.samples[:10]:
+        base = s.sp & ~4095
+        raw = USTACK_HEADER.pack(s.ip, s.sp, s.bp, base, s.sp - base + len(s.stack), 0) + bytes(s.sp - base) + s.stack
+        assert dwarf.unwind_ustack(run.maps, raw).pcs == dwarf.unwind(run.maps, s.ip, s.sp, s.bp, s.stack).pcs
+    no_user = USTACK_HEADER.pack(0, 0, 0, 0, 0, 1)
+    assert (dwarf.unwind_ustack(run.maps, no_user).outcome, dwarf.unwind_ustack(run.maps, b"x").outcome) == (
+        FAILED,
+        FAILED,
+    )
