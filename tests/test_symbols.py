@@ -246,6 +246,6 @@ def test_kernel_names_from_kallsyms(tmp_path):
     assert sym.kernel(0x1000) == "[unknown]"
     real = Symbolizer()
     if len(real.kernel_symbols):  # addresses shown (root): a real function maps back to its name
-        name = real.kernel_symbols.names[len(real.kernel_symbols) // 2]
+        name = real.kernel_symbols.name(len(real.kernel_symbols) // 2)
         addr = real.kernel_symbols.starts[len(real.kernel_symbols) // 2]
         assert real.kernel(addr) == name or real.kernel_symbols.starts.count(addr) > 1
