@@ -68,9 +68,16 @@ def all_at_once(keep: bool = False) -> dict[str, dict[str, float]]:
             tracer.stop()
 
 
+# the least any BCC tool takes to start: bench/floor.py, two empty programs compiled and attached
+FLOOR = "BCC floor (empty program)"
+
+
 def startup_s(name: str, _rep: int) -> float:
-    spec = config.get(name)
-    with Tracer(harness.metric_argv(spec), harness.is_meta, name=name) as tracer:
+    if name == FLOOR:
+        argv, ready = [harness.PYTHON, os.path.join(harness.BENCH, "floor.py")], "ready"
+    else:
+        argv, ready = harness.metric_argv(config.get(name)), harness.is_meta
+    with Tracer(argv, ready, name=name) as tracer:
         return tracer.wait_ready()
 
 
@@ -128,7 +135,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
             harness.log(f"  rep {rep + 1}: PSS {sum(m['pss'] for m in runs[-1].values()):.0f} MB in all")
         kept = all_at_once(keep=True)
         harness.log(f"  compiler's memory kept: PSS {sum(m['pss'] for m in kept.values()):.0f} MB in all")
-        startup = stats.alternate(names, startup_s, reps, harness.log)
+        startup = stats.alternate([*names, FLOOR], startup_s, reps, harness.log)
         start_all = [start_checked_s() for _ in range(1 if quick else 3)]
         harness.log(f"  Start checked, all ten: {', '.join(f'{s:.2f} s' for s in start_all)}")
     per_metric = []
@@ -146,9 +153,11 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
                                        for r in runs], 0)
     totals["kept"] = {k: round(sum(m["kept"][k] for m in per_metric)) for k in ("pss", "rss", "private")}
     slowest = max((m["startup_s"]["median"] or 0 for m in per_metric), default=None)
+    floor_s = stats.summary(startup[FLOOR], 2)
     return {
         "title": "Metric memory and startup", "reps": reps, "memory_reps": mem_reps, "settle_s": SETTLE_S,
         "metrics": per_metric, "totals": totals, "start_checked_s": stats.summary(start_all, 2),
+        "floor_startup_s": floor_s,
         "targets": [
             stats.target("all ten metrics at once, PSS in all", f"<= {PSS_LIMIT_MB:g} MB",
                          totals["pss"]["median"], PSS_LIMIT_MB, higher_is_better=False, unit=" MB"),
@@ -173,6 +182,9 @@ def table(result: dict) -> str:
                  stats.fmt(t["rss"], " MB", 0), kept(t.get("kept")), ""])
     out = stats.md_table(["metric", "PSS", "private (dirty + clean)", "RSS",
                           "compiler's memory kept: PSS / private / RSS", "exec to first record (alone)"], rows)
+    if result.get("floor_startup_s"):
+        out += (f"\n\nThe least a BCC tool takes from exec to attached (bench/floor.py: import bcc, compile and attach "
+                f"two empty programs): {stats.fmt(result['floor_startup_s'], ' s', 2)}.")
     if result.get("start_checked_s"):
         out += (f"\n\nThe window's Start checked with all ten checked, to every metric's first record: "
                 f"{stats.fmt(result['start_checked_s'], ' s', 2)}.")
