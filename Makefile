@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup run test bench lint doctor clean screenshot
+.PHONY: setup run test test-quick bench lint doctor clean screenshot
 
 setup:
 	@bash scripts/setup.sh
@@ -13,6 +13,10 @@ run: setup
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# the quick tests alone (no BPF, nothing marked slow): about a minute, no root needed
+test-quick: setup
+	$(PY) -m pytest -m "not bpf and not slow" $(PYTEST_ARGS)
 
 # BENCH_QUICK=1: fewer repetitions and shorter runs; BENCH_ARGS: e.g. --only ingest,app_memory
 BENCH_QUICK ?=

@@ -21,7 +21,7 @@ from collections.abc import Callable
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
 BUILD = os.path.join(BENCH, "build")
-for _path in (ROOT, os.path.join(ROOT, "tests")):
+for _path in (ROOT, os.path.join(ROOT, "tests", "support")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 

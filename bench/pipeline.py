@@ -1,7 +1,7 @@
 """Benchmark 3: records per second from a metric's stdout to the collector's database, and how late the
 window's event loop runs while they flow.
 
-The synthetic metric tests/fake_metrics/flood.py prints N NDJSON records as fast as it can. It is
+The synthetic metric tests/support/fake_metrics/flood.py prints N NDJSON records as fast as it can. It is
 started from the real window (main_app.MainWindow, offscreen) through the controller, worker and
 transport to server.py on SQLite, as a user would. Throughput is N+1 records (the meta record too)
 over the time from start until the database holds all of them; loss is checked in the database (every

@@ -1,16 +1,13 @@
-"""Shared fixtures. BPF tests need root and bcc; where the machine cannot run them they skip, except
+"""Shared fixtures (helpers, fakes and fixtures live in tests/support/, on pytest's pythonpath). BPF tests
+need root and bcc; where the machine cannot run them they skip, except
 under CI (CI set), where a BPF test that cannot run fails the run instead."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # Qt tests run without a display (CI has none); a developer can still ask for a real one.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -18,10 +15,14 @@ from helpers import bpf_unavailable_reason  # noqa: E402
 from server_fixtures import collector_app, collector_client, db_url, make_collector, pg_cluster  # noqa: E402,F401
 
 IN_CI = bool(os.environ.get("CI"))
+# fixtures some test packages share: a real browser and the collector it drives, and pprof's own proto
+pytest_plugins = ["browser", "pprof_decode"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "bpf: loads real BPF programs (root, bcc); never skipped in CI")
+    config.addinivalue_line("markers", "slow: no BPF, but seconds or more (servers, subprocesses, many examples); "
+                            "`make test-quick` leaves these and the BPF tests out")
 
 
 @pytest.fixture(autouse=True)

@@ -11,10 +11,10 @@ import sys
 import tempfile
 
 import pytest
+from helpers import SAMPLES
 
 import config
 
-SAMPLES = os.path.join(os.path.dirname(__file__), "samples")
 IDS = [spec.name for spec in config.METRICS]
 
 

@@ -1,0 +1,96 @@
+"""offcpu against a workload whose blocking is known: a thread that sleeps 50 ms twenty times, and keeps
+the kernel's own books on itself (schedstat, voluntary context switches) while it does."""
+
+import json
+
+import pytest
+from helpers import MetricProcess, end_workload, human_output, next_line, run_workload, settle_and_stop
+from workloads import SLEEPER_CHILD
+
+pytestmark = pytest.mark.bpf
+
+
+def test_sleeping_thread_blocked_time_and_stack():
+    child = run_workload(SLEEPER_CHILD)
+    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5", "--stacks", "50")
+    try:
+        meta = tool.wait_meta()
+        assert meta["filters"] == {"filter_pid": child.pid}
+        tid = int(next_line(child))
+        done, _, truth = child.stdout.readline().partition(" ")
+        assert done == "done"
+        truth = json.loads(truth)
+        settle_and_stop(tool, intervals=1)
+    finally:
+        tool.kill()
+        end_workload(child)
+
+    rows = [r for r in tool.of_kind("row") if r["tid"] == tid]
+    threads = [r for r in rows if r["level"] == "thread"]
+    blocked_ms, count = sum(r["total_ms"] for r in threads), sum(r["count"] for r in threads)
+    print(f"tid {tid}: blocked {blocked_ms:.1f} ms in {count} blocks; the thread's own books: {truth}")
+    assert {r["pid"] for r in rows} == {child.pid}
+    # Ground truth is the thread's wall time less its schedstat run and run-queue time, not the nominal
+    # 1000 ms: a sleep the thread spends preempted or on a stolen vCPU is not blocked time. Blocks after
+    # its first and last look (thread start and exit, handing the GIL over) may add a few switches.
+    assert truth["blocks"] >= 20 - 1 and truth["blocked_ms"] > 900
+    assert truth["blocks"] <= count <= truth["blocks"] + 3
+    assert blocked_ms == pytest.approx(truth["blocked_ms"], rel=0.03, abs=2.0)
+    assert all(r["min_us"] <= r["avg_us"] <= r["max_us"] for r in threads)
+    assert max(r["max_us"] for r in threads) >= 50_000
+
+    # The heaviest stack of the sleeper, over the whole run, is the sleep syscall's kernel path.
+    by_stack: dict[str, float] = {}
+    for r in rows:
+        if r["level"] == "stack":
+            by_stack[r["folded"]] = by_stack.get(r["folded"], 0.0) + r["total_ms"]
+    top = max(by_stack, key=by_stack.get)
+    top_row = next(r for r in rows if r["level"] == "stack" and r["folded"] == top)
+    print("top stack:", top_row["kernel_frames"], f"{by_stack[top]:.1f} ms")
+    assert any("nanosleep" in f for f in top_row["kernel_frames"]), top_row["kernel_frames"]
+    assert top_row["kernel_frames"][0] in ("__schedule", "schedule")
+    assert by_stack[top] >= 0.95 * truth["blocked_ms"]
+    assert top.startswith(top_row["comm"] + ";")
+
+    summaries = tool.of_kind("summary")
+    assert sum(s["total_events"] for s in summaries) >= count
+    tops = [t for s in summaries for t in s["top_blocking_threads"] if t["tid"] == tid]
+    assert tops and all(0 < t["percentage"] <= 100 for t in tops)
+
+
+def test_min_block_filters_short_blocks():
+    child = run_workload(SLEEPER_CHILD)
+    tool = MetricProcess("offcpu", "-p", str(child.pid), "--min-block-us", "60000", "0.5")
+    try:
+        tool.wait_meta()
+        tid = int(next_line(child))
+        assert child.stdout.readline().startswith("done ")
+        tool.read_until(lambda r: r["kind"] == "summary")
+        status, _ = tool.stop()
+        assert status == 0
+    finally:
+        tool.kill()
+        end_workload(child)
+    # Every 50 ms sleep is shorter than 60 ms: none of the sleeper's blocks may be reported.
+    assert not [r for r in tool.of_kind("row") if r["tid"] == tid]
+
+
+def test_folded_output_is_flamegraph_input():
+    out = human_output("offcpu", "--folded", "0.5", "1")
+    lines = out.strip().splitlines()
+    assert lines, "no stacks in half a second of a running machine?"
+    for line in lines:
+        stack, _, value = line.rpartition(" ")
+        assert value.isdigit() and ";" in stack, line
+
+
+def test_human_output_has_columns():
+    out = human_output("offcpu", "0.3", "1")
+    assert "BLOCKED(ms)" in out and "COUNT" in out and "MAX(us)" in out and "__schedule" in out
+
+
+def test_stack_depth_over_limit_is_one_line_error():
+    tool = MetricProcess("offcpu", "--stack-depth", "500", json_output=False)
+    out, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 2
+    assert len(err.strip().splitlines()) == 1

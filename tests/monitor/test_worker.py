@@ -1,0 +1,187 @@
+"""The worker on its QThread, with synthetic metric scripts (tests/support/fake_metrics/): every line arrives in
+order and in batches, log lines are kept apart, stop escalates and reaps, elevation failures read
+well, and process groups a killed app left behind are ended on the next start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest  # noqa: E402
+from fakes import FLOOD, STUBBORN  # noqa: E402
+from helpers import ROOT, SUPPORT, process_alive  # noqa: E402
+from PySide6.QtCore import QObject, QThread  # noqa: E402
+
+import monitor.controller as controller_module  # noqa: E402
+from host import procs  # noqa: E402
+from monitor.controller import MonitorController  # noqa: E402
+from worker import Worker, build_argv  # noqa: E402
+
+FAKE_SUDO = os.path.join(SUPPORT, "fake_bin", "sudo")
+
+
+class Run(QObject):
+    """A Worker on its own QThread, with everything it emitted (a QObject on the main thread, so the
+    worker's signals are queued to it as they are to the controller)."""
+
+    def __init__(self, spec, values: dict, **options) -> None:
+        super().__init__()
+        self.batches: list[list[dict]] = []
+        self.logs: list[str] = []
+        self.finished: list[tuple[int, str]] = []
+        self.slot_threads: set[str] = set()
+        self.worker = Worker(spec.name, spec, build_argv(spec, values, sys.executable, None), **options)
+        self.thread = QThread()
+        self.worker.moveToThread(self.thread)
+        self.thread.started.connect(self.worker.run)
+        self.worker.output_ready.connect(self._on_records)   # lambdas would run on the worker thread
+        self.worker.log_line.connect(lambda name, line: self.logs.append(line))
+        self.worker.process_finished.connect(lambda name, status, error: self.finished.append((status, error)))
+        self.worker.process_finished.connect(self.thread.quit)
+
+    def _on_records(self, name: str, batch: list) -> None:
+        self.slot_threads.add(threading.current_thread().name)
+        self.batches.append(batch)
+
+    def start(self) -> Run:
+        self.thread.start()
+        return self
+
+    def wait(self, qtbot, timeout: float = 30.0) -> tuple[int, str]:
+        qtbot.waitUntil(lambda: bool(self.finished) and self.thread.isFinished(), timeout=int(timeout * 1000))
+        qtbot.wait(50)     # queued signals emitted just before the end
+        return self.finished[0]
+
+    @property
+    def records(self) -> list[dict]:
+        return [r for batch in self.batches for r in batch]
+
+
+@pytest.mark.slow
+def test_flood_of_100k_lines_every_one_in_order(qtbot):
+    started = time.monotonic()
+    run = Run(FLOOD, {"lines": 100_000}).start()
+    status, error = run.wait(qtbot, 60)
+    took = time.monotonic() - started
+    assert (status, error) == (0, "")
+    events = [r for r in run.records if r["kind"] == "event"]
+    assert [r["i"] for r in events] == list(range(100_000))
+    assert run.records[0]["kind"] == "meta" and len(run.records) == 100_001
+    assert len(run.batches) <= 400, "records must arrive in batches, not one signal per line"
+    assert max(len(b) for b in run.batches) <= 1000
+    assert run.slot_threads == {"MainThread"}
+    assert not run.logs
+    print(f"worker: 100,001 / 100,001 records in {len(run.batches)} batches, {took:.2f}s "
+          f"({100_001 / took:,.0f} records/s)")
+
+
+def test_non_records_go_to_the_log(qtbot):
+    run = Run(FLOOD, {"lines": 10_000, "noise": True}).start()
+    assert run.wait(qtbot) == (0, "")
+    assert [r["i"] for r in run.records if r["kind"] == "event"] == list(range(10_000))
+    assert sum(line.startswith("not a record") for line in run.logs) == 10      # stdout chatter
+    assert sum(line.startswith("warning") for line in run.logs) == 10           # stderr
+
+
+def test_stop_is_prompt_and_clean(qtbot):
+    run = Run(FLOOD, {"lines": 10, "linger": 60}).start()
+    qtbot.waitUntil(lambda: run.worker.pid is not None and len(run.records) == 11, timeout=10_000)
+    pid = run.worker.pid
+    started = time.monotonic()
+    run.worker.stop()
+    status, error = run.wait(qtbot)
+    assert error == "" and status == -signal.SIGINT
+    assert time.monotonic() - started < 1.5
+    assert not process_alive(pid) and not os.path.exists(f"/proc/{pid}")   # reaped: not even a zombie
+
+
+@pytest.mark.slow
+def test_stop_escalates_to_sigkill(qtbot):
+    run = Run(STUBBORN, {}, stop_waits=(0.3, 0.3, 2.0)).start()
+    qtbot.waitUntil(lambda: len(run.records) >= 3, timeout=10_000)
+    pid = run.worker.pid
+    started = time.monotonic()
+    run.worker.stop()
+    status, error = run.wait(qtbot)
+    took = time.monotonic() - started
+    assert status == -signal.SIGKILL
+    assert "did not stop on SIGINT or SIGTERM" in error
+    assert 0.6 <= took < 2.0, took
+    assert not os.path.exists(f"/proc/{pid}")
+
+
+def test_elevation_failure_is_one_clear_message(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setattr(controller_module, "needs_elevation", lambda: True)
+    c = MonitorController(None, state_dir=str(tmp_path), elevate=[FAKE_SUDO, "-n"], registry=[FLOOD])
+    finished, logs = [], []
+    c.metric_finished.connect(lambda *a: finished.append(a))
+    c.log.connect(lambda name, line: logs.append((name, line)))
+    c.start_metric("flood", {"lines": 5})
+    qtbot.waitUntil(lambda: bool(finished), timeout=10_000)
+    (name, status, error), = finished
+    assert status == 1
+    assert error.startswith("cannot start flood as root:") and "sudo: a password is required" in error
+    assert "\n" not in error
+    c.shutdown(5)
+
+
+def test_missing_elevation_command(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setattr(controller_module, "needs_elevation", lambda: True)
+    c = MonitorController(None, state_dir=str(tmp_path), elevate=["/nonexistent/sudo"], registry=[FLOOD])
+    finished = []
+    c.metric_finished.connect(lambda *a: finished.append(a))
+    c.start_metric("flood", {})
+    qtbot.waitUntil(lambda: bool(finished), timeout=10_000)
+    assert finished[0][1] == 127 and "elevation command `/nonexistent/sudo` not found" in finished[0][2]
+    c.shutdown(5)
+
+
+FAKE_APP = """
+import subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+from host import procs
+child = subprocess.Popen(["sleep", "300"], start_new_session=True)   # like a child started through sudo
+procs.ChildRegistry(sys.argv[2]).record(child.pid, ["sleep", "300"])
+print(child.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_leftovers_of_a_killed_app_are_ended_on_start(qtbot, tmp_path):
+    app = subprocess.Popen([sys.executable, "-c", FAKE_APP, ROOT, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    orphan = int(app.stdout.readline())
+    app.kill()
+    app.wait()
+    assert process_alive(orphan), "the stand-in child should have outlived its app"
+    # A group whose app is still running (here: this test process) must be left alone.
+    mine = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    procs.ChildRegistry(str(tmp_path)).record(mine.pid, ["sleep", "300"])
+    try:
+        c = MonitorController(None, state_dir=str(tmp_path), registry=[FLOOD])
+        assert not process_alive(orphan)
+        assert any(f"group {orphan}" in m and m.startswith("ended") for m in c.startup_messages), c.startup_messages
+        assert mine.poll() is None
+        c.shutdown(5)
+    finally:
+        mine.kill()
+        mine.wait()
+
+
+def test_controller_refuses_bad_values(qtbot, tmp_path):
+    c = MonitorController(None, state_dir=str(tmp_path), registry=[FLOOD])
+    with pytest.raises(ValueError, match="lines must be an integer"):
+        c.start_metric("flood", {"lines": "many"})
+    with pytest.raises(ValueError, match="no metric named"):
+        c.start_metric("nope", {})
+    c.start_metric("flood", {"lines": 1, "linger": 30})
+    with pytest.raises(ValueError, match="already running"):
+        c.start_metric("flood", {})
+    assert c.running() == ["flood"]
+    c.shutdown(5)
+    assert c.running() == []

@@ -1,0 +1,39 @@
+"""Stack records for the collector tests: a metric's recorded sample, cpuprofile-shaped stacks, and the same
+records posted as consecutive batches (a metric's stacks recur from interval to interval)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from collector_payloads import ours
+from helpers import SAMPLES
+
+
+def sample(metric: str) -> list[dict]:
+    with open(os.path.join(SAMPLES, f"{metric}.ndjson")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def cpuprofile_stacks(ts: float) -> list[dict]:
+    """cpuprofile's stack records: frames root first, kernel and user marked, a count."""
+    user = [{"name": "main", "module": "work", "kind": "user"}, {"name": "work", "module": "work", "kind": "user"}]
+    return [{"metric": "cpuprofile", "ts": ts, "kind": "stack", "interval": 1, "pid": 42, "comm": "work",
+             "count": 30 + n, "frames": [*user, {"name": f"hot_{n}", "module": "work", "kind": "user"},
+                                         {"name": "asm_sysvec_apic_timer_interrupt", "module": "", "kind": "kernel"}]}
+            for n in range(3)]
+
+
+def post_intervals(client, source: str, records: list[dict], intervals: int) -> list[dict]:
+    """The same records posted as `intervals` batches, 10 s apart (a metric's stacks recur)."""
+    posted = []
+    for seq in range(intervals):
+        # each batch a later interval of the same run (the sample holds intervals 0..2)
+        batch = [{**r, "ts": r["ts"] + 10 * seq, **({"interval": r["interval"] + 10 * seq} if "interval" in r else {})}
+                 for r in records]
+        # as the transport sends it (the test client's json= would sort the keys)
+        answer = client.post("/data", data=json.dumps(ours(seq, source=source, records=batch)),
+                             content_type="application/json")
+        assert answer.status_code == 200, answer.get_json()
+        posted += batch
+    return sorted(posted, key=lambda r: r["ts"])  # as the API lists them (stable: then as stored)
