@@ -2,7 +2,8 @@
 
 API (nothing here raises on bad input; every loop is bounded):
 
-    unwinder = Unwinder(cache_dir=None, max_objects=64, max_bytes=128 << 20, max_frames=127, use_cfi=True)
+    unwinder = Unwinder(cache_dir=None, max_objects=64, max_bytes=128 << 20, max_frames=127, use_cfi=True,
+                        max_disk_bytes=256 << 20)
     unwinder = Unwinder(cache_dir=default_cache_dir())   # tables kept under the state directory
     result = unwinder.unwind(maps, ip, sp, bp, stack, base=None)
         # maps: procmaps.ProcessMaps (snapshot it early: Symbolizer.snapshot(pid));
@@ -83,6 +84,27 @@ def default_cache_dir() -> str | None:
         return None
 
 
+def prune_cache(directory: str, max_bytes: int) -> None:
+    """Delete the least recently written tables until the directory holds at most max_bytes."""
+    try:
+        entries = []
+        for name in os.listdir(directory):
+            if name.endswith(".cfi"):
+                st = os.stat(os.path.join(directory, name))
+                entries.append((st.st_mtime, st.st_size, name))
+    except OSError:
+        return
+    total = sum(size for _, size, _ in entries)
+    for _, size, name in sorted(entries):
+        if total <= max_bytes:
+            break
+        try:
+            os.unlink(os.path.join(directory, name))
+            total -= size
+        except OSError:
+            pass
+
+
 class Unwinder:
     def __init__(
         self,
@@ -91,8 +113,10 @@ class Unwinder:
         max_bytes: int = 128 << 20,
         max_frames: int = 127,
         use_cfi: bool = True,
+        max_disk_bytes: int = 256 << 20,
     ) -> None:
         self.cache_dir = cache_dir
+        self.max_disk_bytes = max_disk_bytes  # the cache directory's bound: oldest tables go first
         self.use_cfi = use_cfi  # False: frame pointers only, what BPF's own stack walk does
         self.max_frames = max_frames
         self.objects = BoundedCache(max_objects, max_bytes)
@@ -223,4 +247,5 @@ class Unwinder:
             if disk:
                 os.makedirs(self.cache_dir, exist_ok=True)
                 table.save(disk)
+                prune_cache(self.cache_dir, self.max_disk_bytes)
         return _Object(info, table)

@@ -16,7 +16,7 @@ import stack_samples as ss
 
 from bcctool.procmaps import ProcessMaps
 from bcctool.symbols import Symbolizer
-from bcctool.unwind import COMPLETE, FAILED, TRUNCATED, USTACK_HEADER, Unwinder
+from bcctool.unwind import COMPLETE, FAILED, TRUNCATED, USTACK_HEADER, Unwinder, prune_cache
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     shutil.which("gcc") is None or not os.path.exists("/usr/bin/python3"), reason="needs gcc and Debian's python3"
@@ -192,6 +192,10 @@ def test_disk_cache_serves_a_second_unwinder(tools, sampled):
     second = Unwinder(cache_dir=tools["cache"])
     assert [second.unwind(run.maps, s.ip, s.sp, s.bp, s.stack).pcs for s in run.samples] == expected
     assert second.parse_seconds == 0.0  # every table came from the disk
+    tables = sorted(os.listdir(tools["cache"]))
+    sizes = {name: os.path.getsize(os.path.join(tools["cache"], name)) for name in tables}
+    prune_cache(tools["cache"], sum(sizes.values()) - 1)  # one byte too many: the oldest table goes
+    assert len(os.listdir(tools["cache"])) == len(tables) - 1
 
 
 def test_garbage_never_raises_and_is_counted(tools, sampled):
