@@ -1,7 +1,7 @@
 """Benchmark 7: user-stack unwinding throughput — bcctool.unwind against perf's own DWARF unwinding.
 
 Debian's /usr/bin/python3 (no frame pointers) runs a busy loop of Python calls. Our sample set: ptrace
-samples of it (tests/stack_samples.py: ip, sp, bp and 16 KiB of stack, what cpuprofile's BPF side
+samples of it (tests/support/stack_samples.py: ip, sp, bp and 16 KiB of stack, what cpuprofile's BPF side
 hands over), unwound with warm CFI tables, then also symbolized; samples per CPU second of this
 process. perf's: `perf record --call-graph dwarf -F 999` of the same loop run a fixed number of
 rounds (the rate does not change the work per sample; 99 Hz gives too few samples), a short and a
