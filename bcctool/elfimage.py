@@ -9,6 +9,7 @@ build-id (.build-id/xx/yyyy.debug) or by .gnu_debuglink (next to the file, in .d
 
 from __future__ import annotations
 
+import io
 import os
 import zlib
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 DEBUG_ROOT = "/usr/lib/debug"
+VDSO = "[vdso]"
+_vdso: list[bytes | None] = []
 T = TypeVar("T")
 # what a malformed file can make pyelftools raise; anything of these is "not a usable ELF"
 ELF_ERRORS = (ELFError, OSError, ValueError, KeyError, IndexError, AssertionError, EOFError, TypeError)
@@ -49,9 +52,16 @@ class ElfInfo:
 
 
 def open_elf(path: str) -> tuple[ELFFile, object] | None:
-    """(ELFFile, its open stream) or None when the file is unreadable or not an ELF."""
+    """(ELFFile, its open stream) or None when the file is unreadable or not an ELF. VDSO names the
+    kernel's vDSO, read from this process's own memory."""
     try:
-        stream = open(path, "rb")
+        if path == VDSO:
+            image = vdso_image()
+            if image is None:
+                return None
+            stream = io.BytesIO(image)
+        else:
+            stream = open(path, "rb")
     except OSError:
         return None
     try:
@@ -152,8 +162,10 @@ def find_debug_file(info: ElfInfo, original_path: str, root: str = "", debug_roo
     return None
 
 
-def file_key(path: str) -> tuple[int, int, int, int] | None:
+def file_key(path: str) -> tuple | None:
     """What identifies a file's contents for caching: (device, inode, size, mtime); None if unreadable."""
+    if path == VDSO:
+        return (VDSO,) if vdso_image() is not None else None
     try:
         st = os.stat(path)
     except OSError:
@@ -188,3 +200,22 @@ def load_per_file(cache: Any, paths: list[str], load: Callable[[str, tuple], Any
         cache.put(key, value if value is not None else False, value.nbytes if value is not None else 100)
         return value
     return None
+
+
+def vdso_image() -> bytes | None:
+    """The vDSO the kernel maps into every 64-bit process, as this process sees it (the same image):
+    its .eh_frame and symbols serve the frames of clock_gettime and friends in any process."""
+    if not _vdso:
+        image = None
+        try:
+            with open("/proc/self/maps") as f:
+                line = next((ln for ln in f if ln.rstrip().endswith(VDSO)), None)
+            if line:
+                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                with open("/proc/self/mem", "rb") as mem:
+                    mem.seek(lo)
+                    image = mem.read(hi - lo)
+        except (OSError, ValueError):
+            image = None
+        _vdso.append(image)
+    return _vdso[0]

@@ -44,6 +44,8 @@ class Mapping:
 
     def readable_paths(self) -> list[str]:
         """Where to open the file: the process's own view first, then the path as named."""
+        if self.path == "[vdso]":
+            return ["[vdso]"]  # elfimage reads it from our own memory: the kernel maps one image
         paths = [self.open_path] if self.open_path else []
         if self.is_file and not self.deleted and self.path not in paths:
             paths.append(self.path)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from elftools.elf.sections import SymbolTableSection
 
-from .elfimage import DEBUG_ROOT, ELF_ERRORS, ElfInfo, debug_file_for, load_per_file, read_info, with_elf
+from .elfimage import DEBUG_ROOT, ELF_ERRORS, VDSO, ElfInfo, debug_file_for, load_per_file, read_info, with_elf
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
 
@@ -311,7 +311,7 @@ class Symbolizer:
             if os.path.exists(f"/proc/{pid}"):
                 snap = self.snapshot(pid)  # maybe mapped since (dlopen)
                 mapping = snap.find(addr) if snap else None
-        if mapping is not None and mapping.is_file:
+        if mapping is not None and (mapping.is_file or mapping.path == VDSO):
             frame = self.frame_in(mapping, addr)
             if memo is not None:
                 memo[addr] = frame  # a file's code keeps its name; JIT code (perf map) may not

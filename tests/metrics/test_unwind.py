@@ -286,3 +286,20 @@ def test_bpf_ustack_record_unwinds_like_the_registers(tools, sampled):
         FAILED,
         FAILED,
     )
+
+
+def test_vdso_frames_unwound_and_named(tools, sampled):
+    """A loop of clock_gettime spends its time in the vDSO, which no file holds: its CFI and names come
+    from the image the kernel maps into every process (read from the test's own memory)."""
+    code = "import time\nwhile True:\n    time.clock_gettime(time.CLOCK_MONOTONIC)\n"
+    run = sampled(["/usr/bin/python3", "-c", code], "vdso")
+    sym, dwarf = Symbolizer(), Unwinder(cache_dir=tools["cache"])
+    in_vdso = complete = 0
+    for s in run.samples:
+        leaf = sym.user(run.pid, s.ip)
+        if leaf.module == "[vdso]":
+            in_vdso += 1
+            result = dwarf.unwind(run.maps, s.ip, s.sp, s.bp, s.stack)
+            complete += result.outcome == COMPLETE and "Py_RunMain" in names_of(sym, run.pid, result.pcs)
+            assert "clock_gettime" in leaf.name or "vdso" in leaf.name, leaf
+    assert in_vdso >= 5 and complete >= 0.95 * in_vdso, dwarf.reasons
