@@ -1,9 +1,27 @@
 """The registry: one entry per metric script — what it is, its arguments, and how to show its output.
 
-A student adding a metric writes bpf/NAME.c, metrics/NAME.py and one MetricSpec below; the contract
-test (tests/test_registry_contract.py) checks every entry against the real script. The GUI builds
-argument forms, tables and charts from these declarations, and the collector stores any metric's
-records, so neither needs code per metric (see docs/adding-a-metric.md).
+A student adding a metric writes bpf/NAME.c, metrics/NAME.py, one MetricSpec below and its doc page
+(docs/metrics/NAME.md); the contract test (tests/test_registry_contract.py) checks every entry against
+the real script and the page. The GUI builds argument forms, tables and charts from these declarations,
+and the collector stores any metric's records, so neither needs code per metric (docs/adding-a-metric.md).
+
+One declaration per argument. Each argument of a metric is declared once, as an Arg in its entry, and
+nowhere else: the script's argparse is built from the entry (bcctool.Tool("NAME", ...) looks it up and
+adds every Arg: flag, short flag, type, bounds, choices, default, help), the GUI's form from the same
+Args, and the doc page's options table is generated from them (scripts/gen_docs.py). So a metric
+script never calls parser.add_argument; it reads `args = tool.parse_args()`. To add an argument:
+    Arg("top", "--top", "int", "processes shown", default=10, minimum=1, maximum=1000, short="-T")
+  - name is the argparse dest and the form's key; flag None makes it positional ([interval] [count]).
+  - type "int"/"float" with minimum/maximum (checked by the form and by the script's parser alike),
+    "choice" with choices, "str", or "flag" (store_true; the script's default is always off, `default`
+    is only the form's initial state).
+  - short ("-p"), aliases ("--per-packet"), metavar, cli_help (what --help says when it says more than
+    the form's one-line help), target ("process", "thread", "block device", "network device": checked
+    to exist before anything loads), shortcuts (e.g. -4/-6 setting --family), form=False for a
+    script-only option (offcpu --folded), sample (a valid value the contract test passes).
+A value a script must parse further (a device name) gets a check through Tool(types={name: function});
+the declaration stays here. Shared declarations: interval_args() ([interval] [count], --duration),
+PID, TID, PPID.
 """
 
 from __future__ import annotations
@@ -18,6 +36,15 @@ from typing import Any
 from client.wire import RECORD_KINDS
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True)
+class Shortcut:
+    """A flag that sets its argument to a fixed value, e.g. -4/--ipv4 for --family 4."""
+
+    flags: tuple[str, ...]
+    value: Any
+    help: str
 
 
 @dataclass(frozen=True)
@@ -37,6 +64,20 @@ class Arg:
     minimum: float | None = None
     maximum: float | None = None
     sample: Any = None
+    short: str = ""                      # the script's short flag, e.g. "-p"
+    aliases: tuple[str, ...] = ()        # more long spellings the script accepts, e.g. "--per-packet"
+    metavar: str = ""
+    cli_help: str = ""                   # the script's --help text, when it says more than `help`
+    target: str = ""                     # what the value names, checked to exist before loading
+    shortcuts: tuple[Shortcut, ...] = ()  # flags that set this argument to a value (-4: --family 4)
+    form: bool = True                    # False: the script's option only, not on the app's form
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Every option string the script accepts for this argument (none for a positional)."""
+        if self.flag is None:
+            return ()
+        return (*((self.short,) if self.short else ()), self.flag, *self.aliases)
 
     def validate(self, value: Any) -> tuple[Any, str | None]:
         """(converted value, None) or (None, reason). Empty optional values convert to None."""
@@ -168,15 +209,23 @@ class MetricSpec:
 # --- shared argument declarations ------------------------------------------------------------------
 def interval_args(default: float = 1.0) -> tuple[Arg, ...]:
     return (
-        Arg("interval", None, "float", "seconds between outputs", default=default, minimum=0.01, maximum=3600),
-        Arg("count", None, "int", "number of outputs, then exit (empty: until stopped)", minimum=1, sample=3),
+        Arg("interval", None, "float", "seconds between outputs", default=default, minimum=0.01, maximum=3600,
+            cli_help=f"seconds between outputs (default {default:g}, or the --duration)"),
+        Arg("count", None, "int", "number of outputs, then exit (empty: until stopped)", minimum=1, sample=3,
+            cli_help="number of outputs, then exit (default: until Ctrl-C or the --duration)"),
         Arg("duration", "--duration", "float", "total seconds to run (empty: until stopped)", minimum=0.1,
-            sample=5),
+            sample=5, short="-d", metavar="SECONDS",
+            cli_help="total seconds to run, then exit (whichever of count and duration comes first)"),
     )
 
 
-PID = Arg("pid", "--pid", "int", "trace this process id only", minimum=1, sample=1)
-TID = Arg("tid", "--tid", "int", "trace this thread id only", minimum=1, sample=1)
+_ENDS = "; the metric ends when it exits"
+PID = Arg("pid", "--pid", "int", "trace this process id only", minimum=1, sample=1, short="-p", target="process",
+          cli_help=f"trace this process id only{_ENDS}")
+TID = Arg("tid", "--tid", "int", "trace this thread id only", minimum=1, sample=1, target="thread",
+          cli_help=f"trace this thread id only{_ENDS}")
+PPID = Arg("ppid", "--ppid", "int", "trace children of this parent pid only", minimum=1, sample=1, target="process",
+           cli_help=f"trace children of this parent pid only{_ENDS}")
 
 
 # --- the metrics -----------------------------------------------------------------------------------
@@ -189,18 +238,23 @@ METRICS: list[MetricSpec] = [
             *interval_args(),
             PID,
             TID,
-            Arg("ppid", "--ppid", "int", "trace children of this parent pid only", minimum=1, sample=1),
+            PPID,
             Arg("group_by", "--group-by", "choice", "top level of the nesting", default="process",
-                choices=("process", "syscall")),
-            Arg("top", "--top", "int", "groups shown", default=10, minimum=1, maximum=1000),
+                choices=("process", "syscall"), short="-g", cli_help="top level of the nesting (default process)"),
+            Arg("top", "--top", "int", "groups shown", default=10, minimum=1, maximum=1000, short="-T",
+                cli_help="groups shown (default 10)"),
             Arg("details_top", "--details-top", "int", "members under each group", default=5, minimum=1,
-                maximum=1000),
+                maximum=1000, cli_help="members shown under each group (default 5)"),
             Arg("sort", "--sort", "choice", "order by total time or count", default="time",
-                choices=("time", "count")),
+                choices=("time", "count"), short="-s",
+                cli_help="order groups and members by total time or by count (default time)"),
             Arg("milliseconds", "--milliseconds", "flag", "human output in ms (JSON stays in us)",
-                default=False),
+                default=False, short="-m", cli_help="show latency in ms (default us)"),
+            # at most a million: the per-thread tick is 31 bits, and a million already times almost nothing
             Arg("sample", "--sample", "int", "time one syscall in N per thread, count all (1: time all)",
-                default=1, minimum=1, maximum=1_000_000),
+                default=1, minimum=1, maximum=1_000_000, metavar="N",
+                cli_help="time one syscall in N per thread, count all (default 1: time every one); totals "
+                         "are then estimates, max is the sampled max"),
         ),
         probes=("raw_syscalls:sys_enter", "raw_syscalls:sys_exit"),
         optional_probes=("sched:sched_process_fork",),
@@ -228,10 +282,13 @@ METRICS: list[MetricSpec] = [
             PID,
             Arg("lport", "--lport", "int", "trace this local (source) port only", minimum=1, maximum=65535,
                 sample=40000),
-            Arg("family", "--family", "choice", "IPv4 (4) or IPv6 (6) only", choices=("4", "6"), sample="4"),
-            Arg("timestamp", "--timestamp", "flag", "include a TIME(s) column", default=False),
+            Arg("family", "--family", "choice", "IPv4 (4) or IPv6 (6) only", choices=("4", "6"), sample="4",
+                cli_help="trace IPv4 (4) or IPv6 (6) only",
+                shortcuts=(Shortcut(("-4", "--ipv4"), "4", "IPv4 only"), Shortcut(("-6", "--ipv6"), "6", "IPv6 only"))),
+            Arg("timestamp", "--timestamp", "flag", "include a TIME(s) column", default=False, short="-t"),
             Arg("min_ms", "--min-ms", "float", "only connects taking at least this many ms (failed: always)",
-                minimum=0.001, sample=1),
+                minimum=0.001, sample=1, short="-m", metavar="MS",
+                cli_help="only connects that took at least MS milliseconds (failed ones always shown)"),
         ),
         probes=("sock:inet_sock_set_state",),
         fields=(
@@ -257,13 +314,17 @@ METRICS: list[MetricSpec] = [
                     "p50/p99/max each interval, per-packet events on request.",
         args=(
             *interval_args(),
-            Arg("dev", "--dev", "str", "trace this network device only", sample="lo"),
+            Arg("dev", "--dev", "str", "trace this network device only", sample="lo", target="network device",
+                cli_help="trace this network device only (e.g. eth0, lo)"),
             Arg("events", "--events", "flag", "also one record per packet (length, device, latency)",
-                default=False),
+                default=False, short="-e", aliases=("--per-packet",), cli_help="also print one record per packet"),
             Arg("min_us", "--min-us", "float", "per-packet records only at or above this latency (us)",
-                minimum=0.001, sample=10),
+                minimum=0.001, sample=10, metavar="US",
+                cli_help="per-packet records only for packets that waited at least US microseconds "
+                         "(implies --events; summaries still count every packet)"),
             Arg("expire", "--expire", "float", "forget a queued packet not sent after this many seconds",
-                default=2.0, minimum=0.01, maximum=3600),
+                default=2.0, minimum=0.01, maximum=3600, metavar="SECONDS",
+                cli_help="forget a queued packet not transmitted after SECONDS (default 2)"),
         ),
         probes=("net:net_dev_queue", "net:net_dev_xmit"),
         fields=(
@@ -285,11 +346,14 @@ METRICS: list[MetricSpec] = [
         args=(
             *interval_args(),
             PID,
-            Arg("top", "--top", "int", "processes shown", default=10, minimum=1, maximum=1000),
+            Arg("top", "--top", "int", "processes shown", default=10, minimum=1, maximum=1000, short="-T",
+                cli_help="processes shown (default 10)"),
             Arg("sort", "--sort", "choice", "order by total, minor or major faults", default="total",
-                choices=("total", "minor", "major")),
+                choices=("total", "minor", "major"), short="-s",
+                cli_help="order processes by total, minor or major faults (default total)"),
             Arg("traps", "--traps", "flag", "also count user-mode fault traps (exceptions:page_fault_user)",
-                default=False),
+                default=False,
+                cli_help="also count user-mode fault traps from exceptions:page_fault_user (a cross-check)"),
         ),
         probes=("perf:minor-faults", "perf:major-faults", "sched:sched_process_exec"),
         optional_probes=("exceptions:page_fault_user",),
@@ -317,13 +381,17 @@ METRICS.append(
             PID,
             TID,
             Arg("per_process", "--per-process", "flag", "the per-thread table (CPU%, run ms, wait ms, priority)",
-                default=True),
+                default=True, short="-P",
+                cli_help="also a table per thread: CPU%, run ms, wait ms, priority score, runs"),
             Arg("milliseconds", "--milliseconds", "flag", "histograms in ms (the hist records say their unit)",
-                default=False),
-            Arg("timestamp", "--timestamp", "flag", "a timestamp before each interval", default=False),
+                default=False, short="-m", cli_help="histograms in ms (default us)"),
+            Arg("timestamp", "--timestamp", "flag", "a timestamp before each interval", default=False, short="-T",
+                cli_help="print a timestamp before each interval"),
             Arg("sort", "--sort", "choice", "order of the table", default="priority",
-                choices=("priority", "run", "wait")),
-            Arg("top", "--top", "int", "table rows per interval", default=20, minimum=1, maximum=100000),
+                choices=("priority", "run", "wait"), short="-s",
+                cli_help="order of the table (default priority, as the paper)"),
+            Arg("top", "--top", "int", "table rows per interval", default=20, minimum=1, maximum=100000,
+                cli_help="table rows per interval (default 20)"),
         ),
         probes=("sched:sched_switch", "sched:sched_wakeup", "sched:sched_wakeup_new"),
         optional_probes=("task:task_newtask",),
@@ -351,11 +419,15 @@ METRICS.append(
             *interval_args(),
             PID,
             Arg("sort", "--sort", "choice", "order processes by", default="total",
-                choices=("total", "read", "write", "ios", "latency")),
+                choices=("total", "read", "write", "ios", "latency"), short="-s",
+                cli_help="order processes by bytes (total, read, write), I/Os or average latency (default total)"),
             Arg("device", "--device", "str", "only this device (a name in /proc/partitions, e.g. vda)",
-                sample="vda"),
-            Arg("maxrows", "--maxrows", "int", "processes shown", default=20, minimum=1, maximum=100000),
-            Arg("top", "--top", "int", "processes in the top list", default=3, minimum=1, maximum=1000),
+                sample="vda", short="-D", metavar="NAME", target="block device",
+                cli_help="only this device (a name in /proc/partitions)"),
+            Arg("maxrows", "--maxrows", "int", "processes shown", default=20, minimum=1, maximum=100000, short="-r",
+                cli_help="processes shown (default 20)"),
+            Arg("top", "--top", "int", "processes in the top list", default=3, minimum=1, maximum=1000, short="-t",
+                cli_help="processes in the top list (default 3)"),
         ),
         probes=("block:block_rq_issue", "block:block_rq_complete"),
         optional_probes=("block:block_io_start",),
@@ -387,14 +459,18 @@ METRICS.append(
             PID,
             TID,
             Arg("min_block_us", "--min-block-us", "int", "ignore blocks shorter than this (us)", default=1,
-                minimum=0),
+                minimum=0, cli_help="ignore blocks shorter than this many us (default 1)"),
+            # at most 127: the kernel's stack map limit
             Arg("stack_depth", "--stack-depth", "int", "frames kept per stack", default=127, minimum=1,
-                maximum=127),
+                maximum=127, cli_help="frames kept per stack, innermost first (1..127, default 127)"),
+            Arg("folded", "--folded", "flag", "folded stacks instead of the tables", default=False, short="-f",
+                form=False, cli_help="print folded stacks (comm;frame;...;frame us) instead of the tables"),
             Arg("preempted", "--preempted", "flag", "also count waiting for a CPU after preemption",
-                default=False),
-            Arg("top", "--top", "int", "threads shown", default=10, minimum=1, maximum=10000),
+                default=False, cli_help="also count time off-CPU after preemption (waiting for a CPU)"),
+            Arg("top", "--top", "int", "threads shown", default=10, minimum=1, maximum=10000,
+                cli_help="threads shown (default 10)"),
             Arg("stacks", "--stacks", "int", "stacks printed (the app gets every one)", default=5, minimum=1,
-                maximum=10000),
+                maximum=10000, cli_help="stacks printed (default 5; --json and --folded give every one)"),
         ),
         probes=("sched:sched_switch",),
         # rows: level "thread" (these fields) and level "stack" (the same, plus kernel_frames and
@@ -424,19 +500,29 @@ METRICS.append(
         args=(
             *interval_args(),
             PID,
-            Arg("top", "--top", "int", "processes shown", default=10, minimum=1, maximum=1000),
+            Arg("top", "--top", "int", "processes shown", default=10, minimum=1, maximum=1000, short="-T",
+                cli_help="processes shown (default 10)"),
             Arg("stacks", "--stacks", "int", "outstanding-allocation stacks printed (the app gets every one; "
                 "0: none, no stack walked)", default=5,
-                minimum=0, maximum=1000),
+                minimum=0, maximum=1000, short="-S",
+                cli_help="outstanding-allocation stacks printed (default 5; --json gives every one; "
+                         "0: none, and no stack is walked)"),
             Arg("stack_sort", "--stack-sort", "choice", "stacks: oldest allocation first, most bytes, most allocations",
-                default="oldest", choices=("oldest", "bytes", "count")),
-            Arg("stack_depth", "--stack-depth", "int", "frames shown per stack", default=12, minimum=1, maximum=127),
+                default="oldest", choices=("oldest", "bytes", "count"),
+                cli_help="order of the stacks: oldest allocation first (leak suspects), most bytes, most allocations"),
+            Arg("stack_depth", "--stack-depth", "int", "frames shown per stack", default=12, minimum=1, maximum=127,
+                cli_help="frames shown per stack (default 12)"),
             Arg("min_age", "--min-age", "float", "stacks: only allocations outstanding at least this many seconds",
-                minimum=0.001, sample=5),
-            Arg("caches", "--caches", "flag", "also slab-cache allocations (sockets, files, inodes)", default=False),
-            Arg("min_bytes", "--min-bytes", "int", "ignore allocations smaller than this", minimum=1, sample=64),
+                minimum=0.001, sample=5, metavar="SECONDS",
+                cli_help="stacks: only allocations outstanding at least this long"),
+            Arg("caches", "--caches", "flag", "also slab-cache allocations (sockets, files, inodes)", default=False,
+                short="-C", cli_help="also trace kmem_cache_alloc/free (slab caches: sockets, files, inodes)"),
+            Arg("min_bytes", "--min-bytes", "int", "ignore allocations smaller than this", minimum=1, sample=64,
+                cli_help="ignore allocations smaller than this many bytes"),
+            # at most 4 Mi: the map is preallocated
             Arg("max_allocs", "--max-allocs", "int", "outstanding allocations tracked at most (more: lost)",
-                default=65536, minimum=1, maximum=4194304),
+                default=65536, minimum=1, maximum=4194304,
+                cli_help="outstanding allocations tracked at most; more are counted as lost (default 65536)"),
         ),
         probes=("kmem:kmalloc", "kmem:kfree", "sched:sched_process_exec"),
         optional_probes=("kmem:kmem_cache_alloc", "kmem:kmem_cache_free"),
@@ -505,9 +591,11 @@ METRICS.append(
             PID,
             Arg("sort", "--sort", "choice", "order processes by", default="reads",
                 choices=("reads", "read_hits", "read_misses", "read_hit_pct", "write_hits", "write_misses",
-                         "dirtied", "write_hit_pct")),
-            Arg("reverse", "--reverse", "flag", "smallest first", default=False),
-            Arg("max_rows", "--max-rows", "int", "processes shown", default=20, minimum=1, maximum=100000),
+                         "dirtied", "write_hit_pct"), short="-s",
+                cli_help="order processes by this column (default reads = read hits + misses)"),
+            Arg("reverse", "--reverse", "flag", "smallest first", default=False, short="-r"),
+            Arg("max_rows", "--max-rows", "int", "processes shown", default=20, minimum=1, maximum=100000, short="-n",
+                cli_help="processes shown (default 20)"),
         ),
         probes=("filemap:mm_filemap_get_pages", "filemap:mm_filemap_add_to_page_cache",
                 "writeback:writeback_dirty_folio", "sched:sched_process_exec"),
@@ -530,10 +618,6 @@ METRICS.append(
         doc="docs/metrics/cacheraw.md",
     )
 )
-
-# The original design's name for the same list.
-AVAILABLE_SCRIPTS = METRICS
-
 
 def get(name: str) -> MetricSpec:
     for spec in METRICS:

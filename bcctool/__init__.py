@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import platform
 import selectors
@@ -33,6 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import config
 from client.wire import SCHEMA_VERSION
 
 from . import footprint, kernelfeatures
@@ -77,6 +79,75 @@ def comm_name(text: str) -> str:
     return text
 
 
+# --- a registry Arg -> an argparse argument ---------------------------------------------------------
+HARNESS_DESTS = ("validate_args", "list_args", "interval_opt")   # the harness's own, not the metric's
+
+
+def value_parser(arg: config.Arg, parse: Callable[[str], Any] | None = None) -> Callable[[str], Any]:
+    """The argparse type of an int, float or str Arg: converts, then holds it to the Arg's bounds."""
+    convert = {"int": int, "float": float}.get(arg.type)
+    noun = {"int": "an integer", "float": "a number"}.get(arg.type)
+
+    def parse_value(text: str) -> Any:
+        if parse is not None:
+            value = parse(text)
+        elif convert is None:
+            value = text
+        else:
+            try:
+                value = convert(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+            if not math.isfinite(value):
+                raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+        if convert is not None:
+            if arg.minimum is not None and value < arg.minimum:
+                raise argparse.ArgumentTypeError(f"must be at least {_number(arg.minimum)}: {text}")
+            if arg.maximum is not None and value > arg.maximum:
+                raise argparse.ArgumentTypeError(f"must be at most {_number(arg.maximum)}: {text}")
+        return value
+
+    parse_value.__name__ = arg.type     # argparse names the type in some messages
+    return parse_value
+
+
+def _number(value: float) -> str:
+    return f"{int(value)}" if float(value).is_integer() else f"{value:g}"
+
+
+def add_argument(parser: argparse.ArgumentParser, arg: config.Arg, parse: Callable[[str], Any] | None = None) -> None:
+    """Add one registry Arg to a script's parser: its flags, type and bounds, choices, default and help."""
+    text = (arg.cli_help or arg.help).replace("%", "%%")
+    if arg.type == "flag":
+        parser.add_argument(*arg.flags, dest=arg.name, action="store_true", help=text)
+        return
+    options: dict[str, Any] = {"help": text}
+    if arg.metavar:
+        options["metavar"] = arg.metavar
+    if arg.type == "choice":
+        options["choices"] = list(arg.choices)
+    else:
+        options["type"] = value_parser(arg, parse)
+    if arg.flag is None:
+        # positionals stay None when not given: the harness applies the rule ([interval] [count])
+        parser.add_argument(arg.name, nargs="?", default=None, **options)
+        return
+    target = parser
+    if arg.shortcuts:
+        target = parser.add_mutually_exclusive_group()
+    target.add_argument(*arg.flags, dest=arg.name, default=arg.default, **options)
+    for shortcut in arg.shortcuts:
+        target.add_argument(*shortcut.flags, dest=arg.name, action="store_const", const=shortcut.value,
+                            help=shortcut.help)
+
+
+def parser_options(parser: argparse.ArgumentParser) -> list[dict[str, Any]]:
+    """What a parser accepts, argument by argument (the contract test compares it with the registry)."""
+    return [{"dest": a.dest, "flags": list(a.option_strings), "default": a.default,
+             "choices": list(a.choices) if a.choices else None, "const": a.const}
+            for a in parser._actions if a.dest not in ("help", "json", *HARNESS_DESTS)]
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse that reports a bad argument as a single line on stderr and exits 2."""
 
@@ -85,14 +156,20 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 class Tool:
-    """One metric script's life: arguments, BPF load, output, the interval loop and a clean stop."""
+    """One metric script's life: arguments, BPF load, output, the interval loop and a clean stop.
+
+    Its arguments are those of the metric's registry entry (config.py, the one place they are declared):
+    Tool("NAME", ...) builds the parser from them. `types` gives an argument a parser of the script's
+    own (e.g. a device name's rules); its declaration stays in the registry. `args` is for a tool that
+    has no entry (the harness's own tests)."""
 
     def __init__(
         self,
         name: str,
         description: str,
         examples: list[tuple[str, str]],
-        interval: float | None = 1.0,
+        types: dict[str, Callable[[str], Any]] | None = None,
+        args: tuple[config.Arg, ...] | None = None,
     ) -> None:
         self.name = name
         width = max((len(cmd) for cmd, _ in examples), default=0)
@@ -105,27 +182,24 @@ class Tool:
             epilog=epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        self.has_interval = interval is not None
-        self.default_interval = interval
-        if self.has_interval:
-            self.parser.add_argument(
-                "interval", nargs="?", type=positive_float, default=None,
-                help=f"seconds between outputs (default {interval:g}, or the --duration)",
-            )
-            self.parser.add_argument(
-                "count", nargs="?", type=positive_int, default=None,
-                help="number of outputs, then exit (default: until Ctrl-C or the --duration)",
-            )
-            self.parser.add_argument(
-                "-i", "--interval", dest="interval_opt", type=positive_float, metavar="SECONDS",
-                help="the interval; a lone positional after it is the count (-i 0.5 2: two outputs)",
-            )
-            self.parser.add_argument(
-                "-d", "--duration", type=positive_float, metavar="SECONDS",
-                help="total seconds to run, then exit (whichever of count and duration comes first)",
-            )
+        declarations = config.get(name).args if args is None else args   # `args`: a tool with no entry (tests)
+        self._targets: dict[str, str] = {}      # argument dest -> what it names (TARGET_CHECKS)
+        declared = {arg.name: arg for arg in declarations}
+        self.has_interval = "interval" in declared
+        self.default_interval = declared["interval"].default if self.has_interval else None
+        for arg in declarations:
+            add_argument(self.parser, arg, (types or {}).get(arg.name))
+            if arg.target:
+                self.target(arg.name, arg.target)
+            if arg.name == "interval":
+                # the interval's other spelling (part of the [interval] [count] rule, see _resolve_interval)
+                self.parser.add_argument(
+                    "-i", "--interval", dest="interval_opt", type=value_parser(arg), metavar="SECONDS",
+                    help="the interval; a lone positional after it is the count (-i 0.5 2: two outputs)",
+                )
         self.parser.add_argument("--json", action="store_true", help="print NDJSON records (docs/ndjson.md)")
         self.parser.add_argument("--validate-args", action="store_true", help=argparse.SUPPRESS)
+        self.parser.add_argument("--list-args", action="store_true", help=argparse.SUPPRESS)
         self.args: argparse.Namespace | None = None
         self.json = False
         self.bpf: Any = None
@@ -136,37 +210,25 @@ class Tool:
         self._filters: dict[str, Any] = {}
         self.interval_index = 0
         self.variant = ""
-        self._targets: dict[str, str] = {}      # argument dest -> what it names (TARGET_CHECKS)
 
     # --- arguments ------------------------------------------------------------------------------
-    def add_pid_filters(self, tid: bool = False, ppid: bool = False, comm: bool = False) -> None:
-        """-p/--pid, and where it makes sense --tid, --ppid, --comm."""
-        ends = "; the metric ends when it exits"
-        self.parser.add_argument("-p", "--pid", type=positive_int, help=f"trace this process id only{ends}")
-        self.target("pid", "process")
-        if tid:
-            self.parser.add_argument("--tid", type=positive_int, help=f"trace this thread id only{ends}")
-            self.target("tid", "thread")
-        if ppid:
-            self.parser.add_argument("--ppid", type=positive_int,
-                                     help=f"trace children of this parent pid only{ends}")
-            self.target("ppid", "process")
-        if comm:
-            self.parser.add_argument("--comm", type=comm_name, help="trace this command name only")
-
     def target(self, dest: str, kind: str) -> None:
         """Check argument `dest` names an existing `kind` (a TARGET_CHECKS key) before anything loads."""
         self._targets[dest] = kind
 
     def parse_args(self, argv: list[str] | None = None) -> argparse.Namespace:
         args = self.parser.parse_args(argv)
+        if args.list_args:
+            # Contract hook: the parser as built, for the test that compares it with the registry.
+            print(json.dumps(parser_options(self.parser), default=str))
+            sys.exit(0)
         if self.has_interval:
             self._resolve_interval(args)
         self.args = args
         self.json = bool(args.json)
         if args.validate_args:
             # Contract hook: show what the script understood, touch nothing else.
-            shown = {k: v for k, v in vars(args).items() if k not in ("validate_args", "interval_opt")}
+            shown = {k: v for k, v in vars(args).items() if k not in HARNESS_DESTS}
             print(json.dumps(shown, default=str))
             sys.exit(0)
         for dest, kind in self._targets.items():
@@ -261,7 +323,7 @@ class Tool:
 
     def meta(self, **extra: Any) -> None:
         """The first record: kernel, probes attached and of what type, filters, arguments."""
-        hidden = ("json", "validate_args", "interval_opt")
+        hidden = ("json", *HARNESS_DESTS)
         args = {k: v for k, v in vars(self.args or argparse.Namespace()).items() if k not in hidden}
         self.emit(
             "meta",

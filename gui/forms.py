@@ -38,6 +38,7 @@ class ArgForm(QWidget):
     def __init__(self, spec: config.MetricSpec, settings: QSettings | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.spec = spec
+        self.args = [arg for arg in spec.args if arg.form]     # not the script-only options
         self.settings = settings
         self.editors: dict[str, QWidget] = {}
         self.errors: dict[str, QLabel] = {}
@@ -50,7 +51,7 @@ class ArgForm(QWidget):
         self.message.setWordWrap(True)
         self.message.hide()
         layout.addRow(self.message)
-        for arg in spec.args:
+        for arg in self.args:
             editor = self._editor(arg)
             editor.setObjectName(f"arg_{arg.name}")
             tip = f"{arg.help}\n{arg.flag or 'positional'}" + (f", default {arg.default}" if arg.default not in (None, False) else "")
@@ -133,22 +134,22 @@ class ArgForm(QWidget):
 
     # --- values -----------------------------------------------------------------------------------
     def raw_values(self) -> dict[str, Any]:
-        return {arg.name: self._get(arg) for arg in self.spec.args}
+        return {arg.name: self._get(arg) for arg in self.args}
 
     def set_values(self, values: dict[str, Any]) -> None:
-        for arg in self.spec.args:
+        for arg in self.args:
             if arg.name in values:
                 self._set(arg, values[arg.name])
 
     def reset(self) -> None:
-        for arg in self.spec.args:
+        for arg in self.args:
             self._set(arg, arg.default)
 
     def validate(self) -> tuple[dict[str, Any], dict[str, str]]:
         """Every field checked; each error shown next to its field. (values to start with, errors)."""
         self.show_message("")
         values, errors = self.spec.validate(self.raw_values())
-        for arg in self.spec.args:
+        for arg in self.args:
             self._show_error(arg.name, errors.get(arg.name, ""))
         return values, errors
 
@@ -180,12 +181,12 @@ class ArgForm(QWidget):
         self.reset()
         if self.settings is None:
             return
-        for arg in self.spec.args:
+        for arg in self.args:
             key = self._key(arg.name)
             if self.settings.contains(key):
                 value = self.settings.value(key)
                 self._set(arg, None if value == "" else value)
-        for arg in self.spec.args:
+        for arg in self.args:
             self._show_error(arg.name, "")
 
     def save(self) -> None:

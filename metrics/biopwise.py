@@ -11,7 +11,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import CounterDeltas, Tool, human_bytes, kernelfeatures, positive_int, process_name
+from bcctool import CounterDeltas, Tool, human_bytes, kernelfeatures, process_name
 
 EXAMPLES = [
     ("biopwise", "per-process block I/O every second, top 20"),
@@ -44,15 +44,7 @@ def read_partitions() -> dict[int, str]:
     return names
 
 
-tool = Tool("biopwise", __doc__.strip().splitlines()[0], EXAMPLES)
-tool.add_pid_filters()
-parser = tool.parser
-parser.add_argument("-s", "--sort", choices=list(SORT_KEYS), default="total",
-                    help="order processes by bytes (total, read, write), I/Os or average latency (default total)")
-parser.add_argument("-D", "--device", metavar="NAME", help="only this device (a name in /proc/partitions)")
-tool.target("device", "block device")
-parser.add_argument("-r", "--maxrows", type=positive_int, default=20, help="processes shown (default 20)")
-parser.add_argument("-t", "--top", type=positive_int, default=3, help="processes in the top list (default 3)")
+tool = Tool("biopwise", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
 args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import CounterDeltas, Tool, human_bytes, kernelfeatures, positive_int, process_name
+from bcctool import CounterDeltas, Tool, human_bytes, kernelfeatures, process_name
 
 EXAMPLES = [
     ("cacheraw", "per-process page-cache hits and misses every second"),
@@ -27,13 +27,7 @@ FIELD_OF = {"reads": "read_pages", "read_hits": "read_hit_pages", "read_misses":
             "write_hits": "write_hit_folios", "write_misses": "write_miss_folios", "dirtied": "dirtied_folios",
             "read_hit_pct": "read_hit_pct", "write_hit_pct": "write_hit_pct"}
 
-tool = Tool("cacheraw", __doc__.strip().splitlines()[0], EXAMPLES)
-tool.add_pid_filters()
-parser = tool.parser
-parser.add_argument("-s", "--sort", choices=SORT_FIELDS, default="reads",
-                    help="order processes by this column (default reads = read hits + misses)")
-parser.add_argument("-r", "--reverse", action="store_true", help="smallest first")
-parser.add_argument("-n", "--max-rows", type=positive_int, default=20, help="processes shown (default 20)")
+tool = Tool("cacheraw", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
 args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import Tool, human_bytes, nonneg_int, percpu_totals, positive_float, positive_int, process_name, procmem
+from bcctool import Tool, human_bytes, percpu_totals, process_name, procmem
 
 EXAMPLES = [
     ("compmem", "top 10 processes by outstanding kernel memory, 5 leak suspects, every second"),
@@ -25,29 +25,9 @@ EXAMPLES = [
     ("compmem --json", "NDJSON records for the app"),
 ]
 
-MAX_ALLOCS_LIMIT = 1 << 22   # ~4M preallocated entries, a few hundred MB of kernel memory; as config.py says
 
-tool = Tool("compmem", __doc__.strip().splitlines()[0], EXAMPLES)
-tool.add_pid_filters()
-parser = tool.parser
-parser.add_argument("-T", "--top", type=positive_int, default=10, help="processes shown (default 10)")
-parser.add_argument("-S", "--stacks", type=nonneg_int, default=5,
-                    help="outstanding-allocation stacks printed (default 5; --json gives every one; "
-                         "0: none, and no stack is walked)")
-parser.add_argument("--stack-sort", choices=["oldest", "bytes", "count"], default="oldest",
-                    help="order of the stacks: oldest allocation first (leak suspects), most bytes, most allocations")
-parser.add_argument("--stack-depth", type=positive_int, default=12, help="frames shown per stack (default 12)")
-parser.add_argument("--min-age", type=positive_float, default=None, metavar="SECONDS",
-                    help="stacks: only allocations outstanding at least this long")
-parser.add_argument("-C", "--caches", action="store_true",
-                    help="also trace kmem_cache_alloc/free (slab caches: sockets, files, inodes)")
-parser.add_argument("--min-bytes", type=positive_int, default=None,
-                    help="ignore allocations smaller than this many bytes")
-parser.add_argument("--max-allocs", type=positive_int, default=65536,
-                    help="outstanding allocations tracked at most; more are counted as lost (default 65536)")
+tool = Tool("compmem", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
 args = tool.parse_args()
-if args.max_allocs > MAX_ALLOCS_LIMIT:
-    parser.error(f"--max-allocs: at most {MAX_ALLOCS_LIMIT} (the map is preallocated)")
 
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid, min_bytes=args.min_bytes, trace_caches=args.caches)

@@ -13,7 +13,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 import bcctool
-from bcctool import CounterDeltas, Tool, positive_int, taskinfo
+from bcctool import CounterDeltas, Tool, taskinfo
 
 EXAMPLES = [
     ("cpuschedrun", "run-time and run-queue histograms, every second"),
@@ -23,16 +23,7 @@ EXAMPLES = [
     ("cpuschedrun -P --json", "NDJSON records for the app"),
 ]
 
-tool = Tool("cpuschedrun", __doc__.strip().splitlines()[0], EXAMPLES)
-tool.add_pid_filters(tid=True)
-parser = tool.parser
-parser.add_argument("-P", "--per-process", action="store_true",
-                    help="also a table per thread: CPU%%, run ms, wait ms, priority score, runs")
-parser.add_argument("-m", "--milliseconds", action="store_true", help="histograms in ms (default us)")
-parser.add_argument("-T", "--timestamp", action="store_true", help="print a timestamp before each interval")
-parser.add_argument("-s", "--sort", choices=["priority", "run", "wait"], default="priority",
-                    help="order of the table (default priority, as the paper)")
-parser.add_argument("--top", type=positive_int, default=20, help="table rows per interval (default 20)")
+tool = Tool("cpuschedrun", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
 args = tool.parse_args()
 
 

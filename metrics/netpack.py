@@ -13,7 +13,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import CounterDeltas, Tool, positive_float, table
+from bcctool import CounterDeltas, Tool, table
 
 EXAMPLES = [
     ("netpack", "per-device transmit latency summary, every second"),
@@ -31,17 +31,8 @@ def device_name(text: str) -> str:
     return text
 
 
-tool = Tool("netpack", __doc__.strip().splitlines()[0], EXAMPLES)
-parser = tool.parser
-parser.add_argument("--dev", type=device_name, help="trace this network device only (e.g. eth0, lo)")
-tool.target("dev", "network device")
-parser.add_argument("-e", "--events", "--per-packet", dest="events", action="store_true",
-                    help="also print one record per packet")
-parser.add_argument("--min-us", type=positive_float, metavar="US",
-                    help="per-packet records only for packets that waited at least US microseconds "
-                         "(implies --events; summaries still count every packet)")
-parser.add_argument("--expire", type=positive_float, default=2.0, metavar="SECONDS",
-                    help="forget a queued packet not transmitted after SECONDS (default 2)")
+tool = Tool("netpack", __doc__.strip().splitlines()[0], EXAMPLES,   # arguments: config.py's entry
+            types={"dev": device_name})
 args = tool.parse_args()
 args.events = args.events or bool(args.min_us)
 

@@ -14,7 +14,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 import bcctool
-from bcctool import Tool, nonneg_int, positive_int
+from bcctool import Tool
 
 EXAMPLES = [
     ("offcpu", "blocked threads and their top stacks, every second"),
@@ -24,23 +24,8 @@ EXAMPLES = [
     ("offcpu --stack-depth 20 --json", "stacks cut at 20 frames; NDJSON records for the app"),
 ]
 
-tool = Tool("offcpu", __doc__.strip().splitlines()[0], EXAMPLES)
-tool.add_pid_filters(tid=True)
-parser = tool.parser
-parser.add_argument("--min-block-us", type=nonneg_int, default=1,
-                    help="ignore blocks shorter than this many us (default 1)")
-parser.add_argument("--stack-depth", type=positive_int, default=127,
-                    help="frames kept per stack, innermost first (1..127, default 127)")
-parser.add_argument("-f", "--folded", action="store_true",
-                    help="print folded stacks (comm;frame;...;frame us) instead of the tables")
-parser.add_argument("--preempted", action="store_true",
-                    help="also count time off-CPU after preemption (waiting for a CPU)")
-parser.add_argument("--top", type=positive_int, default=10, help="threads shown (default 10)")
-parser.add_argument("--stacks", type=positive_int, default=5,
-                    help="stacks printed (default 5; --json and --folded give every one)")
+tool = Tool("offcpu", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
 args = tool.parse_args()
-if args.stack_depth > 127:
-    parser.error("argument --stack-depth: at most 127 (the kernel's stack map limit)")
 
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)

@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import CounterDeltas, Tool, positive_int, process_name
+from bcctool import CounterDeltas, Tool, process_name
 
 EXAMPLES = [
     ("pagefault", "top 10 faulting processes, every second"),
@@ -23,14 +23,7 @@ EXAMPLES = [
     ("pagefault --json", "NDJSON records for the app"),
 ]
 
-tool = Tool("pagefault", __doc__.strip().splitlines()[0], EXAMPLES)
-tool.add_pid_filters()
-parser = tool.parser
-parser.add_argument("-T", "--top", type=positive_int, default=10, help="processes shown (default 10)")
-parser.add_argument("-s", "--sort", choices=["total", "minor", "major"], default="total",
-                    help="order processes by total, minor or major faults (default total)")
-parser.add_argument("--traps", action="store_true",
-                    help="also count user-mode fault traps from exceptions:page_fault_user (a cross-check)")
+tool = Tool("pagefault", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
 args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------

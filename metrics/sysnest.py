@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import Tool, kernelfeatures, positive_int, process_name
+from bcctool import Tool, kernelfeatures, process_name
 
 EXAMPLES = [
     ("sysnest", "top 10 processes and their top 5 syscalls, every second"),
@@ -24,25 +24,8 @@ EXAMPLES = [
     ("sysnest --sample 8", "time one syscall in 8 per thread (counts stay exact): less overhead"),
 ]
 
-MAX_SAMPLE = 1_000_000  # the per-thread tick is 31 bits; a million already times almost nothing
-
-tool = Tool("sysnest", __doc__.strip().splitlines()[0], EXAMPLES)
-tool.add_pid_filters(tid=True, ppid=True)
-parser = tool.parser
-parser.add_argument("-g", "--group-by", choices=["process", "syscall"], default="process",
-                    help="top level of the nesting (default process)")
-parser.add_argument("-T", "--top", type=positive_int, default=10, help="groups shown (default 10)")
-parser.add_argument("--details-top", type=positive_int, default=5,
-                    help="members shown under each group (default 5)")
-parser.add_argument("-s", "--sort", choices=["time", "count"], default="time",
-                    help="order groups and members by total time or by count (default time)")
-parser.add_argument("-m", "--milliseconds", action="store_true", help="show latency in ms (default us)")
-parser.add_argument("--sample", type=positive_int, default=1, metavar="N",
-                    help="time one syscall in N per thread, count all (default 1: time every one); totals "
-                         "are then estimates, max is the sampled max")
+tool = Tool("sysnest", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
 args = tool.parse_args()
-if args.sample > MAX_SAMPLE:
-    parser.error(f"argument --sample: at most {MAX_SAMPLE:,}")
 
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid, filter_ppid=args.ppid)

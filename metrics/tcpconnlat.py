@@ -5,7 +5,6 @@ Traces sock:inet_sock_set_state (no kprobes): the connecting task is recorded wh
 SYN_SENT, and one event per connect is printed when it leaves it, established or failed.
 """
 
-import argparse
 import os
 import socket
 import sys
@@ -13,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import Tool, positive_float, table_line
+from bcctool import Tool, table_line
 
 EXAMPLES = [
     ("tcpconnlat", "every active TCP connect with its latency"),
@@ -28,24 +27,7 @@ FAMILIES = {"4": socket.AF_INET, "6": socket.AF_INET6}
 STATUS = {0: "ok", 1: "failed"}
 
 
-def port(text: str) -> int:
-    value = int(text) if text.isdigit() else 0
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port (1-65535): {text!r}")
-    return value
-
-
-tool = Tool("tcpconnlat", __doc__.strip().splitlines()[0], EXAMPLES)
-tool.add_pid_filters()
-parser = tool.parser
-parser.add_argument("--lport", type=port, help="trace this local (source) port only")
-family = parser.add_mutually_exclusive_group()
-family.add_argument("--family", choices=sorted(FAMILIES), help="trace IPv4 (4) or IPv6 (6) only")
-family.add_argument("-4", "--ipv4", dest="family", action="store_const", const="4", help="IPv4 only")
-family.add_argument("-6", "--ipv6", dest="family", action="store_const", const="6", help="IPv6 only")
-parser.add_argument("-t", "--timestamp", action="store_true", help="include a TIME(s) column")
-parser.add_argument("-m", "--min-ms", type=positive_float, metavar="MS",
-                    help="only connects that took at least MS milliseconds (failed ones always shown)")
+tool = Tool("tcpconnlat", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
 args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""The registry contract: every entry's script exists, --help works without root, the arguments it
-declares are accepted by the script, and its parser turns the script's recorded real output into
-records. A wrong entry fails here with a message naming the entry and the problem."""
+"""The registry contract: every entry's script exists, --help works without root, the script's parser
+is built from the entry alone (one declaration per argument) and accepts what the form sends, the doc
+page's options are the entry's, and its parser turns the script's recorded real output into records. A wrong entry fails here with a message naming the entry and the problem."""
 
 import json
 import os
@@ -20,11 +20,12 @@ IDS = [spec.name for spec in config.METRICS]
 
 @pytest.fixture(scope="module")
 def unprivileged_copy():
-    """metrics/, bcctool/, bpf/ and client/ (its wire format) copied where an unprivileged user can read
-    them (the checkout may not be)."""
+    """metrics/, bcctool/, bpf/, client/ (its wire format) and config.py (the scripts' arguments) copied
+    where an unprivileged user can read them (the checkout may not be)."""
     dest = pathlib.Path(tempfile.mkdtemp(prefix="contract-"))
     for sub in ("metrics", "bcctool", "bpf", "client"):
         shutil.copytree(os.path.join(config.ROOT, sub), dest / sub)
+    shutil.copy(os.path.join(config.ROOT, "config.py"), dest / "config.py")
     for path in [dest, *dest.rglob("*")]:
         os.chmod(path, 0o755)
     yield dest
@@ -90,6 +91,38 @@ def test_declared_args_are_accepted(spec):
                 values[arg.name]), f"{spec.name}.{arg.name}: script read {parsed[arg.name]!r}"
         if arg.type == "flag":
             assert parsed[arg.name] is True, f"{spec.name}.{arg.name}: flag {arg.flag} not understood"
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=IDS)
+def test_the_scripts_parser_is_its_entry_and_nothing_else(spec):
+    """One declaration per argument: every option of the script's parser is an Arg of its entry, with
+    the entry's flags, default and choices, and the script declares none of its own."""
+    with open(spec.path) as f:
+        assert "add_argument" not in f.read(), f"{spec.name}: declare arguments in config.py, not the script"
+    result = subprocess.run([sys.executable, spec.path, "--list-args"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, f"{spec.name}: --list-args failed: {result.stderr[-500:]}"
+    parsed: dict = {}
+    for option in json.loads(result.stdout):
+        parsed.setdefault(option["dest"], []).append(option)
+    declared = {arg.name: arg for arg in spec.args}
+    assert set(parsed) == set(declared), f"{spec.name}: parser {sorted(parsed)} vs entry {sorted(declared)}"
+    for arg in spec.args:
+        main, *shortcuts = parsed[arg.name]
+        assert main["flags"] == list(arg.flags), f"{spec.name}.{arg.name}: flags {main['flags']}"
+        if arg.flag is not None:       # a positional's default is applied by the harness's rule
+            expected = False if arg.type == "flag" else arg.default
+            assert main["default"] == expected, f"{spec.name}.{arg.name}: default {main['default']!r}"
+        assert main["choices"] == (list(arg.choices) if arg.type == "choice" else None), arg.name
+        assert [(o["flags"], o["const"]) for o in shortcuts] == \
+            [(list(c.flags), c.value) for c in arg.shortcuts], f"{spec.name}.{arg.name}: shortcuts"
+
+
+def test_doc_pages_and_readme_say_what_the_registry_declares():
+    """Each metric page's options table and README's metric table are those scripts/gen_docs.py writes
+    from the entries (the options from the parser the harness builds)."""
+    result = subprocess.run([sys.executable, os.path.join(config.ROOT, "scripts", "gen_docs.py"), "--check"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize("spec", config.METRICS, ids=IDS)

@@ -5,6 +5,7 @@ import argparse
 import pytest
 
 import bcctool
+import config
 
 
 def test_log2_buckets_follow_bpf_log2l():
@@ -52,7 +53,7 @@ def own_signals():
 def _stop_after_second_interval(how: str) -> list[int]:
     """The interval indexes a 10 ms tool yields when a stop arrives after its second interval was read:
     while it is being processed ("processing"), or during the wait for the third ("waiting")."""
-    tool = bcctool.Tool("t", "test", [], interval=0.01)
+    tool = bcctool.Tool("t", "test", [], args=config.interval_args(0.01))
     tool.parse_args(["0.01"])
     seen = []
     for index in tool.intervals():
