@@ -157,7 +157,6 @@ class MetricSpec:
     fields: tuple[Field, ...]                    # table columns, from records of table_kind
     chart: Chart
     table_kind: str = "row"                      # "row" (per interval) or "event" (per event)
-    optional_probes: tuple[str, ...] = ()        # used when present (e.g. a kprobe alternative)
     output_parser: Callable[[str], dict | None] = parse_ndjson
     doc: str = ""
 
@@ -257,7 +256,6 @@ METRICS: list[MetricSpec] = [
                          "are then estimates, max is the sampled max"),
         ),
         probes=("raw_syscalls:sys_enter", "raw_syscalls:sys_exit"),
-        optional_probes=("sched:sched_process_fork",),
         fields=(
             Field("level", "Level"),
             Field("pid", "PID"),
@@ -356,7 +354,6 @@ METRICS: list[MetricSpec] = [
                 cli_help="also count user-mode fault traps from exceptions:page_fault_user (a cross-check)"),
         ),
         probes=("perf:minor-faults", "perf:major-faults", "sched:sched_process_exec"),
-        optional_probes=("exceptions:page_fault_user",),
         fields=(
             Field("pid", "PID"),
             Field("comm", "Command"),
@@ -394,7 +391,6 @@ METRICS.append(
                 cli_help="table rows per interval (default 20)"),
         ),
         probes=("sched:sched_switch", "sched:sched_wakeup", "sched:sched_wakeup_new"),
-        optional_probes=("task:task_newtask",),
         fields=(
             Field("pid", "PID"),
             Field("tid", "TID"),
@@ -430,7 +426,6 @@ METRICS.append(
                 cli_help="processes in the top list (default 3)"),
         ),
         probes=("block:block_rq_issue", "block:block_rq_complete"),
-        optional_probes=("block:block_io_start",),
         fields=(
             Field("pid", "PID"),
             Field("comm", "Command"),
@@ -525,7 +520,6 @@ METRICS.append(
                 cli_help="outstanding allocations tracked at most; more are counted as lost (default 65536)"),
         ),
         probes=("kmem:kmalloc", "kmem:kfree", "sched:sched_process_exec"),
-        optional_probes=("kmem:kmem_cache_alloc", "kmem:kmem_cache_free"),
         fields=(
             Field("level", "Level"),
             Field("pid", "PID"),
@@ -599,8 +593,6 @@ METRICS.append(
         ),
         probes=("filemap:mm_filemap_get_pages", "filemap:mm_filemap_add_to_page_cache",
                 "writeback:writeback_dirty_folio", "sched:sched_process_exec"),
-        optional_probes=("syscalls:sys_enter_read", "syscalls:sys_exit_read", "syscalls:sys_enter_pread64",
-                         "syscalls:sys_exit_pread64"),
         fields=(
             Field("pid", "PID"),
             Field("uid", "UID"),

@@ -359,10 +359,6 @@ class Tool:
 
         return on_lost
 
-    def add_lost(self, source: str, count: int) -> None:
-        """Count events lost by other means (a full map, a failed ring-buffer reserve)."""
-        self._lost[source] = self._lost.get(source, 0) + count
-
     def set_lost_total(self, source: str, total: int) -> None:
         """Record the running total of a kernel-side lost counter (e.g. a LOST_COUNTER map's sum)."""
         if total > self._lost.get(source, 0):

@@ -33,25 +33,6 @@ def tracepoint_exists(category: str, event: str) -> bool:
     return bool(root) and os.path.isdir(os.path.join(root, "events", category, event))
 
 
-def tracepoint_fields(category: str, event: str) -> list[str]:
-    """Field names of a tracepoint, from its format file; [] when unknown."""
-    root = tracefs_root()
-    if not root:
-        return []
-    names = []
-    try:
-        with open(os.path.join(root, "events", category, event, "format")) as f:
-            for line in f:
-                line = line.strip()
-                if line.startswith("field:") and "common_" not in line:
-                    decl = line.split(";")[0][len("field:") :].strip()
-                    name = decl.split()[-1].split("[")[0].lstrip("*")
-                    names.append(name)
-    except OSError:
-        return []
-    return names
-
-
 def kprobes_available() -> bool:
     """True when the kernel can attach kprobes (CONFIG_KPROBES and the perf kprobe PMU)."""
     if os.path.isdir("/sys/bus/event_source/devices/kprobe"):

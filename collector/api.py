@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 from flask import Blueprint, Response, jsonify, request
 from sqlalchemy.exc import SQLAlchemyError
 
+from client.wire import SCHEMA_VERSION
 from collector import export, prometheus
 from collector.payload import MAX_RECORDS
 from collector.state import ACCEPTS, error, state
@@ -116,6 +117,6 @@ def healthz():
         app.store.ping()
     except SQLAlchemyError as e:
         return error(503, "storage_unavailable", type(e).__name__)
-    return jsonify({"status": "ok", "database": app.store.dialect, "schemas": [0, 1],
+    return jsonify({"status": "ok", "database": app.store.dialect, "schemas": [0, SCHEMA_VERSION],
                     "content_encodings": ["identity", "gzip"], "max_body": app.settings.max_body,
                     "max_records": MAX_RECORDS, "auth": app.settings.auth_required}), 200, ACCEPTS

@@ -24,7 +24,7 @@ from waitress.utilities import Error
 
 from collector import ingest
 from collector.rejections import Rejected
-from collector.state import ACCEPTS, EXTENSION, Collector
+from collector.state import ACCEPTS, EXTENSION, Collector, error_body
 from collector.tokens import TOKEN_QUERY_PARAM
 
 MAX_CONNECTIONS = 4096  # open connections at most, whatever the file limit allows
@@ -44,7 +44,7 @@ class _Refusal(Error):
 
     def to_response(self, ident: str | None = None) -> tuple[str, list[tuple[str, str]], bytes]:
         e = self.rejected
-        body = orjson.dumps({"status": "error", "reason": e.reason, "detail": e.detail})
+        body = orjson.dumps(error_body(e.reason, e.detail))
         headers = [("Content-Type", "application/json"), *ACCEPTS.items()]
         if e.status == 401:
             headers.append(("WWW-Authenticate", "Bearer"))

@@ -27,5 +27,10 @@ def state() -> Collector:
     return current_app.extensions[EXTENSION]
 
 
+def error_body(reason: str, detail: str) -> dict[str, str]:
+    """The one JSON error shape, for replies made outside a Flask request too (httpserver.py)."""
+    return {"status": "error", "reason": reason, "detail": detail}
+
+
 def error(status: int, reason: str, detail: str) -> tuple[Response, int]:
-    return jsonify({"status": "error", "reason": reason, "detail": detail}), status
+    return jsonify(error_body(reason, detail)), status

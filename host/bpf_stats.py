@@ -19,6 +19,8 @@ import platform
 import subprocess
 from dataclasses import dataclass
 
+from host.procs import fd_infos
+
 SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 BPF_ENABLE_STATS = 32                           # enum bpf_cmd
 BPF_STATS_RUN_TIME = 0                          # enum bpf_stats_type
@@ -105,21 +107,13 @@ class ProgStat:
 
 def prog_stats_of_pid(pid: int) -> dict[int, ProgStat] | None:
     """The BPF programs process `pid` holds, with their counters; None when its fdinfo is unreadable."""
-    base = f"/proc/{pid}/fdinfo"
-    try:
-        entries = os.listdir(base)
-    except OSError:
+    infos = fd_infos(pid)
+    if infos is None:
         return None
     stats: dict[int, ProgStat] = {}
-    for entry in entries:
-        try:
-            with open(os.path.join(base, entry)) as f:
-                text = f.read()
-        except OSError:
+    for fields in infos:
+        if "run_time_ns" not in fields:           # not a bpf-prog fd (links also name a prog_id)
             continue
-        if "run_time_ns:" not in text:           # not a bpf-prog fd (links also name a prog_id)
-            continue
-        fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
         try:
             prog_id = int(fields["prog_id"])
             type_no = int(fields.get("prog_type", "0"))

@@ -35,21 +35,33 @@ def die_with_parent() -> Callable[[], None]:
     return hook
 
 
-def prog_ids_of(pid: int) -> set[int]:
-    """IDs of the BPF programs a process holds open (from /proc/PID/fdinfo)."""
-    ids = set()
+def fd_infos(pid: int) -> list[dict[str, str]] | None:
+    """Each open fd's /proc/PID/fdinfo as {field: value} (a bpf-prog fd has prog_id, run_time_ns,
+    run_cnt; a BPF link names its prog_id too); None when the process's fdinfo is unreadable."""
     fd_dir = f"/proc/{pid}/fdinfo"
     try:
         entries = os.listdir(fd_dir)
     except OSError:
-        return ids
+        return None
+    infos = []
     for fd in entries:
         try:
             with open(os.path.join(fd_dir, fd)) as f:
-                for line in f:
-                    if line.startswith("prog_id:"):
-                        ids.add(int(line.split()[1]))
-        except (OSError, ValueError):
+                text = f.read()
+        except OSError:
+            continue        # closed meanwhile
+        infos.append({key.strip(): value.strip() for key, _, value in
+                      (line.partition(":") for line in text.splitlines()) if _})
+    return infos
+
+
+def prog_ids_of(pid: int) -> set[int]:
+    """IDs of the BPF programs a process holds open (its program fds and links)."""
+    ids = set()
+    for info in fd_infos(pid) or ():
+        try:
+            ids.add(int(info["prog_id"]))
+        except (KeyError, ValueError):
             continue
     return ids
 
