@@ -296,21 +296,9 @@ def test_live_offcpu_sleeper_through_the_tab(qtbot):
     flame graph's frames matching "nanosleep" hold exactly the time of the metric's nanosleep stacks,
     and about the thread's own blocked time (wall - schedstat run - run-queue wait; test_offcpu holds
     the metric to that within 3 %: here the tab is the subject, so 10 %)."""
-    from helpers import MetricProcess, end_workload, next_line, run_workload, settle_and_stop
-    from workloads import SLEEPER_CHILD
+    from workloads import offcpu_on_sleeper
 
-    child = run_workload(SLEEPER_CHILD)
-    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5")
-    try:
-        tool.wait_meta()
-        next_line(child)
-        done, _, truth = child.stdout.readline().partition(" ")
-        assert done == "done"
-        truth = json.loads(truth)
-        settle_and_stop(tool, intervals=1)
-    finally:
-        tool.kill()
-        end_workload(child)
+    tool, _, _, truth, _ = offcpu_on_sleeper("0.5")
     tab = MetricTab(config.get("offcpu"))
     qtbot.addWidget(tab)
     tab.resize(1200, 700)

@@ -1,35 +1,23 @@
 """offcpu against a workload whose blocking is known: a thread that sleeps 50 ms twenty times, and keeps
 the kernel's own books on itself (schedstat, voluntary context switches) while it does."""
 
-import json
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, next_line, run_workload, settle_and_stop
-from workloads import SLEEPER_CHILD
+from helpers import MetricProcess, end_workload, human_output, next_line, run_workload
+from workloads import SLEEPER_CHILD, offcpu_on_sleeper
 
 pytestmark = pytest.mark.bpf
 
 
 def test_sleeping_thread_blocked_time_and_stack():
-    child = run_workload(SLEEPER_CHILD)
-    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5", "--stacks", "50")
-    try:
-        meta = tool.wait_meta()
-        assert meta["filters"] == {"filter_pid": child.pid}
-        tid = int(next_line(child))
-        done, _, truth = child.stdout.readline().partition(" ")
-        assert done == "done"
-        truth = json.loads(truth)
-        settle_and_stop(tool, intervals=1)
-    finally:
-        tool.kill()
-        end_workload(child)
+    tool, pid, tid, truth, meta = offcpu_on_sleeper("0.5", "--stacks", "50")
+    assert meta["filters"] == {"filter_pid": pid}
 
     rows = [r for r in tool.of_kind("row") if r["tid"] == tid]
     threads = [r for r in rows if r["level"] == "thread"]
     blocked_ms, count = sum(r["total_ms"] for r in threads), sum(r["count"] for r in threads)
     print(f"tid {tid}: blocked {blocked_ms:.1f} ms in {count} blocks; the thread's own books: {truth}")
-    assert {r["pid"] for r in rows} == {child.pid}
+    assert {r["pid"] for r in rows} == {pid}
     # Ground truth is the thread's wall time less its schedstat run and run-queue time, not the nominal
     # 1000 ms: a sleep the thread spends preempted or on a stolen vCPU is not blocked time. Blocks after
     # its first and last look (thread start and exit, handing the GIL over) may add a few switches.

@@ -1,5 +1,11 @@
 """Workload programs that more than one test runs (through helpers.run_workload), each measuring its own
-ground truth."""
+ground truth, and the runs of a metric on them that more than one test makes."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import MetricProcess, end_workload, next_line, run_workload, settle_and_stop
 
 SLEEPER_CHILD = """
 import json, sys, threading, time
@@ -25,3 +31,20 @@ t.join()
 print("done", json.dumps(truth), flush=True)
 sys.stdin.readline()
 """
+
+
+def offcpu_on_sleeper(*options: str) -> tuple[MetricProcess, int, int, dict, dict]:
+    """offcpu -p on SLEEPER_CHILD for one interval after its sleeps: (the stopped tool, the child's pid,
+    the sleeping thread's tid, the thread's own books, offcpu's meta record)."""
+    child = run_workload(SLEEPER_CHILD)
+    tool = MetricProcess("offcpu", "-p", str(child.pid), *options)
+    try:
+        meta = tool.wait_meta()
+        tid = int(next_line(child))
+        done, _, truth = child.stdout.readline().partition(" ")
+        assert done == "done"
+        settle_and_stop(tool, intervals=1)
+    finally:
+        tool.kill()
+        end_workload(child)
+    return tool, child.pid, tid, json.loads(truth), meta
