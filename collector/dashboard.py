@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import time
+from urllib.parse import quote
 
 from flask import Blueprint, abort, render_template, request, url_for
 from markupsafe import Markup
 
 from collector import chart
+from collector.profile_api import speedscope_available
 from collector.profiles import RANGES, BadRange, bound, range_profile
 from collector.rejections import REASONS
 from collector.state import error, state
@@ -130,4 +132,13 @@ def _flame(key: dict[str, str], kind: str | None) -> dict:
             "matched": format_weight(graph.matched, unit),
             "matched_pct": graph.matched / graph.total * 100 if graph.total else 0.0,
             "exports": {fmt: url_for("profile_api.profile", **key, **view, format=fmt)
-                        for fmt in ("folded", "speedscope", "pprof")}}
+                        for fmt in ("folded", "speedscope", "pprof")},
+            "viewer": speedscope_link(key, view) if speedscope_available() else None}
+
+
+def speedscope_link(key: dict[str, str], view: dict[str, str]) -> str:
+    """speedscope's viewer, served by the collector, opening this range's speedscope export."""
+    export = url_for("profile_api.profile", **key, **view, format="speedscope")
+    title = f"{key['source']} on {key['host']}"
+    return (url_for("profile_api.speedscope_file", name="index.html") + "#profileURL=" + quote(export, safe="")
+            + "&title=" + quote(title, safe=""))

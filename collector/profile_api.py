@@ -5,10 +5,11 @@ seconds) or since/until (unix seconds), format. Anything else is refused with a 
 
 from __future__ import annotations
 
+import os
 import re
 
 import orjson
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, request, send_from_directory
 
 from collector.profiles import BadRange, RangeProfile, bound, range_profile
 from collector.state import error, state
@@ -19,6 +20,9 @@ from profile_data.speedscope import to_speedscope
 bp = Blueprint("profile_api", __name__)
 
 FORMATS = ("folded", "speedscope", "pprof")
+# speedscope's own viewer, as the npm package ships it (setup installs it): served here, it opens an
+# export with no network beyond the collector
+SPEEDSCOPE_DIR = os.path.join(os.path.dirname(__file__), "vendor", "node_modules", "speedscope", "dist", "release")
 PARAMS = frozenset({"host", "run_id", "source", "range", "since", "until", "format"})
 _FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -64,3 +68,14 @@ def profile():
     body = to_pprof(result.profile, time_nanos=round(since * 1e9), duration_nanos=round((until - since) * 1e9))
     return Response(body, mimetype="application/octet-stream",
                     headers={**headers, "Content-Disposition": f"attachment; filename={name}.pb.gz"})
+
+
+def speedscope_available() -> bool:
+    return os.path.isfile(os.path.join(SPEEDSCOPE_DIR, "index.html"))
+
+
+@bp.get("/vendor/speedscope/<path:name>")
+def speedscope_file(name: str):
+    if not speedscope_available():
+        return error(404, "not_found", "speedscope is not installed (scripts/setup.sh installs collector/vendor)")
+    return send_from_directory(SPEEDSCOPE_DIR, name, max_age=3600)

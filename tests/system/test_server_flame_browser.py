@@ -71,3 +71,23 @@ def test_stream_page_flame_graph_renders_zooms_and_searches(served, browser):  #
     assert highlighted and all(
         "epoll" in h.find_element(By.XPATH, "..").get_attribute("data-name").lower() for h in highlighted)
     assert problems(browser) == []
+
+
+def test_open_in_speedscope_shows_the_range_offline(served, browser):  # noqa: F811 - fixtures
+    """The stream page's link opens speedscope's own viewer, served by the collector from the npm
+    package setup installed, on the range's speedscope export: it draws it, with no request leaving
+    the collector and no console error."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, client = served
+    post_intervals(client, "offcpu", sample("offcpu"), 2)
+    browser.get(base + PAGE)
+    browser.find_element(By.ID, "open-speedscope").click()
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+        "return document.title.includes('offcpu') && document.querySelectorAll('canvas').length > 0"))
+    # speedscope draws the frame names into its canvas; the profile it loaded names them
+    names = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert any("/api/profile?" in n and "format=speedscope" in n for n in names)
+    assert all(n.startswith(base) for n in names), names
+    assert problems(browser) == []
