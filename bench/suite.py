@@ -8,6 +8,7 @@ import ingest
 import metric_footprint
 import metric_overhead
 import pipeline
+import stack_storage
 import syscall_overhead
 import unwind
 
@@ -17,6 +18,7 @@ BENCHES = [
     ("metric_footprint", metric_footprint),
     ("pipeline", pipeline),
     ("ingest", ingest),
+    ("stack_storage", stack_storage),
     ("app_memory", app_memory),
     ("unwind", unwind),
 ]
