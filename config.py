@@ -225,6 +225,11 @@ TID = Arg("tid", "--tid", "int", "trace this thread id only", minimum=1, sample=
           cli_help=f"trace this thread id only{_ENDS}")
 PPID = Arg("ppid", "--ppid", "int", "trace children of this parent pid only", minimum=1, sample=1, target="process",
            cli_help=f"trace children of this parent pid only{_ENDS}")
+# checked by the harness itself (bcctool.cgroups.resolve_target: a group of the v2 hierarchy)
+CGROUP = Arg("cgroup", "--cgroup", "str", "trace this cgroup (v2) and every group below it", metavar="PATH",
+             sample="/sys/fs/cgroup",
+             cli_help="trace this cgroup v2 group (absolute, or a path under the v2 mount) and every group "
+                      "below it, also those made after start")
 
 
 # --- the metrics -----------------------------------------------------------------------------------
@@ -238,8 +243,9 @@ METRICS: list[MetricSpec] = [
             PID,
             TID,
             PPID,
+            CGROUP,
             Arg("group_by", "--group-by", "choice", "top level of the nesting", default="process",
-                choices=("process", "syscall"), short="-g", cli_help="top level of the nesting (default process)"),
+                choices=("process", "syscall", "cgroup"), short="-g", cli_help="top level of the nesting (default process)"),
             Arg("top", "--top", "int", "groups shown", default=10, minimum=1, maximum=1000, short="-T",
                 cli_help="groups shown (default 10)"),
             Arg("details_top", "--details-top", "int", "members under each group", default=5, minimum=1,
@@ -260,6 +266,7 @@ METRICS: list[MetricSpec] = [
             Field("level", "Level"),
             Field("pid", "PID"),
             Field("comm", "Command"),
+            Field("cgroup", "Cgroup"),
             Field("syscall", "Syscall"),
             Field("count", "Count", "count"),
             Field("errors", "Errors", "count"),

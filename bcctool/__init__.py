@@ -37,7 +37,7 @@ from typing import Any
 import config
 from client.wire import SCHEMA_VERSION
 
-from . import footprint, kernelfeatures
+from . import cgroups, footprint, kernelfeatures
 
 BPF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bpf")
 
@@ -210,8 +210,16 @@ class Tool:
         self._filters: dict[str, Any] = {}
         self.interval_index = 0
         self.variant = ""
+        self._cgroup_names: cgroups.CgroupNames | None = None
+        self._cgroup_cflags: list[str] = []     # --cgroup as -D flags (bpf/common.h skip_cgroup)
 
     # --- arguments ------------------------------------------------------------------------------
+    def cgroup_fields(self, cgid: int) -> dict[str, Any]:
+        """cgroup_id, cgroup (path under the v2 mount) and unit/container where its shape is known."""
+        if self._cgroup_names is None:
+            self._cgroup_names = cgroups.CgroupNames()
+        return self._cgroup_names.fields(cgid)
+
     def target(self, dest: str, kind: str) -> None:
         """Check argument `dest` names an existing `kind` (a TARGET_CHECKS key) before anything loads."""
         self._targets[dest] = kind
@@ -235,6 +243,15 @@ class Tool:
             value = getattr(args, dest, None)
             if value is not None and not TARGET_CHECKS[kind](value):
                 self.parser.error(f"argument {dest}: no {kind} {value}")
+        if getattr(args, "cgroup", None) is not None:
+            # --cgroup PATH: that group and every group below it, made now or later; the BPF side
+            # compares the task's ancestor at the target's depth with the target (no map to keep)
+            try:
+                path, cgid, level = cgroups.resolve_target(args.cgroup)
+            except ValueError as exc:
+                self.parser.error(f"argument --cgroup: {exc}")
+            self._filters["cgroup"] = path
+            self._cgroup_cflags = [f"-DFILTER_CGROUP_ID={cgid}ULL", f"-DFILTER_CGROUP_LEVEL={level}"]
         return args
 
     def _resolve_interval(self, args: argparse.Namespace) -> None:
@@ -282,7 +299,8 @@ class Tool:
         if not ok:
             self.die(f"loading BPF needs root or CAP_BPF+CAP_PERFMON ({how})")
         path = os.path.join(BPF_DIR, f"{src or self.name}.c")
-        base = [f"-I{BPF_DIR}", "-Wno-macro-redefined", "-Wno-unused-function", *(cflags or [])]
+        base = [f"-I{BPF_DIR}", "-Wno-macro-redefined", "-Wno-unused-function", *(cflags or []),
+                *self._cgroup_cflags]
         tries = variants or [[]]
         for n, extra in enumerate(tries):
             last = n == len(tries) - 1

@@ -13,9 +13,28 @@
  * and-ed). Raw tracepoint and perf-event programs are not affected and keep their own convention. */
 #define PASS_ON 1
 
-/* 1 when the current task is excluded by --pid / --tid (FILTER_PID, FILTER_TID). */
+/* 1 when the current task is outside --cgroup (FILTER_CGROUP_ID at FILTER_CGROUP_LEVEL below the v2
+ * root): its ancestor at that level is the target, which also takes in groups made below it after
+ * start, with no map to keep current and no struct read (the helper reads the task's own cgroup). */
+static __always_inline int skip_cgroup(void)
+{
+#ifdef FILTER_CGROUP_ID
+    if (bpf_get_current_ancestor_cgroup_id(FILTER_CGROUP_LEVEL) != FILTER_CGROUP_ID)
+        return 1;
+#endif
+    return 0;
+}
+
+/* Any filter on the current task is set: a program that skips filtering for speed must not skip it. */
+#if defined(FILTER_PID) || defined(FILTER_TID) || defined(FILTER_CGROUP_ID)
+#define FILTER_TASK 1
+#endif
+
+/* 1 when the current task is excluded by --pid / --tid / --cgroup. */
 static __always_inline int skip_task(u64 pid_tgid)
 {
+    if (skip_cgroup())
+        return 1;
 #ifdef FILTER_PID
     if ((u32)(pid_tgid >> 32) != FILTER_PID)
         return 1;

@@ -29,6 +29,7 @@ struct start_t {
 struct key_t {
     u32 tgid;
     u32 nr;
+    u64 cgid;     /* the thread's cgroup (v2) at exit: a process moved mid-run is split between two */
 };
 
 struct val_t {
@@ -73,7 +74,7 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
 
 RAW_TRACEPOINT_PROBE(sys_enter)
 {
-#if defined(FILTER_PID) || defined(FILTER_TID) || defined(FILTER_PPID) || !defined(USE_TASK_STORAGE)
+#if defined(FILTER_TASK) || defined(FILTER_PPID) || !defined(USE_TASK_STORAGE)
     u64 id = bpf_get_current_pid_tgid();
     if (skip_task(id))
         return 0;
@@ -129,7 +130,7 @@ RAW_TRACEPOINT_PROBE(sys_exit)
         return 0;
     u64 delta = bpf_ktime_get_ns() - s->ts;
 #endif
-    struct key_t key = {.tgid = s->tgid, .nr = s->nr};
+    struct key_t key = {.tgid = s->tgid, .nr = s->nr, .cgid = bpf_get_current_cgroup_id()};
     s->ts = 0;
 #else
     u64 id = bpf_get_current_pid_tgid();
@@ -140,7 +141,7 @@ RAW_TRACEPOINT_PROBE(sys_exit)
     if (!s)
         return 0;
     u64 delta = bpf_ktime_get_ns() - s->ts;
-    struct key_t key = {.tgid = id >> 32, .nr = s->nr};
+    struct key_t key = {.tgid = id >> 32, .nr = s->nr, .cgid = bpf_get_current_cgroup_id()};
     start.delete(&tid);
 #ifdef SAMPLE_EVERY
     int timed = 1;  /* the hash keeps nothing per thread between syscalls: every one is timed */

@@ -20,6 +20,8 @@ EXAMPLES = [
     ("sysnest -p 185", "only process 185"),
     ("sysnest --group-by syscall --top 5", "top 5 syscalls, top processes under each"),
     ("sysnest --ppid 1 --duration 30", "children of PID 1, for 30 seconds"),
+    ("sysnest --cgroup /sys/fs/cgroup/unified/web", "one cgroup (v2) and the groups below it"),
+    ("sysnest --group-by cgroup", "top cgroups, top syscalls under each"),
     ("sysnest -m --json", "milliseconds; NDJSON records for the app"),
     ("sysnest --sample 8", "time one syscall in 8 per thread (counts stay exact): less overhead"),
 ]
@@ -65,8 +67,8 @@ except ImportError:  # pragma: no cover - bcc always ships it
         return b"sys_%d" % nr
 
 
-def read_totals(min_epoch: int) -> dict[tuple[int, int], tuple[int, int, int, int, int]]:
-    """(tgid, nr) -> (count, total_ns, errors, timed, max_ns in windows >= min_epoch), summed over CPUs;
+def read_totals(min_epoch: int) -> dict[tuple[int, int, int], tuple[int, int, int, int, int]]:
+    """(tgid, nr, cgroup id) -> (count, total_ns, errors, timed, max_ns in windows >= min_epoch), summed over CPUs;
     timed: the syscalls in total_ns (all of them unless sampling)."""
     totals = {}
     try:
@@ -82,7 +84,7 @@ def read_totals(min_epoch: int) -> dict[tuple[int, int], tuple[int, int, int, in
             timed += v.timed
             if v.epoch >= min_epoch and v.max_ns > mx:
                 mx = v.max_ns
-        totals[(key.tgid, key.nr)] = (count, total, errors, timed if sample_every > 1 else count, mx)
+        totals[(key.tgid, key.nr, key.cgid)] = (count, total, errors, timed if sample_every > 1 else count, mx)
     return totals
 
 
@@ -101,8 +103,8 @@ def forget_exited(seen: dict, delta_keys: set) -> None:
 
 
 def nest(rows: list[dict]) -> list[tuple[dict, list[dict]]]:
-    """Group rows by process or syscall; top groups, each with its top members."""
-    by = "pid" if args.group_by == "process" else "syscall"
+    """Group rows by process, syscall or cgroup; top groups, each with its top members."""
+    by = {"process": "pid", "syscall": "syscall", "cgroup": "cgroup_id"}[args.group_by]
     order = "total_ns" if args.sort == "time" else "count"
     groups: dict = {}
     for r in rows:
@@ -112,9 +114,17 @@ def nest(rows: list[dict]) -> list[tuple[dict, list[dict]]]:
             g[field] += r[field]
         g["max_ns"] = max(g["max_ns"], r["max_ns"])
         g["members"].append(r)
-        g.update({k: r[k] for k in (("pid", "comm") if by == "pid" else ("syscall", "nr"))})
+        g.update({k: r[k] for k in GROUP_FIELDS[args.group_by] if k in r})
     top = sorted(groups.values(), key=lambda g: g[order], reverse=True)[: args.top]
     return [(g, sorted(g.pop("members"), key=lambda r: r[order], reverse=True)[: args.details_top]) for g in top]
+
+
+CGROUP_FIELDS = ("cgroup_id", "cgroup", "unit", "user", "container", "runtime", "pod")
+GROUP_FIELDS = {"process": ("pid", "comm", *CGROUP_FIELDS), "syscall": ("syscall", "nr"), "cgroup": CGROUP_FIELDS}
+
+
+def cgroup_of(r: dict) -> dict:
+    return {k: r[k] for k in CGROUP_FIELDS if k in r}
 
 
 def latency_fields(r: dict) -> dict:
@@ -126,14 +136,19 @@ def latency_fields(r: dict) -> dict:
 
 def print_human(nested: list, total: int, nprocs: int, elapsed: float) -> None:
     print(f"\n[{time.strftime('%H:%M:%S')}] {total} syscalls ({total / elapsed:.0f}/s), {nprocs} processes")
-    first = "PID   COMM" if args.group_by == "process" else "SYSCALL"
+    first = {"process": "PID   COMM", "syscall": "SYSCALL", "cgroup": "CGROUP"}[args.group_by]
     print(f"{first:<28} {'COUNT':>10} {'ERRORS':>7} {'TOTAL(' + unit + ')':>14} "
           f"{'AVG(' + unit + ')':>11} {'MAX(' + unit + ')':>11}")
     for group, members in nested:
-        label = f"{group['pid']:<5} {group['comm']}" if args.group_by == "process" else group["syscall"]
+        if args.group_by == "process":
+            label = f"{group['pid']:<5} {group['comm']}"
+        else:
+            label = group["syscall"] if args.group_by == "syscall" else group["cgroup"] or str(group["cgroup_id"])
         print(line(label, group))
         for r in members:
             label = r["syscall"] if args.group_by == "process" else f"{r['pid']:<7} {r['comm']}"
+            if args.group_by == "cgroup":
+                label += f" {r['syscall']}"
             print(line("  " + label, r))
 
 
@@ -144,7 +159,7 @@ def line(label: str, r: dict) -> str:
 
 
 # --- loop ------------------------------------------------------------------------------------------
-seen: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+seen: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
 last = time.monotonic()
 for interval in tool.intervals():
     now = time.monotonic()
@@ -161,7 +176,8 @@ for interval in tool.intervals():
             dt = dt * dc // dtimed if dtimed else 0
         name = syscall_name(key[1]).decode(errors="replace")
         rows.append({"pid": key[0], "comm": process_name(key[0], comms), "nr": key[1], "syscall": name,
-                     "count": dc, "total_ns": dt, "errors": de, "timed": dtimed, "max_ns": max_ns})
+                     "count": dc, "total_ns": dt, "errors": de, "timed": dtimed, "max_ns": max_ns,
+                     **tool.cgroup_fields(key[2])})
     # Read first, then open the next max window: a key hit between the two keeps its max in the window
     # just read, which is a smaller loss than the reverse order (the read's own bpf() calls would reset it).
     epoch[epoch.Key(0)] = epoch.Leaf(interval + 1)
@@ -173,13 +189,12 @@ for interval in tool.intervals():
         tool.emit("summary", syscalls=total, per_sec=round(total / elapsed, 1), processes=nprocs,
                   errors=sum(r["errors"] for r in rows), interval_s=round(elapsed, 3))
         for rank, (group, members) in enumerate(nested, 1):
-            ident = {"pid": group["pid"], "comm": group["comm"]} if args.group_by == "process" else \
-                {"syscall": group["syscall"], "nr": group["nr"]}
+            ident = {k: group[k] for k in GROUP_FIELDS[args.group_by] if k in group}
             tool.emit("row", level="group", group_by=args.group_by, rank=rank, **ident,
                       count=group["count"], errors=group["errors"], timed=group["timed"], **latency_fields(group))
             for r in members:
                 tool.emit("row", level="detail", group_by=args.group_by, rank=rank, pid=r["pid"],
-                          comm=r["comm"], syscall=r["syscall"], nr=r["nr"], count=r["count"],
+                          comm=r["comm"], syscall=r["syscall"], nr=r["nr"], **cgroup_of(r), count=r["count"],
                           errors=r["errors"], timed=r["timed"], **latency_fields(r))
     else:
         print_human(nested, total, nprocs, elapsed)

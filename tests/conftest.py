@@ -16,7 +16,7 @@ from server_fixtures import collector_app, collector_client, db_url, make_collec
 
 IN_CI = bool(os.environ.get("CI"))
 # fixtures some test packages share: a real browser and the collector it drives, and pprof's own proto
-pytest_plugins = ["browser", "pprof_decode"]
+pytest_plugins = ["browser", "cgroup_fixtures", "pprof_decode"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
