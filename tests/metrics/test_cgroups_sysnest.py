@@ -42,7 +42,7 @@ def test_each_count_in_its_own_cgroup(test_cgroups):
     a, b = test_cgroups.make("a"), test_cgroups.make("b")
     kids = {"a": workload_in(a, GETPPID, str(COUNTS["a"])), "b": workload_in(b, GETPPID, str(COUNTS["b"])),
             "out": workload_in(None, GETPPID, str(COUNTS["out"]))}
-    tool = MetricProcess("sysnest", "0.5", "--group-by", "cgroup", "--top", "1000", "--details-top", "100000")
+    tool = MetricProcess("sysnest", "0.5", "--group-by", "cgroup", "--top", "1000", "--details-top", "1000")
     try:
         tool.wait_meta()
         run_and_stop(tool, list(kids.values()))
