@@ -7,6 +7,7 @@ EXAMPLES:
     python server.py                                   # 127.0.0.1:5000, ./collector.db
     python server.py --host 0.0.0.0 --tokens-file lab-tokens.txt --log-file server_data.log
     python server.py --db postgresql://lab@dbhost/lab --port 5001
+    python server.py db upgrade --db old-lab.db         # upgrade an older collector's database, then exit
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import sys
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from collector import create_app, httpserver
+from collector import create_app, httpserver, migrate
 from collector import settings as settings_mod
 from collector.state import EXTENSION
+from collector.store import make_engine
 from collector.tokens import load_tokens
 
 
@@ -70,7 +72,36 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def db_command(argv: list[str]) -> int:
+    """`server.py db upgrade [--db URL]`: bring the database's schema up to date without serving (the
+    collector also does it when it starts)."""
+    parser = argparse.ArgumentParser(prog="server.py db", description=db_command.__doc__.split(":", 1)[1])
+    parser.add_argument("action", choices=["upgrade"])
+    parser.add_argument("--db", default=settings_mod.DEFAULT_DB, help="the database, as for the server")
+    args = parser.parse_args(argv)
+    try:
+        engine = make_engine(settings_mod.normalise_db_url(args.db))
+    except ValueError as e:
+        parser.error(str(e))
+    try:
+        before, after = migrate.upgrade_engine(engine)
+    except migrate.SchemaError as e:
+        print(f"server.py: refusing the database: {e}", file=sys.stderr)
+        return 1
+    except (SQLAlchemyError, OSError) as e:
+        print(f"server.py: cannot open the database: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 1
+    finally:
+        engine.dispose()
+    print(f"database schema already at {after}" if before == after else
+          f"database schema upgraded from {before or 'nothing (a new database)'} to {after}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["db"]:
+        return db_command(argv[1:])
     args = parse_args(argv)
     console = _console_log()
     try:
@@ -81,9 +112,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "task queue depth" chatter under load
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # migrate logs the one line that matters
     try:
         app = create_app({"db_url": args.db, "log_file": args.log_file, "tokens": args.tokens,
                           "max_body": args.max_body})
+    except migrate.SchemaError as e:  # the URL may hold a password: not shown
+        print(f"server.py: refusing the database: {e}", file=sys.stderr)
+        return 1
     except (SQLAlchemyError, ValueError, OSError) as e:
         print(f"server.py: cannot open the database or log: {str(e).splitlines()[0]}", file=sys.stderr)
         return 1

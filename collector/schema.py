@@ -4,8 +4,8 @@ row per metric record (its JSON as received plus the columns queries filter on),
 kept up to date in the batch's own transaction, so no reader or answer scans the batches), and named
 counters for what leaves no row (duplicates, rejections) so every server process reports the same
 totals. A stack record's frames are a stack row, stored once, keyed by their hash (stacks.py); the
-record keeps the hash. There is no migration framework yet: UPGRADES lists what a database of the
-previous schema lacks, added on start (store.py); a database older than that must be replaced."""
+record keeps the hash. Every change to these tables is also an Alembic migration
+(collector/migrations/versions), which brings a database of any earlier collector up to them."""
 
 from __future__ import annotations
 
@@ -104,6 +104,3 @@ counters = Table(
     Column("value", BigInteger, nullable=False),
 )
 
-# Columns added to a table of the previous schema, (table, column): on start, a database without one
-# gets it (ALTER TABLE ... ADD COLUMN, NULL in the rows stored before), as a migration would add it.
-UPGRADES = ((records, records.c.stack),)

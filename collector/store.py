@@ -10,36 +10,32 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sqlalchemy import (
-    Column,
     ColumnElement,
     Connection,
     Engine,
     Select,
-    Table,
     and_,
     case,
     create_engine,
     event,
     func,
-    inspect,
     null,
     or_,
     select,
     text,
 )
-from sqlalchemy.schema import CreateColumn
 
+from collector import migrate
 from collector import stacks as stack_text
 from collector.payload import Batch
 from collector.rejections import Rejections
-from collector.schema import UPGRADES, batches, counters, gaps, metadata, records, stacks, streams
+from collector.schema import batches, counters, gaps, records, stacks, streams
 from collector.stream import MISSING_LISTED, TOTALS, Stream
-from collector.writer import BUSY_TIMEOUT_MS, BatchWriter, Ingest, IngestResult, write_transaction
+from collector.writer import BUSY_TIMEOUT_MS, BatchWriter, Ingest, IngestResult
 
 __all__ = ["MISSING_LISTED", "IngestResult", "Store", "Stream", "make_engine"]
 
 STACKS_PER_QUERY = 500  # hashes in one IN (...) list
-SCHEMA_LOCK = 7_461_801  # PostgreSQL advisory lock id while creating tables
 READ_CHUNK = 1000  # records read per query by iter_records ...
 CHUNK_BYTES = 4 * 2**20  # ... or this much of their stored text (but at least one record)
 
@@ -95,36 +91,13 @@ def make_engine(url: str) -> Engine:
     raise ValueError(f"unsupported database URL {url.split(':', 1)[0]!r}: use sqlite:///FILE or postgresql://...")
 
 
-def _add_column(conn: Connection, table: Table, column: Column) -> str:
-    """ALTER TABLE ... ADD COLUMN for a nullable column, with its foreign key (both dialects take an
-    inline REFERENCES)."""
-    spec = str(CreateColumn(column).compile(dialect=conn.dialect))
-    for key in column.foreign_keys:
-        spec += f" REFERENCES {key.column.table.name} ({key.column.name})"
-    return f"ALTER TABLE {table.name} ADD COLUMN {spec}"
-
-
 class Store:
     def __init__(self, url: str) -> None:
         self.engine = make_engine(url)
         self.dialect = self.engine.dialect.name
-        self._create_schema()
+        migrate.upgrade_engine(self.engine)  # or SchemaError, before anything is served
         self._rejections = Rejections()
         self._writer = BatchWriter(self.engine, self._rejections)
-
-    def _create_schema(self) -> None:
-        with write_transaction(self.engine) as conn:
-            if self.dialect == "postgresql":
-                # several processes starting at once would race on CREATE TABLE
-                conn.execute(select(func.pg_advisory_xact_lock(SCHEMA_LOCK)))
-            metadata.create_all(conn)
-            # no migration: a database from before the streams table would fail every POST
-            if "stream" not in {c["name"] for c in inspect(conn).get_columns("records")}:
-                raise ValueError("the database was made by an older collector (no records.stream column):"
-                                 " move it aside and start again")
-            for table, column in UPGRADES:
-                if column.name not in {c["name"] for c in inspect(conn).get_columns(table.name)}:
-                    conn.exec_driver_sql(_add_column(conn, table, column))
 
     def close(self) -> None:
         self._writer.close()

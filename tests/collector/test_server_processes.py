@@ -39,16 +39,17 @@ def test_unusable_database_exits_1_with_one_line(db):
     assert len(lines) == 1 and lines[0].startswith("server.py: cannot open the database"), result.stderr
 
 
-def test_database_of_an_older_collector_exits_1_with_one_line(tmp_path):
+def test_database_it_cannot_understand_exits_1_with_one_line(tmp_path):
     import sqlite3
 
     db = tmp_path / "old.db"
-    with sqlite3.connect(db) as old:  # records as the collector stored them before the streams table
+    with sqlite3.connect(db) as old:  # the first collector's records table, and none of its other tables
         old.execute("CREATE TABLE records (id INTEGER PRIMARY KEY, batch INTEGER, host TEXT, run_id TEXT,"
                     " source TEXT, sequence INTEGER, idx INTEGER, ts REAL, kind TEXT, metric TEXT, data TEXT)")
     result = run_cli("--db", str(db), "--port", str(free_port()))
     lines = result.stderr.strip().splitlines()
-    assert result.returncode == 1 and len(lines) == 1 and "older collector" in lines[0], result.stderr
+    assert result.returncode == 1 and len(lines) == 1, result.stderr
+    assert "refusing the database: its tables (records) are not those of any collector version" in lines[0]
 
 
 def test_waitress_serves_gzip_tokens_and_json_413(tmp_path):
