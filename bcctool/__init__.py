@@ -155,6 +155,12 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def c_string(text: str) -> str:
+    """text as a C string literal made of octal escapes only, so no character of it (a quote, a
+    backslash) can end the literal early and put code into BPF C compiled as root."""
+    return '"' + "".join(f"\\{byte:03o}" for byte in text.encode()) + '"'
+
+
 class Tool:
     """One metric script's life: arguments, BPF load, output, the interval loop and a clean stop.
 
@@ -276,7 +282,7 @@ class Tool:
                 continue
             self._filters[key.lower()] = value
             if isinstance(value, str):
-                flags.append(f'-D{key.upper()}="{value}"')
+                flags.append(f"-D{key.upper()}={c_string(value)}")
             elif value is True:
                 flags.append(f"-D{key.upper()}=1")
             else:

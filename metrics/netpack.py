@@ -26,7 +26,10 @@ EXAMPLES = [
 
 
 def device_name(text: str) -> str:
-    if not text or len(text.encode()) > 15 or "/" in text or any(c.isspace() for c in text):
+    """The kernel's rules for an interface name (dev_valid_name): 1..15 bytes, not . or .., no /, : or
+    white space."""
+    if (not text or len(text.encode()) > 15 or text in (".", "..") or any(c in "/:" or c.isspace() for c in text)
+            or not text.isprintable()):
         raise argparse.ArgumentTypeError(f"not a network device name: {text!r}")
     return text
 

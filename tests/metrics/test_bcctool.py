@@ -1,8 +1,12 @@
 """Unit tests of the metric-script harness's pure parts."""
 
 import argparse
+import os
+import re
+import subprocess
 
 import pytest
+from helpers import PYTHON, ROOT
 
 import bcctool
 import config
@@ -71,3 +75,21 @@ def test_a_stop_always_ends_with_one_final_read(own_signals, how):
     """A stop during the wait makes that interval the last (partial) one; a stop that lands while an
     interval is printed must not drop what the probes counted since its read: one more read, at once."""
     assert _stop_after_second_interval(how) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("text", ["eth0", '";return(0);"', "a\\\\b", "x\x7f", "名"])
+def test_a_string_filter_is_one_c_literal_of_its_bytes(text):
+    """A string filter goes into BPF C compiled as root (-DFILTER_DEV=...): only octal escapes between
+    the quotes, decoding to exactly its bytes (netpack --dev '";return(0);"' turned the filter off)."""
+    (flag,) = bcctool.Tool("t", "test", [], args=()).filter_cflags(filter_dev=text)
+    name, _, literal = flag.partition("=")
+    assert name == "-DFILTER_DEV" and re.fullmatch(r'"(\\[0-7]{3})*"', literal)
+    assert bytes(int(escape, 8) for escape in literal[1:-1].split("\\")[1:]) == text.encode()
+
+
+@pytest.mark.parametrize("dev", [".", "..", "a:b", "a/b", "a b", "sixteen-chars-xx", ""])
+def test_netpack_refuses_what_the_kernel_refuses_as_a_device_name(dev):
+    result = subprocess.run([PYTHON, os.path.join(ROOT, "metrics", "netpack.py"), "--dev", dev],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "not a network device name" in result.stderr
+    assert "Traceback" not in result.stderr
