@@ -112,6 +112,15 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def boot_id() -> str | None:
+    """This boot's random id: pids and start times (ticks since boot) mean nothing across a reboot."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 class ChildRegistry:
     """The process groups this app has running, on disk, so a later start can end them."""
 
@@ -124,7 +133,7 @@ class ChildRegistry:
 
     def record(self, pid: int, argv: list[str]) -> None:
         entry = {"pid": pid, "start": start_time(pid), "app_pid": os.getpid(),
-                 "app_start": start_time(os.getpid()), "argv": argv}
+                 "app_start": start_time(os.getpid()), "argv": argv, "boot_id": boot_id()}
         tmp = self._path(pid) + ".tmp"
         with open(tmp, "w") as f:
             json.dump(entry, f)
@@ -146,6 +155,11 @@ class ChildRegistry:
                     entry = json.load(f)
                 pgid = int(entry["pid"])
             except (OSError, ValueError, KeyError, TypeError):
+                os.unlink(path)
+                continue
+            if entry.get("boot_id") != boot_id():
+                # recorded before a reboot (or by a version that did not say): its pids and start times
+                # now name unrelated processes, which the checks below could mistake for it
                 os.unlink(path)
                 continue
             if entry.get("app_start") and start_time(entry.get("app_pid", 0)) == entry["app_start"]:

@@ -4,6 +4,7 @@ well, and process groups a killed app left behind are ended on the next start.""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -185,3 +186,20 @@ def test_controller_refuses_bad_values(qtbot, tmp_path):
     assert c.running() == ["flood"]
     c.shutdown(5)
     assert c.running() == []
+
+
+def test_a_leftover_from_before_a_reboot_ends_nothing(tmp_path):
+    """After a reboot a children/*.json names a pid and start time that may now be an unrelated process
+    group's: it is dropped, and that group lives on."""
+    unrelated = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        registry = procs.ChildRegistry(str(tmp_path))
+        registry.record(unrelated.pid, ["sleep", "300"])  # the same pid and start time, as after a reboot ...
+        path = tmp_path / "children" / f"{unrelated.pid}.json"
+        entry = json.loads(path.read_text())
+        path.write_text(json.dumps({**entry, "app_pid": 1, "app_start": -1, "boot_id": "an-earlier-boot"}))
+        assert registry.end_leftovers() == []
+        assert unrelated.poll() is None and not path.exists()
+    finally:
+        unrelated.kill()
+        unrelated.wait()
