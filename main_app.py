@@ -13,6 +13,7 @@ busy metric never floods the event loop; nothing here does network or subprocess
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from typing import Any
@@ -139,7 +140,7 @@ class MainWindow(QMainWindow):
         s.setValue("window/geometry", self.saveGeometry())
         for form in self.forms.values():
             form.save()
-        s.sync()
+        private_settings(s)
 
     # --- the metric list and forms ------------------------------------------------------------------
     def checked(self) -> list[str]:
@@ -394,6 +395,17 @@ def run_window(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: window.close())
     window.show()
     return app.exec()
+
+
+def private_settings(settings: QSettings) -> None:
+    """Write the settings readable by their owner only: they hold the collector token."""
+    previous = os.umask(0o077)  # the file Qt writes (a new one, renamed over the old) is born 0600
+    try:
+        settings.sync()
+    finally:
+        os.umask(previous)
+    if settings.fileName() and os.path.exists(settings.fileName()):
+        os.chmod(settings.fileName(), 0o600)  # one saved by an earlier version
 
 
 def app_settings() -> QSettings:

@@ -150,6 +150,7 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
             value = QLabel("–", box)
             value.setObjectName(f"transport_{key}")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            value.setTextFormat(Qt.TextFormat.PlainText)  # the collector's reason: remote text, never markup
             if key == "last_error":
                 value.setWordWrap(True)
                 grid.addWidget(QLabel(title, box), 3, 0)

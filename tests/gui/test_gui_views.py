@@ -187,6 +187,23 @@ def test_the_transport_panel_shows_the_controllers_status(qtbot, tmp_path):
     assert fake.server == ("http://127.0.0.1:5001", "tok")
 
 
+def test_remote_text_is_plain_and_the_saved_token_private(qtbot, tmp_path):
+    """The collector's reason is the collector's text: shown as it is, never as markup; the settings
+    file that keeps the token is the user's alone."""
+    fake = FakeController()
+    window = make_window(qtbot, tmp_path, fake, show=True)
+    reason = 'HTTP 400 <img src="http://attacker/x"><b>bold</b>'
+    fake.transport_status.emit({"last_error": reason, "reachable": True, "url": "http://127.0.0.1:9"})
+    label = window.ui.transport_labels["last_error"]
+    assert label.textFormat() == Qt.TextFormat.PlainText and label.text() == reason
+    settings = tmp_path / "settings.ini"
+    settings.write_text("")
+    os.chmod(settings, 0o644)  # as an earlier version left it
+    window.ui.server_token.setText("s3cret-token")
+    window.save_settings()
+    assert "s3cret-token" in settings.read_text() and os.stat(settings).st_mode & 0o777 == 0o600
+
+
 def test_the_log_is_bounded_and_timestamped(qtbot, tmp_path):
     fake = FakeController()
     window = make_window(qtbot, tmp_path, fake, show=True)
