@@ -144,3 +144,24 @@ class CgroupNames:
                 continue
             rel = os.path.relpath(directory, root)
             self._paths[ino] = "/" if rel == "." else "/" + rel
+
+
+CGROUP_FIELDS = ("cgroup_id", "cgroup", "unit", "user", "container", "runtime", "pod")
+
+
+def by_cgroup(rows: list[dict], summed: tuple[str, ...]) -> list[dict]:
+    """Per-process rows merged per cgroup (--group-by cgroup): the cgroup's fields, the `summed` fields
+    added up, and `processes`, how many distinct pids were in it."""
+    groups: dict[int, dict] = {}
+    pids: dict[int, set] = {}
+    for r in rows:
+        g = groups.get(r["cgroup_id"])
+        if g is None:
+            g = groups[r["cgroup_id"]] = {k: r[k] for k in CGROUP_FIELDS if k in r}
+            g.update({k: 0 for k in summed})
+        for k in summed:
+            g[k] += r.get(k, 0)
+        pids.setdefault(r["cgroup_id"], set()).add(r.get("pid"))
+    for cgid, g in groups.items():
+        g["processes"] = len(pids[cgid])
+    return list(groups.values())

@@ -6,8 +6,8 @@
  * getrusage() reports, so minor/major here means exactly what rusage means (major = the fault waited
  * on I/O, VM_FAULT_MAJOR or a retried fault). The exceptions:page_fault_user tracepoint cannot say
  * that (its error_code is the CPU's: present/write/user bits), so it is only an optional extra count
- * of user-mode fault traps (TRAPS). Counts go to a per-CPU hash that is never cleared while a process
- * lives; the user side takes deltas. */
+ * of user-mode fault traps (TRAPS). Counts go to a per-CPU hash keyed by (process, cgroup) that is
+ * never cleared while a process lives; the user side takes deltas. */
 /* The programs take no field of their context, so they declare it void *: the header that defines
  * struct bpf_perf_event_data pulls in linux/sched.h, which tripled the compile (0.3 s to 0.9 s). */
 #include "common.h"
@@ -26,7 +26,13 @@ struct comm_t {
 #define MAX_PIDS 32768
 #endif
 
-BPF_PERCPU_HASH(faults, u32, struct val_t, MAX_PIDS);
+struct key_t {
+    u32 tgid;
+    u32 pad;
+    u64 cgid;     /* the faulting task's cgroup (v2) */
+};
+
+BPF_PERCPU_HASH(faults, struct key_t, struct val_t, MAX_PIDS);
 BPF_HASH(comms, u32, struct comm_t, MAX_PIDS);   /* names of processes gone before the user side reads */
 LOST_COUNTER(full);                               /* faults not counted because `faults` was full */
 
@@ -52,11 +58,12 @@ static __always_inline int count_fault(enum fault_kind kind)
     if (skip_task(id))
         return 0;
     u32 tgid = id >> 32;
-    struct val_t *v = faults.lookup(&tgid);
+    struct key_t key = {.tgid = tgid, .cgid = bpf_get_current_cgroup_id()};
+    struct val_t *v = faults.lookup(&key);
     if (!v) {
         struct val_t init = {};
-        faults.insert(&tgid, &init);
-        v = faults.lookup(&tgid);
+        faults.insert(&key, &init);
+        v = faults.lookup(&key);
         if (!v) {
             int zero = 0;
             u64 *lost = full.lookup(&zero);

@@ -13,6 +13,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 from bcctool import CounterDeltas, Tool, process_name
+from bcctool.cgroups import by_cgroup
 
 EXAMPLES = [
     ("pagefault", "top 10 faulting processes, every second"),
@@ -20,6 +21,8 @@ EXAMPLES = [
     ("pagefault -p 185", "only process 185"),
     ("pagefault --top 20 --sort major", "top 20 by major faults/s"),
     ("pagefault --traps", "also count user-mode fault traps (exceptions:page_fault_user)"),
+    ("pagefault --group-by cgroup", "top cgroups (services, containers) by faults/s"),
+    ("pagefault --cgroup lab/job-7", "one cgroup v2 group (under the v2 mount) and the groups below it"),
     ("pagefault --json", "NDJSON records for the app"),
 ]
 
@@ -45,7 +48,7 @@ except Exception as exc:  # noqa: BLE001 - BCC raises bare Exception when perf_e
 faults, comms, full = b["faults"], b["comms"], b["full"]
 
 tool.meta(classification="perf software events page-faults-min/-maj (= getrusage ru_minflt/ru_majflt)",
-          sort=args.sort)
+          sort=args.sort, group_by=args.group_by)
 tool.say("Monitoring page fault rates. Press Ctrl+C to stop.")
 
 
@@ -53,35 +56,50 @@ def print_table(rows: list[dict]) -> None:
     stamp = time.strftime("%H:%M:%S")
     print()
     extra = f" {'TRAPS/s':>10}" if args.traps else ""
-    print(f"{'TIME':<8} {'COMM':<16} {'PID':>7} {'MINOR/s':>10} {'MAJOR/s':>10} {'TOTAL/s':>10}{extra}")
+    first = f"{'COMM':<16} {'PID':>7}" if args.group_by == "process" else f"{'CGROUP':<24}"
+    print(f"{'TIME':<8} {first} {'MINOR/s':>10} {'MAJOR/s':>10} {'TOTAL/s':>10}{extra}")
     for r in rows:
         extra = f" {r['traps_per_sec']:>10.1f}" if args.traps else ""
-        print(f"{stamp:<8} {r['comm'][:16]:<16} {r['pid']:>7} {r['minor_per_sec']:>10.1f} "
+        who = f"{r['comm'][:16]:<16} {r['pid']:>7}" if args.group_by == "process" else f"{r['cgroup'][-24:]:<24}"
+        print(f"{stamp:<8} {who} {r['minor_per_sec']:>10.1f} "
               f"{r['major_per_sec']:>10.1f} {r['total_per_sec']:>10.1f}{extra}")
 
 
 # --- loop ------------------------------------------------------------------------------------------
-counters = CounterDeltas(faults, comms, tgid_of=lambda tgid: tgid)
+counters = CounterDeltas(faults, comms)   # keys (tgid, cgroup id)
+
+
+def rates(row: dict, elapsed: float) -> dict:
+    """A row's counts as per-second rates."""
+    row.update(total=row["minor"] + row["major"], minor_per_sec=round(row["minor"] / elapsed, 1),
+               major_per_sec=round(row["major"] / elapsed, 1),
+               total_per_sec=round((row["minor"] + row["major"]) / elapsed, 1))
+    if args.traps:
+        row["traps_per_sec"] = round(row["traps"] / elapsed, 1)
+    return row
+
 last = time.monotonic()
 for _ in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
     rows = []
-    for tgid, d in counters.step().items():
-        minor, major = d["minor"], d["major"]
-        row = {"pid": tgid, "comm": process_name(tgid, comms), "minor": minor, "major": major,
-               "total": minor + major, "minor_per_sec": round(minor / elapsed, 1),
-               "major_per_sec": round(major / elapsed, 1), "total_per_sec": round((minor + major) / elapsed, 1)}
+    for (tgid, cgid), d in counters.step().items():
+        row = {"pid": tgid, "comm": process_name(tgid, comms), **tool.cgroup_fields(cgid), "minor": d["minor"],
+               "major": d["major"]}
         if args.traps:
-            row.update(traps=d["traps"], traps_per_sec=round(d["traps"] / elapsed, 1))
-        rows.append(row)
+            row["traps"] = d["traps"]
+        rows.append(rates(row, elapsed))
+    nprocs = len({r["pid"] for r in rows})
+    if args.group_by == "cgroup":
+        rows = [rates(g, elapsed) for g in by_cgroup(rows, ("minor", "major", "traps") if args.traps else
+                                                               ("minor", "major"))]
     rows.sort(key=lambda r: (r[args.sort], r["total"]), reverse=True)
     minor, major = sum(r["minor"] for r in rows), sum(r["major"] for r in rows)
     top = rows[: args.top]
     if tool.json:
         tool.emit("summary", minor=minor, major=major, total=minor + major,
                   minor_per_sec=round(minor / elapsed, 1), major_per_sec=round(major / elapsed, 1),
-                  faults_per_sec=round((minor + major) / elapsed, 1), processes=len(rows),
+                  faults_per_sec=round((minor + major) / elapsed, 1), processes=nprocs,
                   interval_s=round(elapsed, 3))
         for rank, row in enumerate(top, 1):
             tool.emit("row", rank=rank, **row)

@@ -13,6 +13,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 from bcctool import Tool, kernelfeatures, process_name
+from bcctool.cgroups import CGROUP_FIELDS
 
 EXAMPLES = [
     ("sysnest", "top 10 processes and their top 5 syscalls, every second"),
@@ -119,7 +120,6 @@ def nest(rows: list[dict]) -> list[tuple[dict, list[dict]]]:
     return [(g, sorted(g.pop("members"), key=lambda r: r[order], reverse=True)[: args.details_top]) for g in top]
 
 
-CGROUP_FIELDS = ("cgroup_id", "cgroup", "unit", "user", "container", "runtime", "pod")
 GROUP_FIELDS = {"process": ("pid", "comm", *CGROUP_FIELDS), "syscall": ("syscall", "nr"), "cgroup": CGROUP_FIELDS}
 
 

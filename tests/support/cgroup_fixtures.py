@@ -32,6 +32,10 @@ class MadeCgroups:
     def id_of(self, path: str) -> int:
         return cgroups.cgroup_id(path)
 
+    def own_id(self) -> int:
+        """The id of the group this test process is in (where a forked child starts)."""
+        return cgroups.cgroup_id(self.mount + (cgroups.own_cgroup() or "/"))
+
     def rel(self, path: str) -> str:
         """The path as records carry it: relative to the mount, '/' first."""
         return "/" + os.path.relpath(path, self.mount)
@@ -79,3 +83,34 @@ def workload_in(cgroup: str | None, code: str, *args: str) -> subprocess.Popen:
 
     return subprocess.Popen([sys.executable, "-c", code, *args], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, preexec_fn=enter)
+
+
+# Workloads that wait for a line, do a known amount of work, print one JSON report, wait for a last line.
+GETPPID = """
+import json, os, sys
+n = int(sys.argv[1])
+sys.stdin.readline()
+for _ in range(n):
+    os.getppid()
+print(json.dumps({"calls": n}), flush=True)
+sys.stdin.readline()
+"""
+
+TOUCH_PAGES = """
+import json, mmap, resource, sys
+n = int(sys.argv[1])
+sys.stdin.readline()
+m = mmap.mmap(-1, n * 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+for off in range(0, n * 4096, 4096):
+    m[off] = 1
+print(json.dumps({"lifetime_minflt": resource.getrusage(resource.RUSAGE_SELF).ru_minflt}), flush=True)
+sys.stdin.readline()
+"""
+
+
+def three_workloads(groups: MadeCgroups, code: str, counts: dict[str, int]) -> tuple[dict[str, str], dict]:
+    """Groups 'a' and 'b' made under the test's base, and workloads `code` in a, in b and outside (keys
+    'a', 'b', 'out' of `counts`, each its argv[1]): ({name: group path}, {name: Popen})."""
+    paths = {"a": groups.make("a"), "b": groups.make("b")}
+    kids = {name: workload_in(paths.get(name), code, str(counts[name])) for name in ("a", "b", "out")}
+    return paths, kids
