@@ -514,7 +514,8 @@ class Tool:
             value = getattr(self.args, dest, None)
             if kind in ("process", "thread") and value is not None and not TARGET_CHECKS[kind](value):
                 self.emit("end", reason=f"{kind} exited", target={dest: value})
-                self.say(f"{kind} {value} exited; ending after interval {self.interval_index}")
+                if not self.json:   # stderr: stdout may be data (folded stacks)
+                    print(f"{kind} {value} exited; ending after interval {self.interval_index}", file=sys.stderr)
                 self.flush()
                 return True
         return False

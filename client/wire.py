@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 SCHEMA_VERSION = 1
-RECORD_KINDS = ("meta", "row", "hist", "event", "summary", "lost", "end")
+RECORD_KINDS = ("meta", "row", "hist", "event", "summary", "lost", "end", "stack")
 
 
 def batch_head(*, source: str, batch_id: str, sequence: int, host: str, run_id: str,

@@ -65,6 +65,6 @@ def test_stop_prints_last_interval_and_leaves_nothing(spec, sig):
     assert took < 2.0, f"{spec.name} took {took:.2f}s to stop"
     assert "Traceback" not in tool.stderr
     assert len(tool.records) > signalled_at, f"{spec.name} printed nothing after the signal"
-    assert tool.records[-1]["kind"] in ("summary", "row", "hist", "event", "lost")
+    assert tool.records[-1]["kind"] in ("summary", "row", "hist", "event", "lost", "stack")
     assert tool.proc.poll() is not None and group_is_empty(tool.proc.pid)
     assert progs_released(tool.prog_ids), f"{spec.name} left BPF programs loaded"

@@ -1,0 +1,79 @@
+/* cpuprofile: sampled on-CPU stacks. A CPU-clock perf event fires HZ times a second on every CPU; each
+ * firing sends one sample of the task it interrupted to a ring buffer: process, thread, command, its
+ * kernel stack (the kernel's frame walk, bpf_get_stack) and its user stack — with -DUSER_FP the frame
+ * pointer walk, with -DUSER_DWARF the user registers and a copy of the top of the user stack
+ * (ustack.h), unwound in user space with CFI.
+ *
+ * Samples are not counted by stack id in a map: a stack map's ids collide (a few per cent of stacks at
+ * a few thousand buckets, each bucket preallocated at 1 KiB), and a ring buffer of whole stacks costs
+ * memory only for the samples in flight. The user side aggregates.
+ *
+ * -DINCLUDE_IDLE counts the idle task (pid 0); -DUSER_ONLY / -DKERNEL_ONLY take one stack only. */
+/* before common.h: it pulls in linux/sched.h, whose enum defines TASK_COMM_LEN */
+#include <uapi/linux/bpf_perf_event.h>
+#include "common.h"
+
+#ifndef RING_PAGES
+#define RING_PAGES 64
+#endif
+#define STACK_DEPTH 127   /* the kernel's limit for one stack walk */
+
+#ifdef USER_DWARF
+#include "ustack.h"
+#endif
+
+struct sample_t {
+    u32 tgid;
+    u32 tid;
+    char comm[TASK_COMM_LEN];
+    s32 kdepth;            /* frames in kips, or the walk's negative error */
+    s32 udepth;            /* frames in uips (frame pointers), or the walk's negative error */
+    u64 kips[STACK_DEPTH]; /* innermost first */
+#ifdef USER_DWARF
+    struct ustack_t user;
+#else
+    u64 uips[STACK_DEPTH];
+#endif
+};
+
+BPF_RINGBUF_OUTPUT(samples, RING_PAGES);
+LOST_COUNTER(ring_full);   /* samples dropped: the ring buffer was full (the user side fell behind) */
+
+int on_sample(struct bpf_perf_event_data *ctx)
+{
+    u64 id = bpf_get_current_pid_tgid();
+#ifndef INCLUDE_IDLE
+    if ((u32)id == 0)
+        return 0;
+#endif
+    if (skip_task(id))
+        return 0;
+
+    struct sample_t *s = samples.ringbuf_reserve(sizeof(struct sample_t));
+    if (!s) {
+        int zero = 0;
+        u64 *lost = ring_full.lookup(&zero);
+        if (lost)
+            (*lost)++;
+        return 0;
+    }
+    s->tgid = id >> 32;
+    s->tid = (u32)id;
+    bpf_get_current_comm(&s->comm, sizeof(s->comm));
+    s->kdepth = 0;
+    s->udepth = 0;
+#ifndef USER_ONLY
+    long kbytes = bpf_get_stack(ctx, s->kips, sizeof(s->kips), 0);
+    s->kdepth = kbytes < 0 ? kbytes : (u64)kbytes / 8;
+#endif
+#ifndef KERNEL_ONLY
+#ifdef USER_DWARF
+    s->udepth = ustack_capture(&s->user) == 0 ? 0 : -14;
+#else
+    long ubytes = bpf_get_stack(ctx, s->uips, sizeof(s->uips), BPF_F_USER_STACK);
+    s->udepth = ubytes < 0 ? ubytes : (u64)ubytes / 8;
+#endif
+#endif
+    samples.ringbuf_submit(s, 0);
+    return 0;
+}

@@ -1,0 +1,356 @@
+#!/usr/bin/python3
+"""cpuprofile: which code burns the CPU — sampled on-CPU stacks, kernel and user, per process.
+
+A CPU-clock perf event fires HZ times a second on every CPU (or on the threads of -p/--tid) and sends
+the interrupted task's stacks to a ring buffer. Each interval prints the top functions per process
+(self and total samples) and, with --json, every distinct stack with its count; --folded prints the
+whole run as folded stacks.
+"""
+
+import argparse
+import ctypes
+import os
+import struct
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
+
+import bcctool
+from bcctool import Tool, taskinfo
+
+EXAMPLES = [
+    ("cpuprofile", "top functions of every process, every second, at 49 Hz"),
+    ("cpuprofile -F 999 -p 185 5", "process 185 at 999 Hz, 5-second intervals"),
+    ("cpuprofile -U --tid 186", "thread 186, user stacks only"),
+    ("cpuprofile --user-stacks fp", "user stacks by frame pointers (no stack copy)"),
+    ("cpuprofile --folded --duration 30 > out.folded", "30 s of folded stacks for flamegraph.pl / speedscope"),
+    ("cpuprofile --json", "NDJSON: summary, top-function rows and every stack, each interval"),
+]
+PAGE = 4096
+
+
+def stack_size(text: str) -> int:
+    """--stack-size: whole pages (the copy is taken page by page); its bounds are the registry's."""
+    try:
+        size = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if size % PAGE:
+        raise argparse.ArgumentTypeError(f"a multiple of 4096: {text}")
+    return size
+
+
+tool = Tool("cpuprofile", __doc__.strip().splitlines()[0], EXAMPLES, types={"stack_size": stack_size})
+args = tool.parse_args()
+if args.user_only and args.kernel_only:
+    tool.parser.error("-U/--user-only and -K/--kernel-only exclude each other")
+
+# --- probes ----------------------------------------------------------------------------------------
+POLL_S = 0.1                         # the longest the user side leaves the ring buffer unread
+DEPTH = 127                          # frames of one kernel walk (bpf/cpuprofile.c STACK_DEPTH)
+HEADER = struct.Struct("<II16sii")   # struct sample_t: tgid, tid, comm, kdepth, udepth
+KIPS = HEADER.size                   # then kips[127]; then uips[127] (fp) or struct ustack_t (dwarf)
+USER = KIPS + DEPTH * 8
+USTACK_HEAD = 40                     # bpf/ustack.h: ip, sp, bp, base, size, err
+USTACK_SIZE = struct.Struct("<I")    # its size field
+NO_STACK = -14                       # -EFAULT from a stack walk: no stack of that kind (not a loss)
+
+
+def ring_pages(sample_bytes: int) -> int:
+    """Ring buffer pages for 0.25 s of samples from every CPU, over twice the longest the ring is left
+    unread (a power of two, >= 16)."""
+    need = args.frequency * (os.cpu_count() or 1) * 0.25 * sample_bytes / PAGE
+    pages = 16
+    while pages < need:
+        pages *= 2
+    return pages
+
+
+def load(mode: str):
+    cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
+    cflags += ["-DINCLUDE_IDLE"] * args.include_idle + ["-DUSER_ONLY"] * args.user_only
+    cflags += ["-DKERNEL_ONLY"] * args.kernel_only
+    if mode == "dwarf" and not args.kernel_only:
+        pages = args.stack_size // PAGE
+        cflags += ["-DUSER_DWARF", f"-DUSTACK_PAGES={pages}",
+                   f"-DRING_PAGES={ring_pages(USER + USTACK_HEAD + (pages + 1) * PAGE)}"]
+    else:
+        cflags += [f"-DRING_PAGES={ring_pages(USER + DEPTH * 8)}"]
+    # dwarf needs bpf_get_current_task_btf() and bpf_task_pt_regs(): where the kernel refuses them,
+    # the frame-pointer walk, said in the meta record
+    return tool.load(cflags, variants=[[], ["-UUSER_DWARF"]] if "-DUSER_DWARF" in cflags else None)
+
+
+b = load(args.user_stacks)
+
+
+from bcctool.ringreader import RingReader  # noqa: E402
+from bcctool.symbols import UNKNOWN, Symbolizer  # noqa: E402 - pyelftools; --help works without it
+from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
+
+sym = Symbolizer()
+unwinder = Unwinder(cache_dir=default_cache_dir())
+dwarf = args.user_stacks == "dwarf" and not args.kernel_only and not tool.variant
+BACKLOG_BYTES = 64 << 20         # dwarf: stack copies waiting to be unwound, at most
+lock = threading.Lock()          # pending and backlog are filled on the reader thread
+pending: dict[tuple, int] = {}   # (tgid, comm, kernel addrs, user addrs) -> samples, this interval
+backlog: list[tuple] = []        # dwarf: (tgid, comm, kernel addrs, the ustack_t record)
+backlog_bytes = 0
+walk_errors = {"kernel_stack": 0, "user_stack": 0, "unwind_backlog": 0}
+seen: set[int] = set()           # processes whose maps are snapshot (at their first sample's interval)
+
+
+def on_record(raw: bytes) -> None:
+    """On the reader thread, per sample: keep its raw addresses (named once per distinct stack when
+    the interval ends), or in dwarf mode its stack copy (unwound then)."""
+    global backlog_bytes
+    tgid, _tid, comm, kdepth, udepth = HEADER.unpack_from(raw)
+    kernel = raw[KIPS: KIPS + 8 * kdepth] if kdepth > 0 else kdepth
+    with lock:
+        if dwarf and udepth >= 0:
+            size = USTACK_SIZE.unpack_from(raw, USER + USTACK_HEAD - 8)[0]
+            if backlog_bytes + size > BACKLOG_BYTES:
+                walk_errors["unwind_backlog"] += 1
+                return
+            backlog.append((tgid, comm, kernel, raw[USER: USER + USTACK_HEAD + size]))
+            backlog_bytes += size
+            return
+        user = raw[USER: USER + 8 * udepth] if udepth > 0 else udepth
+        key = (tgid, comm, kernel, user)
+        pending[key] = pending.get(key, 0) + 1
+
+
+reader = RingReader(b["samples"], on_record)
+reader.start()
+
+
+def attach_sampling() -> None:
+    """All CPUs: one CPU-clock event per CPU, which samples whatever runs there. A process or thread:
+    one event per thread, bound to it and inherited by the threads it creates (perf record -p does
+    the same): its timer runs on the task's own CPU time, so the samples count its CPU time exactly,
+    where a per-CPU timer shared with other busy tasks over- or under-counts it by several per cent."""
+    from bcc import BPF, Perf, PerfSWConfig, PerfType  # noqa: PLC0415 - importable once load() succeeded
+    from bcc.libbcc import lib  # noqa: PLC0415
+
+    event = (PerfType.SOFTWARE, PerfSWConfig.CPU_CLOCK)
+    if not (args.pid or args.tid):
+        b.attach_perf_event(ev_type=event[0], ev_config=event[1], fn_name="on_sample", sample_freq=args.frequency)
+        return
+    fn = b.load_func(b"on_sample", BPF.PERF_EVENT)
+    attr = Perf.perf_event_attr()
+    attr.type, attr.config = event
+    attr.sample_freq, attr.freq, attr.inherit = args.frequency, 1, 1
+    fds = b.open_perf_events.setdefault(event, {})   # BCC's cleanup() closes what is listed here
+    for tid in [args.tid] if args.tid else taskinfo.thread_ids(args.pid):
+        fd = lib.bpf_attach_perf_event_raw(fn.fd, ctypes.byref(attr), tid, -1, -1, 0)
+        if fd >= 0:
+            fds[tid] = fd
+    if not fds:
+        raise RuntimeError(f"no thread of {args.tid or args.pid} could be sampled (it exited)")
+
+
+try:
+    attach_sampling()
+except Exception as exc:  # noqa: BLE001 - BCC raises bare Exception when the event cannot be opened
+    tool.die(f"could not attach the cpu-clock perf event: {str(exc).splitlines()[0]}")
+if args.pid:
+    seen.add(args.pid)
+    sym.snapshot(args.pid)
+elif args.tid and taskinfo.tgid_of(args.tid):
+    seen.add(taskinfo.tgid_of(args.tid))
+    sym.snapshot(taskinfo.tgid_of(args.tid))
+user_stacks = "none" if args.kernel_only else ("dwarf" if dwarf else "fp")
+note = "bpf_task_pt_regs() refused: frame pointers instead" if args.user_stacks == "dwarf" and tool.variant else ""
+_ = sym.kernel_symbols   # /proc/kallsyms read now (about a second), not in the first interval
+tool.meta(frequency_hz=args.frequency, cpus=os.cpu_count(), user_stacks=user_stacks,
+          stack_size=args.stack_size if dwarf else 0, **({"note": note} if note else {}))
+if not args.folded:
+    tool.say(f"Sampling on-CPU stacks at {args.frequency} Hz ({user_stacks} user stacks)... Hit Ctrl-C to end.")
+
+
+STOP_BUDGET_S = 1.0   # after a stop signal, the last interval is named for this long at most
+unnamed = 0           # samples of this interval left as addresses (the stop's budget ran out)
+
+
+def hurried() -> bool:
+    """True once a stop has waited STOP_BUDGET_S for the last interval: name nothing new (a large
+    object's first symbols or CFI take seconds), print addresses."""
+    global stop_seen
+    if not tool.stopping:
+        return False
+    if not stop_seen:
+        stop_seen = time.monotonic()
+    return time.monotonic() - stop_seen > STOP_BUDGET_S
+
+
+def address(addr: int, kind: str) -> tuple:
+    return (f"0x{addr:x}", "", kind)
+
+
+def kernel_frame(addr: int) -> tuple:
+    f = sym.kernel_frame(addr)
+    module = f.module.strip("[]")
+    return (f.name, "" if module == "kernel" else module, "kernel")
+
+
+def user_frames(tgid: int, addrs: tuple) -> list[tuple]:
+    """Innermost first, every address after the first a return address (named by its call)."""
+    return [(f.name, "" if f.module == UNKNOWN else f.module, "user") for f in sym.user_stack(tgid, list(addrs))]
+
+
+LOST = {"kernel": ("[lost]", "", "kernel"), "user": ("[lost]", "", "user")}
+
+
+def take_interval() -> dict[tuple, int]:
+    """The samples since the last call, named: {(tgid, comm, frames root first): samples}, each frame a
+    (name, module, kind) tuple; a walk that failed is one "[lost]" frame."""
+    global pending, backlog, backlog_bytes
+    reader.sync()
+    with lock:
+        taken, pending = pending, {}
+        copies, backlog, backlog_bytes = backlog, [], 0
+    for tgid in {k[0] for k in taken} | {c[0] for c in copies}:
+        if tgid and tgid not in seen:
+            seen.add(tgid)
+            sym.snapshot(tgid)
+    for tgid, comm, kernel, record in copies:
+        if hurried():
+            pcs = [struct.unpack_from("<Q", record)[0]]   # the ip only
+        else:
+            pcs = unwinder.unwind_ustack(sym.maps(tgid) if tgid else None, record).pcs
+        key = (tgid, comm, kernel, tuple(pcs) if pcs else NO_STACK)
+        taken[key] = taken.get(key, 0) + 1
+    out: dict[tuple, int] = {}
+    global unnamed
+    for (tgid, comm, kernel, user), n in taken.items():
+        quick = hurried()
+        unnamed += n if quick else 0
+        for source, depth in (("kernel_stack", kernel), ("user_stack", user)):
+            if isinstance(depth, int) and depth < 0 and depth != NO_STACK:
+                walk_errors[source] += n
+        frames: list[tuple] = []
+        if isinstance(user, (bytes, tuple)):
+            addrs = user if isinstance(user, tuple) else struct.unpack(f"<{len(user) // 8}Q", user)
+            frames += reversed([address(a, "user") for a in addrs] if quick else user_frames(tgid, addrs))
+        elif user != NO_STACK and user != 0:
+            frames.append(LOST["user"])
+        if isinstance(kernel, bytes):
+            kaddrs = struct.unpack(f"<{len(kernel) // 8}Q", kernel)
+            frames += [address(a, "kernel") if quick else kernel_frame(a) for a in reversed(kaddrs)]
+        elif kernel != NO_STACK and kernel != 0:
+            frames.append(LOST["kernel"])
+        if not frames:
+            frames.append(("[no stack]", "", "user"))
+        key = (tgid, comm.split(b"\0", 1)[0].decode(errors="replace"), tuple(frames))
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def top_functions(stacks: dict[tuple, int]) -> list[dict]:
+    """Per process, most samples first: its top functions by self samples, with total samples (the
+    samples whose stack holds the function anywhere, each sample once)."""
+    per_process: dict[int, dict] = {}
+    for (tgid, comm, stack), n in stacks.items():
+        p = per_process.setdefault(tgid, {"comm": comm, "samples": 0, "self": {}, "total": {}})
+        p["samples"] += n
+        p["self"][stack[-1]] = p["self"].get(stack[-1], 0) + n
+        for fn in set(stack):
+            p["total"][fn] = p["total"].get(fn, 0) + n
+    rows = []
+    ranked = sorted(per_process.items(), key=lambda kv: kv[1]["samples"], reverse=True)
+    for tgid, p in ranked[: args.processes]:
+        best = sorted(p["total"], key=lambda fn: (p["self"].get(fn, 0), p["total"][fn]), reverse=True)
+        for rank, fn in enumerate(best[: args.top], 1):
+            own, total = p["self"].get(fn, 0), p["total"][fn]
+            rows.append({"pid": tgid, "comm": p["comm"], "rank": rank, "function": fn[0], "module": fn[1],
+                         "frame_kind": fn[2], "self_samples": own, "self_pct": round(100.0 * own / p["samples"], 2),
+                         "total_samples": total, "total_pct": round(100.0 * total / p["samples"], 2),
+                         "process_samples": p["samples"]})
+    return rows
+
+
+def folded_name(frame: tuple) -> str:
+    name = frame[0].replace(";", ":")   # ';' separates frames
+    return name + "_[k]" if frame[2] == "kernel" else name
+
+
+def shorten(name: str, width: int = 60) -> str:
+    """A C++ name can run to a thousand characters: the table shows its start and end."""
+    return name if len(name) <= width else name[: width // 2 - 2] + "..." + name[-(width // 2 - 1):]
+
+
+def print_tables(summary: dict, rows: list[dict]) -> None:
+    print(f"\n[{time.strftime('%H:%M:%S')}] {summary['samples']} samples, {summary['processes']} processes"
+          + (f", {summary['lost']} lost" if summary["lost"] else ""))
+    columns = [("PID", 7), ("COMM", -16), ("SELF", 6), ("SELF%", 6), ("TOTAL", 6), ("TOTAL%", 6), ("FUNCTION", -40)]
+    lines = []
+    for r in rows:
+        where = f" [{r['module']}]" if r["module"] else (" [k]" if r["frame_kind"] == "kernel" else "")
+        lines.append([r["pid"], r["comm"], r["self_samples"], f"{r['self_pct']:.1f}", r["total_samples"],
+                      f"{r['total_pct']:.1f}", shorten(r["function"]) + where])
+    print(bcctool.table(columns, lines))
+
+
+# --- loop ------------------------------------------------------------------------------------------
+def target_gone() -> bool:
+    if args.pid:
+        return not bcctool.TARGET_CHECKS["process"](args.pid)
+    return bool(args.tid) and not bcctool.TARGET_CHECKS["thread"](args.tid)
+
+
+whole_run: dict[str, int] = {}
+stop_seen = 0.0
+lost_seen = 0
+unwound_seen: dict[str, int] = {}
+last = time.monotonic()
+for _interval in tool.intervals():
+    now = time.monotonic()
+    elapsed, last = max(now - last, 1e-9), now
+    unnamed = 0
+    stacks = take_interval()
+    if target_gone():
+        # it ended during the interval: what it ran after the take above is in the ring too (the
+        # harness ends the run after this interval)
+        for key, n in take_interval().items():
+            stacks[key] = stacks.get(key, 0) + n
+    with lock:
+        lost_totals = {"ring_full": sum(b["ring_full"][b["ring_full"].Key(0)]), **walk_errors}
+    for source, total in lost_totals.items():
+        tool.set_lost_total(source, total)
+    lost_total = sum(lost_totals.values())
+    samples = sum(stacks.values())
+    summary = {"samples": samples, "processes": len({k[0] for k in stacks}), "lost": lost_total - lost_seen,
+               "interval_s": round(elapsed, 3), "frequency_hz": args.frequency,
+               "perf_map_lines_skipped": sym.stats()["perf_map_garbage"], "unnamed": unnamed}
+    if dwarf:
+        # every user stack's unwinding outcome: complete (reached the outermost frame), truncated
+        # (the copy or the frame limit ended first), failed (no CFI and no frame pointer, no mapping)
+        summary["unwound"] = {k: v - unwound_seen.get(k, 0) for k, v in unwinder.outcomes.items()}
+        unwound_seen = dict(unwinder.outcomes)
+    lost_seen = lost_total
+    rows = top_functions(stacks)
+    if args.folded:
+        for (_, comm, stack), n in stacks.items():
+            line = ";".join([comm.replace(";", ":"), *map(folded_name, stack)])
+            whole_run[line] = whole_run.get(line, 0) + n
+    if tool.json:
+        tool.emit("summary", **summary)
+        for r in rows:
+            tool.emit("row", **r)
+        for (tgid, comm, stack), n in sorted(stacks.items(), key=lambda kv: kv[1], reverse=True):
+            tool.emit("stack", pid=tgid, comm=comm, count=n,
+                      frames=[{"name": f[0], "module": f[1], "kind": f[2]} for f in stack])
+    elif not args.folded:
+        print_tables(summary, rows)
+    # processes gone: their samples are all named now; drop their maps (their addresses may be reused)
+    for tgid in [t for t in seen if not os.path.exists(f"/proc/{t}")]:
+        seen.discard(tgid)
+        sym.forget(tgid)
+
+reader.stop()
+if args.folded and not tool.json:
+    for line, n in sorted(whole_run.items(), key=lambda kv: kv[1], reverse=True):
+        print(f"{line} {n}")
+tool.finish()

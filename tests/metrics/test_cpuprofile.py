@@ -1,0 +1,440 @@
+"""cpuprofile against workloads whose CPU use is known: a C program (built here with frame pointers) that
+spends its one thread in hot_a / hot_b / hot_c and reads its own thread CPU clock around every call, so
+each function's share of its CPU time is measured by the workload itself; the same run under
+`perf record -F 99 -g`; a read loop on /dev/zero (kernel time); code in an anonymous executable page
+named by /tmp/perf-PID.map; the same program stripped, and deleted while it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+from helpers import MetricProcess, human_output, settle_and_stop
+
+pytestmark = pytest.mark.bpf
+
+WORKLOAD_C = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static double cpu(clockid_t clock)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+volatile unsigned long sink = 88172645463325252UL;
+
+/* a call makes each hot function a non-leaf: gcc keeps a leaf's frame pointer only with
+ * -mno-omit-leaf-frame-pointer, which this gcc ignores at -O1 */
+__attribute__((noinline)) void keep(unsigned long x)
+{
+    sink = x;
+}
+
+__attribute__((noinline)) void hot_a(long n)
+{
+    unsigned long x = sink;
+    for (long i = 0; i < n; i++)
+        x = x * 6364136223846793005UL + 1442695040888963407UL;
+    keep(x);
+}
+
+__attribute__((noinline)) void hot_b(long n)
+{
+    unsigned long x = sink | 1;
+    for (long i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    keep(x);
+}
+
+__attribute__((noinline)) void hot_c(long n)
+{
+    unsigned long x = sink;
+    for (long i = 0; i < n; i++)
+        x = x * 3 + (unsigned long)i;
+    keep(x);
+}
+
+/* one thread: hot_a, hot_b, hot_c in turn, each call timed on the thread's own CPU clock; call lengths
+ * vary at random (+-30 %) so a sampler with a fixed period cannot fall in step with the loop */
+__attribute__((noinline)) void work(double seconds, double own[3])
+{
+    double start = cpu(CLOCK_THREAD_CPUTIME_ID), t0, t1, t2, t3;
+    unsigned long r = 12345;
+    do {
+        r = r * 6364136223846793005UL + 1;
+        long vary = (long)(r >> 33) % 600 - 300;   /* -300 .. 299 per mille / 1000 */
+        t0 = cpu(CLOCK_THREAD_CPUTIME_ID);
+        hot_a(600000 + 600 * vary);
+        t1 = cpu(CLOCK_THREAD_CPUTIME_ID);
+        hot_b(150000 + 150 * vary);
+        t2 = cpu(CLOCK_THREAD_CPUTIME_ID);
+        hot_c(100000 - 100 * vary);
+        t3 = cpu(CLOCK_THREAD_CPUTIME_ID);
+        own[0] += t1 - t0;
+        own[1] += t2 - t1;
+        own[2] += t3 - t2;
+    } while (t3 - start < seconds);
+}
+
+__attribute__((noinline)) void spin_read(int fd, char *buf)
+{
+    if (read(fd, buf, 1 << 20) < 0)
+        exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argv[1];
+    double seconds = atof(argv[2]), own[3] = {0, 0, 0};
+    char line[64], *buf = malloc(1 << 20);
+    void (*jit)(void) = 0;
+    if (!strcmp(mode, "jit")) {
+        /* mov ecx, 2000000; 1: dec ecx; jnz 1b; ret */
+        static const unsigned char code[] = {0xb9, 0x80, 0x84, 0x1e, 0x00, 0xff, 0xc9, 0x75, 0xfc, 0xc3};
+        unsigned char *page = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        memcpy(page, code, sizeof(code));
+        jit = (void (*)(void))page;
+        char path[64];
+        snprintf(path, sizeof(path), "/tmp/perf-%d.map", getpid());
+        FILE *map = fopen(path, "w");
+        fprintf(map, "this is not a map line\n%lx zz broken\n\n%lx %zx jit_spin_loop\nffff\n",
+                (unsigned long)page, (unsigned long)page, sizeof(code));
+        fclose(map);
+    }
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    if (!fgets(line, sizeof(line), stdin))
+        return 1;
+    double p0 = cpu(CLOCK_PROCESS_CPUTIME_ID);
+    if (!strcmp(mode, "hot")) {
+        work(seconds, own);
+    } else if (!strcmp(mode, "zero")) {
+        int fd = open("/dev/zero", O_RDONLY);
+        while (cpu(CLOCK_THREAD_CPUTIME_ID) - p0 < seconds)
+            spin_read(fd, buf);
+    } else {
+        while (cpu(CLOCK_THREAD_CPUTIME_ID) - p0 < seconds)
+            jit();
+    }
+    double p1 = cpu(CLOCK_PROCESS_CPUTIME_ID);
+    printf("{\"cpu_s\": %.6f, \"hot_a\": %.6f, \"hot_b\": %.6f, \"hot_c\": %.6f}\n", p1 - p0, own[0], own[1], own[2]);
+    fflush(stdout);
+    if (!fgets(line, sizeof(line), stdin))
+        return 0;
+    return 0;
+}
+"""
+HOT = ("hot_a", "hot_b", "hot_c")
+HZ = 997
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory) -> str:
+    """The workload built with frame pointers everywhere: leaf functions keep theirs, and no caller
+    vanishes in a tail call."""
+    if not shutil.which("gcc"):
+        pytest.fail("gcc is needed to build the workload (scripts/apt-packages.txt)")
+    d = tmp_path_factory.mktemp("cpuprofile")
+    src, exe = d / "hotspots.c", d / "hotspots"
+    src.write_text(WORKLOAD_C)
+    subprocess.run(["gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
+                    "-fno-optimize-sibling-calls", "-o", str(exe), str(src)], check=True)
+    return str(exe)
+
+
+class Workload:
+    """The C program, waiting on stdin until tracing has started."""
+
+    def __init__(self, exe: str, mode: str, seconds: float) -> None:
+        self.proc = subprocess.Popen([exe, mode, str(seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        word, pid = self.proc.stdout.readline().split()
+        assert word == "ready"
+        self.pid = int(pid)
+
+    def run(self, tool: MetricProcess | None = None) -> dict:
+        """Release it; its own report when done. The metric's records are read meanwhile: a metric
+        blocked on a full pipe stops reading its ring buffer."""
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+        while tool and not select.select([self.proc.stdout], [], [], 0.2)[0]:
+            tool.drain(0.05)
+        return json.loads(self.proc.stdout.readline())
+
+    def end(self) -> None:
+        try:
+            self.proc.stdin.write("\n")
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self.proc.wait(timeout=30)
+
+
+def profile_of(exe: str, mode: str, seconds: float, *args: str, perf_out: str | None = None):
+    """(the workload's report, cpuprofile's records) for one run of the workload under cpuprofile -p,
+    and under `perf record -F 99 -g` too when perf_out is given."""
+    child = Workload(exe, mode, seconds)
+    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-F", str(HZ), *args, "0.5")
+    perf = None
+    try:
+        tool.wait_meta()
+        if perf_out:
+            perf = subprocess.Popen(["perf", "record", "-F", "99", "-g", "-p", str(child.pid), "-o", perf_out],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)   # perf opens its events before the work starts
+        report = child.run(tool)
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait(timeout=60)
+        settle_and_stop(tool, intervals=1)
+    finally:
+        tool.kill()
+        if perf and perf.poll() is None:
+            perf.kill()
+        child.end()
+    return child.pid, report, tool
+
+
+def stacks_of(tool: MetricProcess, pid: int) -> list[dict]:
+    return [r for r in tool.of_kind("stack") if r["pid"] == pid]
+
+
+def self_shares(stacks: list[dict]) -> dict[str, float]:
+    """Percent of the samples whose innermost frame is each function."""
+    total = sum(s["count"] for s in stacks)
+    out: dict[str, float] = {}
+    for s in stacks:
+        leaf = s["frames"][-1]["name"]
+        out[leaf] = out.get(leaf, 0.0) + 100.0 * s["count"] / total
+    return out
+
+
+def perf_self_shares(path: str) -> dict[str, float]:
+    """perf report's self ("no children") percent per symbol."""
+    out = subprocess.run(["perf", "report", "-i", path, "--no-children", "--sort", "sym", "--stdio", "-q",
+                          "--percent-limit", "0"], capture_output=True, text=True, check=True).stdout
+    shares = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+\[[.k]\]\s+(\S+)", line)
+        if m:
+            shares[m.group(2)] = shares.get(m.group(2), 0.0) + float(m.group(1))
+    return shares
+
+
+@pytest.fixture(scope="module")
+def hot_run(workload, tmp_path_factory):
+    """One 8-second run of the hot functions, at ~1 kHz, beside perf at 99 Hz where perf is installed."""
+    perf_out = None
+    if shutil.which("perf"):
+        perf_out = str(tmp_path_factory.mktemp("perf") / "perf.data")
+    pid, report, tool = profile_of(workload, "hot", 8.0, perf_out=perf_out)
+    return pid, report, tool, perf_out
+
+
+def test_self_shares_and_sample_count_match_the_workloads_own_clock(hot_run):
+    pid, report, tool, _ = hot_run
+    stacks = stacks_of(tool, pid)
+    samples = sum(s["count"] for s in stacks)
+    truth = {f: 100.0 * report[f] / report["cpu_s"] for f in HOT}
+    shares = self_shares(stacks)
+    print(f"samples {samples} for {report['cpu_s']:.3f} CPU s at {HZ} Hz; own shares {truth}; cpuprofile {shares}")
+    assert samples == pytest.approx(HZ * report["cpu_s"], rel=0.05)
+    for f in HOT:
+        assert abs(shares.get(f, 0.0) - truth[f]) <= 3.0, (f, shares.get(f), truth[f])
+    # the summaries and rows agree with the stack records they came with
+    assert sum(s["samples"] for s in tool.of_kind("summary")) == samples
+    rows = [r for r in tool.of_kind("row") if r["pid"] == pid and r["function"] == "hot_a"]
+    assert rows and sum(r["self_samples"] for r in rows) == sum(
+        s["count"] for s in stacks if s["frames"][-1]["name"] == "hot_a")
+    assert all(r["self_samples"] <= r["total_samples"] <= r["process_samples"] for r in tool.of_kind("row"))
+
+
+def test_every_stack_of_a_hot_function_runs_from_main_through_work(hot_run):
+    pid, _, tool, _ = hot_run
+    stacks = stacks_of(tool, pid)
+    hot = [s for s in stacks if s["frames"][-1]["name"] in HOT]
+    total = sum(s["count"] for s in stacks)
+    assert sum(s["count"] for s in hot) >= 0.9 * total
+    # A frame-pointer walk misses the caller of a function sampled in its first two instructions, before
+    # it has pushed its frame (perf -g does too): a few samples in ten thousand. The rest run main ->
+    # work -> hot_x, all in the workload's own binary.
+    whole = [s for s in hot if [f["name"] for f in s["frames"][-3:-1]] == ["main", "work"]]
+    assert sum(s["count"] for s in whole) >= 0.995 * sum(s["count"] for s in hot), [s["frames"] for s in hot[:3]]
+    for s in whole:
+        assert all(f["kind"] == "user" and f["module"] == "hotspots" for f in s["frames"][-3:])
+    assert all("main" in [f["name"] for f in s["frames"]] for s in hot)
+
+
+def test_shares_agree_with_perf_record(hot_run):
+    pid, _, tool, perf_out = hot_run
+    if not perf_out:
+        pytest.fail("perf is not installed (scripts/apt-packages.txt: linux-perf)")
+    ours, theirs = self_shares(stacks_of(tool, pid)), perf_self_shares(perf_out)
+    print(f"cpuprofile {ours}; perf {theirs}")
+    for f in HOT:
+        assert abs(ours.get(f, 0.0) - theirs.get(f, 0.0)) <= 5.0, (f, ours.get(f), theirs.get(f))
+
+
+def whole_chain_share(tool: MetricProcess, pid: int) -> float:
+    """The share of the samples in a hot function whose stack runs main -> work -> hot_x."""
+    hot = [s for s in stacks_of(tool, pid) if s["frames"][-1]["name"] in HOT]
+    whole = [s for s in hot if [f["name"] for f in s["frames"][-3:-1]] == ["main", "work"]]
+    return sum(s["count"] for s in whole) / max(1, sum(s["count"] for s in hot))
+
+
+def test_dwarf_unwinds_code_built_without_frame_pointers(workload, tmp_path):
+    exe = str(tmp_path / "hotspots_o2")
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-o", exe, f"{workload}.c"], check=True)
+    pid, _, tool = profile_of(exe, "hot", 1.5)
+    dwarf = whole_chain_share(tool, pid)
+    unwound = [s["unwound"] for s in tool.of_kind("summary") if "unwound" in s]
+    pid_fp, _, tool_fp = profile_of(exe, "hot", 1.5, "--user-stacks", "fp")
+    fp = whole_chain_share(tool_fp, pid_fp)
+    print(f"-O2 -fomit-frame-pointer: main -> work -> hot_x in {100 * dwarf:.1f} % of samples unwound with "
+          f"CFI, {100 * fp:.1f} % by frame pointers; outcomes {unwound}")
+    assert tool.wait_meta()["user_stacks"] == "dwarf"
+    assert dwarf >= 0.95
+    assert fp < dwarf
+
+
+def test_kernel_frames_sit_above_the_syscall_entry(workload):
+    pid, report, tool = profile_of(workload, "zero", 1.5)
+    stacks = stacks_of(tool, pid)
+    total = sum(s["count"] for s in stacks)
+    in_kernel = [s for s in stacks if any(f["kind"] == "kernel" for f in s["frames"])]
+    assert sum(s["count"] for s in in_kernel) >= 0.8 * total, "a read loop on /dev/zero runs in the kernel"
+    syscalls = 0
+    for s in in_kernel:
+        kinds = [f["kind"] for f in s["frames"]]
+        first_kernel = kinds.index("kernel")
+        assert "user" not in kinds[first_kernel:], "user frames below, kernel frames above"
+        if s["frames"][first_kernel]["name"].startswith("entry_SYSCALL_64"):
+            assert "main" in [f["name"] for f in s["frames"][:first_kernel]]
+            assert "do_syscall_64" in [f["name"] for f in s["frames"][first_kernel:]]
+            syscalls += s["count"]
+    assert syscalls >= 0.7 * total
+
+
+def test_perf_map_names_code_in_an_anonymous_page(workload):
+    pid, _, tool = profile_of(workload, "jit", 1.5)
+    try:
+        os.unlink(f"/tmp/perf-{pid}.map")
+    except OSError:
+        pass
+    stacks = stacks_of(tool, pid)
+    total = sum(s["count"] for s in stacks)
+    jit = sum(s["count"] for s in stacks if s["frames"][-1]["name"] == "jit_spin_loop")
+    assert jit >= 0.9 * total, self_shares(stacks)
+    # the map's four lines that do not parse (text, a bad size, a blank line, a lone address) are counted
+    assert max(s["perf_map_lines_skipped"] for s in tool.of_kind("summary")) == 4
+
+
+def test_stripped_binary_gives_module_and_offset(workload, tmp_path):
+    stripped = str(tmp_path / "stripped")
+    subprocess.run(["strip", "--strip-all", "-o", stripped, workload], check=True)
+    symbols = {}
+    for line in subprocess.run(["nm", workload], capture_output=True, text=True, check=True).stdout.splitlines():
+        addr, _, name = line.split()[-3:] if len(line.split()) == 3 else ("0", "", "")
+        if name in HOT:
+            symbols[name] = int(addr, 16)
+    pid, _, tool = profile_of(stripped, "hot", 1.0)
+    leaves = [s["frames"][-1] for s in stacks_of(tool, pid) if s["frames"][-1]["kind"] == "user"]
+    named = [f for f in leaves if f["name"].startswith("stripped+0x")]
+    assert len(named) >= 0.9 * len(leaves), leaves[:5]
+    assert all(f["module"] == "stripped" for f in named)
+    # each offset lies in a hot function of the unstripped twin (sizes from the next symbol up)
+    starts = sorted(symbols.values())
+    inside = 0
+    for f in named:
+        off = int(f["name"].split("+0x")[1], 16)
+        if any(s <= off < s + 256 for s in starts):
+            inside += 1
+    assert inside >= 0.9 * len(named)
+
+
+def sampling_started(pid: int, timeout: float = 90.0) -> None:
+    """Wait until the metric process holds its perf events (loaded and attached)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            links = []
+        if "anon_inode:[perf_event]" in links:
+            return
+        time.sleep(0.1)
+    raise AssertionError("cpuprofile did not attach its perf events")
+
+
+def test_folded_is_flamegraph_input(workload):
+    child = Workload(workload, "hot", 0.5)
+    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-F", str(HZ), "--folded", json_output=False)
+    try:
+        sampling_started(tool.proc.pid)
+        report = child.run()
+        child.end()                    # the process exits: cpuprofile prints the run and ends
+        out, err = tool.proc.communicate(timeout=60)
+    finally:
+        tool.kill()
+    assert tool.proc.returncode == 0, err
+    lines = out.splitlines()
+    assert lines
+    counted = 0
+    # flamegraph.pl reads "frame;frame;... count": frames without ';' or a line break, one space, an
+    # integer count; the first frame is the process
+    for line in lines:
+        assert re.fullmatch(r"[^;\s][^;\n]*(;[^;\n]+)* [1-9]\d*", line), line
+        stack, count = line.rsplit(" ", 1)
+        assert stack.split(";")[0] == "hotspots"
+        counted += int(count)
+    assert counted == pytest.approx(HZ * report["cpu_s"], rel=0.05)
+
+
+def test_human_output_has_columns():
+    out = human_output("cpuprofile", "-F", "99", "0.5", "1")
+    assert "SELF%" in out and "TOTAL%" in out and "FUNCTION" in out and "samples" in out
+
+
+@pytest.mark.parametrize("args", [["-F", "0"], ["-F", "100000"], ["-p", "999999999"], ["--tid", "999999999"],
+                                  ["-U", "-K"]])
+def test_bad_input_is_one_line_and_exit_2(args):
+    tool = MetricProcess("cpuprofile", *args, json_output=False)
+    _, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_a_process_that_exits_is_said_and_ends_the_run(workload):
+    child = Workload(workload, "hot", 0.3)
+    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "0.5")
+    try:
+        tool.wait_meta()
+        child.run(tool)
+        child.end()
+        out, err = tool.proc.communicate(timeout=30)
+    finally:
+        tool.kill()
+    assert tool.proc.returncode == 0, err
+    records = tool.records + [json.loads(line) for line in (tool._buf + out).splitlines() if line.strip()]
+    ends = [r for r in records if r["kind"] == "end"]
+    assert len(ends) == 1 and ends[0]["target"] == {"pid": child.pid} and "exited" in ends[0]["reason"]
+    assert records[-1] is ends[0] or all(r["kind"] == "lost" for r in records[records.index(ends[0]) + 1:])
