@@ -464,6 +464,10 @@ METRICS.append(
             *interval_args(),
             PID,
             TID,
+            CGROUP,
+            Arg("group_by", "--group-by", "choice", "a row per thread or per cgroup", default="process",
+                choices=("process", "cgroup"), short="-g",
+                cli_help="the table: a row per thread (process) or per cgroup (default process)"),
             Arg("min_block_us", "--min-block-us", "int", "ignore blocks shorter than this (us)", default=1,
                 minimum=0, cli_help="ignore blocks shorter than this many us (default 1)"),
             # at most 127: the kernel's stack map limit

@@ -29,6 +29,8 @@ struct start_t {
     u32 tgid;
     int kstack;
     int ustack;
+    u32 pad;
+    u64 cgid;     /* the thread's cgroup (v2) when it blocked */
 };
 
 struct key_t {
@@ -37,6 +39,7 @@ struct key_t {
     int kstack;
     int ustack;
     char comm[TASK_COMM_LEN];
+    u64 cgid;
 };
 
 struct val_t {
@@ -93,7 +96,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
     int wanted = (state & PREV_STATE_SLEEPING) != 0 && !(state & PREV_STATE_EXITED);
 #endif
     if (prev != 0 && wanted && !skip_task(id)) {
-        struct start_t s = {.tgid = id >> 32};
+        struct start_t s = {.tgid = id >> 32, .cgid = bpf_get_current_cgroup_id()};
         u8 one = 1;
         if (seen.insert(&s.tgid, &one) == 0)
             new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0);
@@ -117,7 +120,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
     if (!s)
         return PASS_ON;
     u64 delta = now - s->ts;
-    struct key_t key = {.tgid = s->tgid, .tid = next, .kstack = s->kstack, .ustack = s->ustack};
+    struct key_t key = {.tgid = s->tgid, .tid = next, .kstack = s->kstack, .ustack = s->ustack, .cgid = s->cgid};
     start.delete(&next);
     if (delta < MIN_BLOCK_NS)
         return PASS_ON;

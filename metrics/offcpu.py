@@ -22,6 +22,7 @@ EXAMPLES = [
     ("offcpu --tid 186 --min-block-us 1000", "thread 186, blocks of 1 ms or more"),
     ("offcpu --folded 10 1 > out.folded", "10 s of folded stacks for flamegraph.pl / speedscope"),
     ("offcpu --stack-depth 20 --json", "stacks cut at 20 frames; NDJSON records for the app"),
+    ("offcpu --cgroup lab/job-7 --group-by cgroup", "one cgroup v2 group and those below, a row per group"),
 ]
 
 tool = Tool("offcpu", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
@@ -115,7 +116,7 @@ class Symbols:
 
 
 def read_blocks() -> dict[tuple, dict[str, int]]:
-    """(tgid, tid, comm, kstack, ustack) -> total_ns, count, min_ns, max_ns; read and cleared at once."""
+    """(tgid, tid, comm, kstack, ustack, cgroup id) -> total_ns, count, min_ns, max_ns; read and cleared at once."""
     try:
         items = list(blocked.items_lookup_and_delete_batch())
     except Exception:  # noqa: BLE001 - kernels without batch ops: read, then delete what was read
@@ -130,7 +131,7 @@ def read_blocks() -> dict[tuple, dict[str, int]]:
         used = [v for v in per_cpu if v.count]
         if not used:
             continue
-        out[(key.tgid, key.tid, key.comm.decode(errors="replace"), key.kstack, key.ustack)] = {
+        out[(key.tgid, key.tid, key.comm.decode(errors="replace"), key.kstack, key.ustack, key.cgid)] = {
             "total_ns": sum(v.total_ns for v in used), "count": sum(v.count for v in used),
             "min_ns": min(v.min_ns for v in used), "max_ns": max(v.max_ns for v in used)}
     return out
@@ -155,19 +156,24 @@ def timing(v: dict, grand_total: int) -> dict:
 
 
 def stack_record(key: tuple, v: dict, grand_total: int) -> dict:
-    tgid, tid, comm, kstack, ustack = key
+    tgid, tid, comm, kstack, ustack, cgid = key
     kernel, user = symbols.frames(kstack, -1), symbols.frames(ustack, tgid)
     folded = ";".join([comm, *reversed(user), *reversed(kernel)])   # root first, as flame graphs read
-    return {"pid": tgid, "tid": tid, "comm": comm, **timing(v, grand_total), "kernel_frames": kernel,
+    return {"pid": tgid, "tid": tid, "comm": comm, **tool.cgroup_fields(cgid), **timing(v, grand_total),
+            "kernel_frames": kernel,
             "user_frames": user, "folded": folded}
 
 
 def print_tables(summary: dict, threads: list[dict], top_stacks: list[dict]) -> None:
     print(f"\n[{time.strftime('%H:%M:%S')}] off-CPU {summary['total_time_ns'] / 1e6:.1f} ms in "
           f"{summary['total_events']} blocks, {summary['threads']} threads")
-    columns = [("PID", 7), ("TID", 7), ("COMM", -16), ("BLOCKED(ms)", 12), ("COUNT", 7), ("MIN(us)", 10),
-               ("AVG(us)", 10), ("MAX(us)", 10), ("%", 6)]
-    print(bcctool.table(columns, [[t["pid"], t["tid"], t["comm"], f"{t['total_ms']:.3f}", t["count"],
+    who = [("PID", 7), ("TID", 7), ("COMM", -16)] if args.group_by == "process" else [("CGROUP", -24), ("THREADS", 7)]
+    columns = [*who, ("BLOCKED(ms)", 12), ("COUNT", 7), ("MIN(us)", 10), ("AVG(us)", 10), ("MAX(us)", 10), ("%", 6)]
+
+    def ident(t: dict) -> list:
+        return [t["pid"], t["tid"], t["comm"]] if args.group_by == "process" else [t["cgroup"][-24:], t["threads"]]
+
+    print(bcctool.table(columns, [[*ident(t), f"{t['total_ms']:.3f}", t["count"],
                                    f"{t['min_us']:.1f}", f"{t['avg_us']:.1f}", f"{t['max_us']:.1f}",
                                    f"{t['percentage']:.1f}"] for t in threads]))
     for s in top_stacks:
@@ -198,11 +204,18 @@ for _interval in tool.intervals():
     blocks = read_blocks()
     per_thread: dict[tuple, dict] = {}
     for key, v in blocks.items():
-        merge(per_thread.setdefault(key[:3], {}), v)
+        merge(per_thread.setdefault((*key[:3], key[5]), {}), v)
     grand = sum(v["total_ns"] for v in per_thread.values())
     events = sum(v["count"] for v in per_thread.values())
-    threads = [{"pid": k[0], "tid": k[1], "comm": k[2], **timing(v, grand)}
+    threads = [{"pid": k[0], "tid": k[1], "comm": k[2], **tool.cgroup_fields(k[3]), **timing(v, grand)}
                for k, v in sorted(per_thread.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)]
+    if args.group_by == "cgroup":
+        per_group: dict[int, dict] = {}
+        for k, v in per_thread.items():
+            merge(per_group.setdefault(k[3], {}), v)
+        groups = [{**tool.cgroup_fields(cgid), "threads": sum(1 for k in per_thread if k[3] == cgid),
+                   **timing(v, grand)}
+                  for cgid, v in sorted(per_group.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)]
     by_time = sorted(blocks.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)
     summary = {"total_time_ns": grand, "total_events": events,
                "avg_time_ns": grand // events if events else 0,
@@ -218,12 +231,16 @@ for _interval in tool.intervals():
                  "percentage": t["percentage"]} for t in threads[: args.top]]
         records = [stack_record(key, v, grand) for key, v in by_time]   # every stack: the flame graph's
         tool.emit("summary", **summary, top_blocking_threads=tops, user_stacks_cut=symbols.cut - cut_before)
-        for rank, t in enumerate(threads[: args.top], 1):
-            tool.emit("row", level="thread", rank=rank, **t)
+        if args.group_by == "cgroup":
+            for rank, g in enumerate(groups[: args.top], 1):
+                tool.emit("row", level="cgroup", rank=rank, **g)
+        else:
+            for rank, t in enumerate(threads[: args.top], 1):
+                tool.emit("row", level="thread", rank=rank, **t)
         for rank, record in enumerate(records, 1):
             tool.emit("row", level="stack", rank=rank, **record)
     else:
-        print_tables(summary, threads[: args.top], [stack_record(k, v, grand) for k, v in by_time[: args.stacks]])
+        print_tables(summary, (groups if args.group_by == "cgroup" else threads)[: args.top], [stack_record(k, v, grand) for k, v in by_time[: args.stacks]])
     if symbols.cut > cut_before and not tool.json and not args.folded:
         print(f"({symbols.cut - cut_before} user stacks cut where the frame-pointer walk left mapped code)")
     tool.set_lost_total("map_full", sum(full[full.Key(0)]))

@@ -114,3 +114,25 @@ def three_workloads(groups: MadeCgroups, code: str, counts: dict[str, int]) -> t
     paths = {"a": groups.make("a"), "b": groups.make("b")}
     kids = {name: workload_in(paths.get(name), code, str(counts[name])) for name in ("a", "b", "out")}
     return paths, kids
+
+# A thread that sleeps argv[1] x 50 ms, its blocked time from its own schedstat (wall - run - wait).
+SLEEPS = """
+import json, sys, threading, time
+n = int(sys.argv[1])
+sys.stdin.readline()
+truth = {}
+def books():
+    run_ns, wait_ns, _ = map(int, open("/proc/thread-self/schedstat").read().split())
+    return time.monotonic_ns(), run_ns, wait_ns
+def sleeper():
+    before = books()
+    for _ in range(n):
+        time.sleep(0.05)
+    wall, run, wait = (a - b for a, b in zip(books(), before))
+    truth.update(tid=threading.get_native_id(), blocked_ms=(wall - run - wait) / 1e6)
+t = threading.Thread(target=sleeper)
+t.start()
+t.join()
+print(json.dumps(truth), flush=True)
+sys.stdin.readline()
+"""
