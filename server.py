@@ -57,12 +57,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tokens-file", help="require one of these tokens: lines 'name token', or JSON {name: token}")
     parser.add_argument("--max-body", type=int, default=settings_mod.DEFAULT_MAX_BODY,
                         help="largest request body in bytes, before and after gunzip (default 8 MiB)")
+    parser.add_argument("--max-streams", type=int, default=settings_mod.DEFAULT_MAX_STREAMS,
+                        help="streams (host, run, metric) kept at most; a batch making one more gets 429 (default 10000)")
     parser.add_argument("--threads", type=int, default=8, help="waitress worker threads (default 8)")
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:
         parser.error("--port must be 1..65535")
     if args.max_body < 1024:
         parser.error("--max-body must be at least 1024")
+    if args.max_streams < 1:
+        parser.error("--max-streams must be at least 1")
     if args.threads < 1:
         parser.error("--threads must be at least 1")
     try:
@@ -115,7 +119,7 @@ def _serve(args: argparse.Namespace) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)  # migrate logs the one line that matters
     try:
         app = create_app({"db_url": args.db, "log_file": args.log_file, "tokens": args.tokens,
-                          "max_body": args.max_body})
+                          "max_body": args.max_body, "max_streams": args.max_streams})
     except migrate.SchemaError as e:  # the URL may hold a password: not shown
         print(f"server.py: refusing the database: {e}", file=sys.stderr)
         return 1

@@ -44,7 +44,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask("server", root_path=os.path.dirname(os.path.abspath(__file__)), template_folder="templates",
                 static_folder="static")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body
-    app.extensions[EXTENSION] = Collector(settings, Store(settings.db_url), _batch_log(settings.log_file))
+    app.extensions[EXTENSION] = Collector(settings, Store(settings.db_url, settings.max_streams), _batch_log(settings.log_file))
     for blueprint in (ingest.bp, api.bp, profile_api.bp, dashboard.bp):
         app.register_blueprint(blueprint)
 

@@ -67,6 +67,11 @@ def receive():
         # not the client's fault: 503 so it keeps the batch and retries
         app.log.error("storage failed for batch %s: %s", batch.batch_id, db_error.__class__.__name__)
         return (*error(503, "storage_unavailable", "the database did not take the batch; retry later"), ACCEPTS)
+    if result.full:
+        e = Rejected(429, "too_many_streams", f"the collector holds {app.settings.max_streams} streams, its limit"
+                     " (server.py --max-streams)")
+        note_rejection(app, e, remote)
+        return (*error(e.status, e.reason, e.detail), ACCEPTS)
     if result.owner is not None:
         e = Rejected(403, "forbidden", f"stream {result.host}/{result.run_id}/{result.source} belongs to another token")
         note_rejection(app, e, remote)

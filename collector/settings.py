@@ -12,6 +12,7 @@ from collector.tokens import load_tokens
 
 DEFAULT_DB = "sqlite:///collector.db"
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
+DEFAULT_MAX_STREAMS = 10_000
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class Settings:
     db_url: str = DEFAULT_DB
     log_file: str | None = None
     tokens: dict[str, str] = field(default_factory=dict)  # token -> name (student or machine)
+    max_streams: int = DEFAULT_MAX_STREAMS  # a batch that would make one more is refused (429)
     max_body: int = DEFAULT_MAX_BODY  # bytes, of the body and of its decompressed form
     legacy_slack_s: float = 2.0  # clock tolerance when placing an original-client batch in a run
 

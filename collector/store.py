@@ -92,12 +92,12 @@ def make_engine(url: str) -> Engine:
 
 
 class Store:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, max_streams: int = 0) -> None:
         self.engine = make_engine(url)
         self.dialect = self.engine.dialect.name
         migrate.upgrade_engine(self.engine)  # or SchemaError, before anything is served
         self._rejections = Rejections()
-        self._writer = BatchWriter(self.engine, self._rejections)
+        self._writer = BatchWriter(self.engine, self._rejections, max_streams)
 
     def close(self) -> None:
         self._writer.close()

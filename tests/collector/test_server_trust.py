@@ -247,3 +247,15 @@ def _closed_by_peer(sock: socket.socket) -> bool:
         return True
     finally:
         sock.setblocking(True)
+
+
+def test_the_number_of_streams_is_bounded(make_collector):
+    """20,000 streams made an 8 MB dashboard: past max_streams a batch that would make one more gets 429
+    (its client keeps it and retries), and the streams there keep taking batches."""
+    client = make_collector(max_streams=3).test_client()
+    for host in ("pc1", "pc2", "pc3"):
+        assert client.post("/data", json=ours(0, host=host)).status_code == 200
+    reply = client.post("/data", json=ours(0, host="pc4"))
+    assert (reply.status_code, reply.get_json()["reason"]) == (429, "too_many_streams")
+    assert client.post("/data", json=ours(1, host="pc1")).status_code == 200
+    assert sorted(s["host"] for s in client.get("/api/streams").get_json()["streams"]) == ["pc1", "pc2", "pc3"]
