@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request
+from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy.exc import SQLAlchemyError
 
 from client.wire import SCHEMA_VERSION
 from collector import export, prometheus
+from collector.measurements import Measurements
 from collector.payload import MAX_RECORDS
 from collector.state import ACCEPTS, error, state
 from collector.store import Cursor, RecordFilters
@@ -19,6 +21,7 @@ bp = Blueprint("api", __name__)
 LIMIT_DEFAULT = {"json": 1000, "csv": 100_000, "ndjson": 100_000}
 LIMIT_MAX = 1_000_000
 PAGE_BYTES = 64 * 2**20  # of stored record text in one answer; the rest is on the next page
+MEASUREMENTS = "collector.measurements"
 MIMETYPES = {"json": "application/json", "csv": "text/csv", "ndjson": "application/x-ndjson"}
 
 
@@ -107,7 +110,17 @@ def metrics():
     store = state().store
     batches, records_n = store.totals()
     text = prometheus.render(batches, records_n, store.counters(), store.streams())
-    return Response(text, content_type=prometheus.CONTENT_TYPE)
+    return Response(text + generate_latest(_measurements()).decode(), content_type=prometheus.CONTENT_TYPE)
+
+
+def _measurements() -> CollectorRegistry:
+    """This app's registry of the measurements (one per app: it keeps the histograms' running sums)."""
+    registry = current_app.extensions.get(MEASUREMENTS)
+    if registry is None:
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(Measurements(state().store))
+        registry = current_app.extensions.setdefault(MEASUREMENTS, registry)
+    return registry
 
 
 @bp.get("/healthz")

@@ -174,6 +174,20 @@ class Store:
             rows = [_record_row(row) for row in conn.execute(query)]
         return rows[::-1] if newest else rows
 
+    def records_after_id(self, host: str, run_id: str, source: str, kind: str, after_id: int,
+                         limit: int) -> list[tuple[int, float, str]]:
+        """(id, ts, JSON text) of the stream's records of this kind with an id above after_id, in id order:
+        what arrived since a reader last looked (an outbox's late batch included, whatever its ts)."""
+        r = records.c
+        with self.engine.connect() as conn:
+            stream_id = self._stream_id(conn, host, run_id, source)
+            if stream_id is None:
+                return []
+            rows = conn.execute(select(r.id, r.ts, r.data).where(r.stream == stream_id, r.kind == kind,
+                                                                  r.id > after_id)
+                                .order_by(r.id).limit(limit)).all()
+        return [(int(i), float(ts), data) for i, ts, data in rows]
+
     def _stream_id(self, conn: Connection, host: str, run_id: str, source: str) -> int | None:
         s = streams.c
         return conn.execute(select(s.id).where(s.host == host, s.run_id == run_id, s.source == source)).scalar()

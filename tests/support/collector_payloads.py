@@ -48,7 +48,7 @@ def stored(client) -> tuple[int, int]:
     return sum(s["batches"] for s in streams), sum(s["records"] for s in streams)
 
 
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)$')
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+-?\d+)?$')  # an optional timestamp (ms)
 
 
 def prometheus_samples(text: str) -> dict[str, float]:
