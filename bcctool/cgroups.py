@@ -165,3 +165,15 @@ def by_cgroup(rows: list[dict], summed: tuple[str, ...]) -> list[dict]:
     for cgid, g in groups.items():
         g["processes"] = len(pids[cgid])
     return list(groups.values())
+
+
+def threads_in(directory: str) -> list[int]:
+    """Every thread id in the cgroup at `directory` and the groups below it (their cgroup.threads)."""
+    tids = []
+    for current, _subdirs, _files in os.walk(directory):
+        try:
+            with open(os.path.join(current, "cgroup.threads")) as f:
+                tids += [int(line) for line in f if line.strip()]
+        except (OSError, ValueError):
+            continue
+    return tids

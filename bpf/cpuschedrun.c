@@ -9,9 +9,18 @@
  * `tasks` holds one state per thread seen. With -p its entries double as the member set: user space
  * seeds the process's threads, task_newtask adds the threads it creates, so no other lookup filters.
  * Totals (-DPER_THREAD) and histograms only grow; user space takes deltas, so no update is lost to a
- * read/clear race. */
+ * read/clear race.
+ *
+ * --cgroup (FILTER_CGROUP_ID) filters like -p: `tasks` is the member set, seeded by user space from the
+ * group's and its descendants' cgroup.threads, joined by tasks created by a member (they start in its
+ * group) and by any task switched out while in the group. `cgroups` keeps each thread's cgroup as of its
+ * last switch out, for its row. */
 #include "common.h"
 #include "sched_state.h"
+
+#if defined(FILTER_PID) || defined(FILTER_CGROUP_ID)
+#define MEMBERS_ONLY 1   /* only threads in `tasks` are followed on the wakeup and `next` sides */
+#endif
 
 #define S_UNKNOWN 0   /* sleeping, or seeded: no interval open */
 #define S_QUEUED 1    /* runnable, waiting for a CPU since ts */
@@ -43,11 +52,14 @@ struct stat_t {
 struct ident_t {
     u32 tgid;
     char comm[TASK_COMM_LEN];
+    u32 pad;
+    u64 cgid;
 };
 
 BPF_PERCPU_HASH(stats, u32, struct stat_t, MAX_TASKS);
 /* who an exited thread was, for its last row (/proc answers for the living); written once per exit */
 BPF_TABLE("lru_hash", u32, struct ident_t, exited, 4096);
+BPF_HASH(cgroups, u32, u64, MAX_TASKS);   /* tid -> its cgroup (v2) at its last switch out */
 #endif
 
 #ifdef MILLISECONDS
@@ -76,7 +88,7 @@ static __always_inline void on_wakeup(u32 tid)
         return;
     struct task_t *t = tasks.lookup(&tid);
     if (!t) {
-#ifdef FILTER_PID
+#ifdef MEMBERS_ONLY
         return;   /* not a member */
 #else
         struct task_t init = {.ts = bpf_ktime_get_ns(), .state = S_QUEUED};
@@ -103,11 +115,16 @@ TRACEPOINT_PROBE(sched, sched_wakeup_new)
     return PASS_ON;
 }
 
-#ifdef FILTER_PID
-/* A thread created by the traced process becomes a member before its first wakeup. */
+#ifdef MEMBERS_ONLY
+/* A thread created by the traced process (or a task created in the traced cgroup, where it starts)
+ * becomes a member before its first wakeup. */
 TRACEPOINT_PROBE(task, task_newtask)
 {
+#ifdef FILTER_PID
     if ((u32)(bpf_get_current_pid_tgid() >> 32) != FILTER_PID || !(args->clone_flags & CLONE_THREAD))
+        return PASS_ON;
+#endif
+    if (skip_cgroup())
         return PASS_ON;
     u32 tid = args->pid;
     struct task_t init = {.state = S_UNKNOWN};
@@ -153,13 +170,20 @@ TRACEPOINT_PROBE(sched, sched_switch)
             if (state & PREV_STATE_EXITED) {
                 tasks.delete(&prev);
 #ifdef PER_THREAD
-                struct ident_t who = {.tgid = id >> 32};
+                struct ident_t who = {.tgid = id >> 32, .cgid = bpf_get_current_cgroup_id()};
                 __builtin_memcpy(&who.comm, args->prev_comm, TASK_COMM_LEN);
                 exited.update(&prev, &who);
+                cgroups.delete(&prev);
 #endif
             } else {
                 t->ts = now;
                 t->state = new_state;
+#ifdef PER_THREAD
+                u64 cgid = bpf_get_current_cgroup_id();
+                u64 *known = cgroups.lookup(&prev);
+                if (!known || *known != cgid)
+                    cgroups.update(&prev, &cgid);
+#endif
             }
         } else if (!(state & PREV_STATE_EXITED)) {
             struct task_t init = {.ts = now, .state = new_state};
@@ -177,7 +201,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
 #endif
     struct task_t *t = tasks.lookup(&next);
     if (!t) {
-#ifndef FILTER_PID
+#ifndef MEMBERS_ONLY
         struct task_t init = {.ts = now, .state = S_RUNNING};
         if (tasks.insert(&next, &init) == ERR_MAP_FULL)
             count_lost();

@@ -13,7 +13,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 import bcctool
-from bcctool import CounterDeltas, Tool, taskinfo
+from bcctool import CounterDeltas, Tool, cgroups, taskinfo
 
 EXAMPLES = [
     ("cpuschedrun", "run-time and run-queue histograms, every second"),
@@ -21,6 +21,8 @@ EXAMPLES = [
     ("cpuschedrun -P -p 185", "only process 185 and its threads"),
     ("cpuschedrun -m --timestamp", "histograms in milliseconds, each interval timestamped"),
     ("cpuschedrun -P --json", "NDJSON records for the app"),
+    ("cpuschedrun -P --group-by cgroup", "the table a row per cgroup (services, containers)"),
+    ("cpuschedrun -P --cgroup lab/job-7", "one cgroup v2 group and the groups below it"),
 ]
 
 tool = Tool("cpuschedrun", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
@@ -31,15 +33,17 @@ args = tool.parse_args()
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
 cflags += ["-DPER_THREAD"] * args.per_process + ["-DMILLISECONDS"] * args.milliseconds
 b = tool.load(cflags)
-if args.pid:
+if args.pid or args.cgroup:
     # Threads that exist now join the member set; task_newtask adds the ones born while tracing.
     tasks = b["tasks"]
-    for tid in taskinfo.thread_ids(args.pid):
+    members = taskinfo.thread_ids(args.pid) if args.pid else cgroups.threads_in(tool._filters["cgroup"])
+    for tid in members:
         bcctool.insert_new(tasks, tasks.Key(tid), tasks.Leaf())
 
 exited = b["exited"] if args.per_process else None
+thread_cgroups = b["cgroups"] if args.per_process else None
 hist_unit = "ms" if args.milliseconds else "us"
-tool.meta(per_thread=args.per_process, hist_unit=hist_unit)
+tool.meta(per_thread=args.per_process, hist_unit=hist_unit, group_by=args.group_by)
 tool.say("Tracing run time and run-queue latency... Hit Ctrl-C to end.")
 
 
@@ -56,25 +60,37 @@ class HistDeltas:
         return delta
 
 
-def identity(tid: int, exited) -> tuple[int, str]:
-    """(tgid, comm) of a thread: /proc while it lives, else what the probe kept at its exit."""
+def identity(tid: int, exited) -> tuple[int, str, int]:
+    """(tgid, comm, cgroup id) of a thread: /proc and its last switch out while it lives, else what the
+    probe kept at its exit."""
     tgid, comm = taskinfo.tgid_of(tid), taskinfo.comm_of(tid)
-    if tgid is not None and comm is not None:
-        return tgid, comm
     leaf = exited.get(exited.Key(tid)) if exited is not None else None
-    return (leaf.tgid, leaf.comm.decode(errors="replace")) if leaf else (0, "[gone]")
+    cgid = thread_cgroups.get(thread_cgroups.Key(tid)) if thread_cgroups is not None else None
+    cgid = cgid.value if cgid is not None else (leaf.cgid if leaf else 0)
+    if tgid is not None and comm is not None:
+        return tgid, comm, cgid
+    return (leaf.tgid, leaf.comm.decode(errors="replace"), cgid) if leaf else (0, "[gone]", cgid)
+
+
+def shares(d: dict) -> dict:
+    """A thread's (or a cgroup's) CPU share of its runnable time, run and wait ms, runs and waits."""
+    busy = d["run_ns"] + d["wait_ns"]
+    cpu_pct = 100.0 * d["run_ns"] / busy if busy else 0.0
+    # The paper's priority score: the share of its runnable time a thread spent on a CPU, 0..100.
+    return {"cpu_pct": round(cpu_pct, 2), "run_ms": round(d["run_ns"] / 1e6, 4),
+            "wait_ms": round(d["wait_ns"] / 1e6, 4), "priority": int(round(cpu_pct, 2)), "runs": d["runs"],
+            "waits": d["waits"], "run_ns": d["run_ns"], "wait_ns": d["wait_ns"]}
 
 
 def thread_rows(deltas: dict[int, dict[str, int]]) -> list[dict]:
     rows = []
     for tid, d in deltas.items():
-        busy = d["run_ns"] + d["wait_ns"]
-        cpu_pct = 100.0 * d["run_ns"] / busy if busy else 0.0
-        tgid, comm = identity(tid, exited)
-        # The paper's priority score: the share of its runnable time a thread spent on a CPU, 0..100.
-        rows.append({"pid": tgid, "tid": tid, "comm": comm, "cpu_pct": round(cpu_pct, 2),
-                     "run_ms": round(d["run_ns"] / 1e6, 4), "wait_ms": round(d["wait_ns"] / 1e6, 4),
-                     "priority": int(round(cpu_pct, 2)), "runs": d["runs"], "waits": d["waits"]})
+        tgid, comm, cgid = identity(tid, exited)
+        rows.append({"pid": tgid, "tid": tid, "comm": comm, **tool.cgroup_fields(cgid), **shares(d)})
+    if args.group_by == "cgroup":
+        rows = [{**g, **shares(g)} for g in cgroups.by_cgroup(rows, ("run_ns", "wait_ns", "runs", "waits"))]
+    for r in rows:
+        del r["run_ns"], r["wait_ns"]
     order = {"priority": lambda r: (r["priority"], r["run_ms"]), "run": lambda r: r["run_ms"],
              "wait": lambda r: r["wait_ms"]}[args.sort]
     return sorted(rows, key=order, reverse=True)
@@ -89,8 +105,12 @@ def print_interval(rows: list[dict], hists: dict[str, list[dict]]) -> None:
         print(f"\n{time.strftime('%H:%M:%S')}")
     if args.per_process:
         print()
-        print(bcctool.table(COLUMNS, [[r["pid"], r["tid"], r["comm"], f"{r['cpu_pct']:.2f}", f"{r['run_ms']:.4f}",
-                                        f"{r['wait_ms']:.4f}", r["priority"], r["runs"]] for r in rows]))
+        by_cgroup = args.group_by == "cgroup"
+        columns = [("CGROUP", -24), ("PROCS", 5), *COLUMNS[3:]] if by_cgroup else COLUMNS
+        print(bcctool.table(columns, [[*([r["cgroup"][-24:], r["processes"]] if by_cgroup else
+                                         [r["pid"], r["tid"], r["comm"]]),
+                                       f"{r['cpu_pct']:.2f}", f"{r['run_ms']:.4f}", f"{r['wait_ms']:.4f}",
+                                       r["priority"], r["runs"]] for r in rows]))
     label = "milliseconds" if args.milliseconds else "microseconds"
     bcctool.print_log2(f"CPU Runtime Distribution ({label}):", f"{hist_unit}ecs", hists["run_time"])
     bcctool.print_log2(f"Run Queue Latency Distribution ({label}):", f"{hist_unit}ecs", hists["runq_latency"])

@@ -136,3 +136,27 @@ t.join()
 print(json.dumps(truth), flush=True)
 sys.stdin.readline()
 """
+
+# A thread that burns argv[1] ms of wall time on a CPU, then parks; its schedstat run and wait ns.
+BURN = """
+import json, os, sys, threading, time
+ms = int(sys.argv[1])
+sys.stdin.readline()
+parked, leave, out = threading.Event(), threading.Event(), {}
+def burn():
+    out["tid"] = threading.get_native_id()
+    end = time.monotonic() + ms / 1000
+    while time.monotonic() < end:
+        pass
+    parked.set()
+    leave.wait()
+t = threading.Thread(target=burn)
+t.start()
+parked.wait()
+time.sleep(0.05)
+with open(f"/proc/self/task/{out['tid']}/schedstat") as f:
+    out["run_ns"], out["wait_ns"] = (int(x) for x in f.read().split()[:2])
+print(json.dumps(out), flush=True)
+sys.stdin.readline()
+leave.set()
+"""
