@@ -3,6 +3,10 @@
 Starts the metrics, forwards their records to the collector, prints a progress line every few seconds
 and, at the end (--duration, every metric ended, Ctrl-C or SIGTERM), a summary per metric. Exit status:
 0, 1 when a metric failed to start or ended with an error, 2 for bad arguments.
+
+With --command, the command runs in a cgroup of its own that every metric filters on, from its first
+instruction (monitor/command.py); the run ends when it exits, and its exit status is the run's (127:
+it could not be started; 128+N: signal N killed it).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ PROG = "main_app.py --headless"
 EXAMPLES = """examples:
     main_app.py --headless --metric sysnest --duration 60 --server http://127.0.0.1:5000
     main_app.py --headless --metric sysnest --arg sysnest.interval=2 --arg sysnest.group_by=syscall
-    main_app.py --headless --metric sysnest --metric offcpu --server http://lab:5000 --token T"""
+    main_app.py --headless --metric sysnest --metric offcpu --server http://lab:5000 --token T
+    main_app.py --headless --metric sysnest --metric pagefault --command 'make -j2'"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -49,6 +54,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str,
                         help="command that runs a metric as root when this is not root (default: 'sudo -n')")
     parser.add_argument("--progress", type=_positive, default=5.0, metavar="S", help="seconds between progress lines")
     parser.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON to FILE")
+    parser.add_argument("--command", metavar="'CMD ARGS'",
+                        help="run this command in a cgroup of its own, every metric limited to it from its first "
+                             "instruction; the run ends when it exits, with its exit status")
     args = parser.parse_args(argv)
 
     known = {s.name: s for s in config.METRICS}
@@ -75,6 +83,12 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str,
                 parser.error(f"--arg {item!r}: {key} is a flag: true or false")
             value = flag in ("1", "true", "yes", "on")
         values[name][arg.name] = value
+    if args.command is not None:
+        for name in args.metric:
+            if not any(a.name == "cgroup" for a in known[name].args):
+                parser.error(f"--command: {name} cannot be limited to a cgroup")
+            if values[name].get("cgroup"):
+                parser.error(f"--command: {name}.cgroup is set by --command")
     for name, raw in values.items():
         try:
             known[name].command(raw)
@@ -96,22 +110,32 @@ def _positive(text: str) -> float:
 class Run:
     """One headless run: the controller, the timers and what is printed."""
 
-    def __init__(self, args: argparse.Namespace, values: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, args: argparse.Namespace, values: dict[str, dict[str, Any]], command: Any = None) -> None:
         from PySide6.QtCore import QCoreApplication, QTimer  # noqa: PLC0415 - not needed for --help
 
         from monitor.controller import MonitorController  # noqa: PLC0415
 
         self.args, self.values = args, values
+        self.command = command
+        self.attached: set[str] = set()
+        if command is not None:
+            for name in args.metric:
+                values[name]["cgroup"] = command.cgroup
         self.app = QCoreApplication.instance() or QCoreApplication([PROG])
         self.controller = MonitorController(args.server, args.token, state_dir=args.state_dir,
                                             elevate=shlex.split(args.elevate))
         self.controller.log.connect(self._on_log)
         self.controller.metric_finished.connect(self._on_finished)
+        if command is not None:
+            self.controller.records.connect(self._on_records)
         self.started = time.monotonic()
         self.stop_reason = ""
         self.signals = 0
         self._timers = []
-        for interval, slot in ((args.progress, self._progress), (0.2, lambda: None)):
+        ticks = ((args.progress, self._progress), (0.2, lambda: None))
+        if command is not None:
+            ticks += ((0.02, self._poll_command),)
+        for interval, slot in ticks:
             # the 0.2 s no-op timer lets Python run its signal handlers while Qt's loop waits
             timer = QTimer()
             timer.timeout.connect(slot)
@@ -123,6 +147,8 @@ class Run:
     def exec(self) -> int:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
+            if self.command is not None:
+                self.command.spawn()
             for name in self.args.metric:
                 self.controller.start_metric(name, self.values[name])
             print(f"headless: running {', '.join(self.args.metric)}; collector {self.args.server or 'none'}; "
@@ -131,6 +157,8 @@ class Run:
             print(f"headless: stopping ({self.stop_reason})", flush=True)
             self.controller.shutdown()
         finally:
+            if self.command is not None:
+                self.command.finish()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         summary = self.summary()
@@ -138,7 +166,22 @@ class Run:
         if self.args.summary_json:
             with open(self.args.summary_json, "w") as f:
                 json.dump(summary, f, indent=1)
+        if self.command is not None:
+            return self.command.exit_status()
         return 1 if any(m["error"] for m in summary["metrics"].values()) else 0
+
+    def _on_records(self, name: str, records: list) -> None:
+        """A metric's meta record says its probes are attached; the command runs once all have said so."""
+        if self.command.started or not any(r.get("kind") == "meta" for r in records):
+            return
+        self.attached.add(name)
+        if self.attached >= set(self.args.metric):
+            self.command.release()
+            print(f"headless: every metric attached; running {shlex.join(self.command.argv)}", flush=True)
+
+    def _poll_command(self) -> None:
+        if self.command.poll():
+            self._quit("the command exited")
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.signals += 1
@@ -155,6 +198,8 @@ class Run:
         print(f"[{name or 'app'}] {line}", file=sys.stderr, flush=True)
 
     def _on_finished(self, name: str, status: int, error: str) -> None:
+        if self.command is not None and not self.command.started:
+            self._quit(f"{name} ended before the command could start")
         if not self.controller.running():
             self._quit("every metric ended")
 
@@ -177,7 +222,8 @@ class Run:
                              "batches_created": source.get("created_batches", 0),
                              "pending": source.get("pending_batches", 0), "dropped": source.get("dropped", 0),
                              "status": totals.get("status"), "error": totals.get("error", "")}
-        return {"seconds": round(time.monotonic() - self.started, 1), "stopped": self.stop_reason,
+        extra = {"command": self.command.outcome()} if self.command is not None else {}
+        return {**extra, "seconds": round(time.monotonic() - self.started, 1), "stopped": self.stop_reason,
                 "run_id": t["run_id"], "server": t["url"], "reachable": t["reachable"],
                 "last_error": t["last_error"], "drop_reasons": t["drop_reasons"], "metrics": metrics}
 
@@ -192,14 +238,30 @@ class Run:
             print(f"  dropped by reason: {summary['drop_reasons']}")
         if summary["last_error"]:
             print(f"  last transport error: {summary['last_error']}")
+        c = summary.get("command")
+        if c:
+            how = (f"killed by {c['signal']}" if c["signal"] else f"exit status {c['exit_status']}") \
+                if c["started"] else "not started"
+            print(f"  command: {shlex.join(c['argv'])}: {how}, {c['wall_s']}s wall")
         sys.stdout.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
     args, values = parse_args(sys.argv[1:] if argv is None else argv)
+    command = None
+    if args.command is not None:
+        from monitor.command import NOT_STARTED, CommandError, GatedCommand, parse  # noqa: PLC0415
+
+        try:
+            command = GatedCommand(parse(args.command))
+        except CommandError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return NOT_STARTED
     try:
-        run = Run(args, values)
+        run = Run(args, values, command)
     except (OSError, sqlite3.Error) as exc:
+        if command is not None:
+            command.finish()
         where = args.state_dir or "(the default state directory)"
         print(f"{PROG}: error: cannot use state directory {where}: {exc}", file=sys.stderr)
         return 1
