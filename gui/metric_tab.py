@@ -30,7 +30,7 @@ from gui.models import SORT_ROLE, RecordTableModel, format_value
 from gui.style import BAD, ERROR_BANNER_STYLE, QUIET_STYLE, STATE_STYLE
 
 ENVELOPE = ("metric", "ts", "kind", "interval")
-BULK = ("row", "event", "hist")          # the many records; the few others carry pid, summary, lost
+BULK = ("row", "event", "hist", "stack")  # the many records; the few others carry pid, summary, lost
 
 
 def summary_text(record: dict, limit: int = 7) -> str:
