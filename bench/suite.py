@@ -4,6 +4,7 @@ run(quick, **options) -> dict (a JSON-able result, with "title" and "targets") a
 tables(result) -> {marker: markdown} when one run fills several tables."""
 
 import app_memory
+import cpuprofile_overhead
 import ingest
 import metric_footprint
 import metric_overhead
@@ -15,6 +16,7 @@ import unwind
 BENCHES = [
     ("syscall_overhead", syscall_overhead),
     ("metric_overhead", metric_overhead),
+    ("cpuprofile_overhead", cpuprofile_overhead),
     ("metric_footprint", metric_footprint),
     ("pipeline", pipeline),
     ("ingest", ingest),
