@@ -1,11 +1,8 @@
 """pagefault by cgroup: anonymous pages touched by workloads in two test-made cgroups and one outside,
 each counted in its own group as its rusage says; --cgroup shows one group and its children."""
 
-import os
-
 import pytest
-from cgroup_fixtures import TOUCH_PAGES, three_workloads, workload_in
-from helpers import MetricProcess, end_workload, report_of, settle_and_stop
+from cgroup_fixtures import TOUCH_PAGES, traced_in_cgroups
 
 pytestmark = pytest.mark.bpf
 
@@ -22,17 +19,8 @@ def minor_of(records: list[dict], pid: int) -> dict[int, int]:
 
 
 def test_each_count_in_its_own_cgroup(test_cgroups):
-    tool = MetricProcess("pagefault", "0.5", "--top", "1000")
-    kids = {}
-    try:
-        tool.wait_meta()
-        paths, kids = three_workloads(test_cgroups, TOUCH_PAGES, PAGES)
-        reports = {name: report_of(child) for name, child in kids.items()}
-        settle_and_stop(tool)
-    finally:
-        tool.kill()
-        for child in kids.values():
-            end_workload(child)
+    tool, paths, kids, reports = traced_in_cgroups(test_cgroups, "pagefault", ["0.5", "--top", "1000"],
+                                                   TOUCH_PAGES, PAGES)
     ids = {name: test_cgroups.id_of(path) for name, path in paths.items()}
     for name in ("a", "b"):
         counted = minor_of(tool.records, kids[name].pid)
@@ -50,33 +38,18 @@ def test_each_count_in_its_own_cgroup(test_cgroups):
 
 
 def test_group_by_cgroup_and_the_filter_with_a_group_made_after_start(test_cgroups):
-    a = test_cgroups.make("a")
-    tool = MetricProcess("pagefault", "0.5", "--cgroup", a, "--group-by", "cgroup", "--top", "1000")
-    kids = {}
-    try:
-        meta = tool.wait_meta()
-        assert meta["filters"] == {"cgroup": a}
-        late = test_cgroups.make(os.path.join("a", "late"))
-        b = test_cgroups.make("b")
-        kids = {"a": workload_in(a, TOUCH_PAGES, str(PAGES["a"])),
-                "late": workload_in(late, TOUCH_PAGES, str(PAGES["late"])),
-                "b": workload_in(b, TOUCH_PAGES, str(PAGES["b"])),
-                "out": workload_in(None, TOUCH_PAGES, str(PAGES["out"]))}
-        reports = {name: report_of(child) for name, child in kids.items()}
-        settle_and_stop(tool)
-    finally:
-        tool.kill()
-        for child in kids.values():
-            end_workload(child)
+    tool, paths, _, reports = traced_in_cgroups(test_cgroups, "pagefault",
+                                                ["0.5", "--group-by", "cgroup", "--top", "1000"],
+                                                TOUCH_PAGES, PAGES, filtered=True)
     rows = tool.of_kind("row")
     by_id: dict[int, int] = {}
     for r in rows:
         assert "pid" not in r and r["processes"] >= 1
         by_id[r["cgroup_id"]] = by_id.get(r["cgroup_id"], 0) + r["minor"]
-    ids = {"a": test_cgroups.id_of(a), "late": test_cgroups.id_of(late)}
+    ids = {name: test_cgroups.id_of(paths[name]) for name in ("a", "late")}
     assert set(by_id) == set(ids.values()), by_id
     for name in ("a", "late"):
         lifetime = reports[name]["lifetime_minflt"]   # less the faults before the move (see above)
         assert PAGES[name] <= by_id[ids[name]] <= lifetime, (name, by_id, lifetime)
         assert by_id[ids[name]] >= lifetime - 1000, (name, by_id, lifetime)
-    assert {r["cgroup"] for r in rows} == {test_cgroups.rel(a), test_cgroups.rel(late)}
+    assert {r["cgroup"] for r in rows} == {test_cgroups.rel(paths["a"]), test_cgroups.rel(paths["late"])}

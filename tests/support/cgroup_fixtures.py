@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -108,12 +109,31 @@ sys.stdin.readline()
 """
 
 
-def three_workloads(groups: MadeCgroups, code: str, counts: dict[str, int]) -> tuple[dict[str, str], dict]:
-    """Groups 'a' and 'b' made under the test's base, and workloads `code` in a, in b and outside (keys
-    'a', 'b', 'out' of `counts`, each its argv[1]): ({name: group path}, {name: Popen})."""
-    paths = {"a": groups.make("a"), "b": groups.make("b")}
-    kids = {name: workload_in(paths.get(name), code, str(counts[name])) for name in ("a", "b", "out")}
-    return paths, kids
+def traced_in_cgroups(groups: MadeCgroups, metric: str, options: list[str], code: str, counts: dict[str, int],
+                      filtered: bool = False, intervals: int = 2) -> tuple[Any, dict[str, str], dict, dict]:
+    """`metric` started first, then workloads `code` (argv[1] = counts[name]) in groups 'a' and 'b' and one
+    'out'side; with `filtered`, the metric runs with --cgroup a, and 'a/late', made after it started,
+    holds a fourth. Each workload is released, its JSON report read, then the metric stopped after
+    `intervals` more: (the stopped MetricProcess, {name: group path}, {name: Popen}, {name: report})."""
+    from helpers import MetricProcess, end_workload, report_of, settle_and_stop  # noqa: PLC0415
+
+    paths = {"a": groups.make("a")}
+    tool = MetricProcess(metric, *options, *(["--cgroup", paths["a"]] if filtered else []))
+    kids: dict = {}
+    try:
+        meta = tool.wait_meta()
+        assert meta["filters"] == ({"cgroup": paths["a"]} if filtered else {})
+        if filtered:
+            paths["late"] = groups.make(os.path.join("a", "late"))
+        paths["b"] = groups.make("b")
+        kids = {name: workload_in(paths.get(name), code, str(counts[name])) for name in [*paths, "out"]}
+        reports = {name: report_of(child) for name, child in kids.items()}
+        settle_and_stop(tool, intervals=intervals)
+    finally:
+        tool.kill()
+        for child in kids.values():
+            end_workload(child)
+    return tool, paths, kids, reports
 
 # A thread that sleeps argv[1] x 50 ms, its blocked time from its own schedstat (wall - run - wait).
 SLEEPS = """
@@ -129,7 +149,9 @@ def sleeper():
     for _ in range(n):
         time.sleep(0.05)
     wall, run, wait = (a - b for a, b in zip(books(), before))
-    truth.update(tid=threading.get_native_id(), blocked_ms=(wall - run - wait) / 1e6)
+    # offcpu's blocked time runs to the switch back in, so it holds the run-queue waits after wakeups
+    # (but not after preemption): it lies between the time asleep and the time off the CPU
+    truth.update(tid=threading.get_native_id(), blocked_ms=(wall - run - wait) / 1e6, off_cpu_ms=(wall - run) / 1e6)
 t = threading.Thread(target=sleeper)
 t.start()
 t.join()
