@@ -304,6 +304,7 @@ class Tool:
         ok, how = kernelfeatures.privileges()
         if not ok:
             self.die(f"loading BPF needs root or CAP_BPF+CAP_PERFMON ({how})")
+        footprint.restore_compiler_data()  # a second load in one process: the compiler runs again
         path = os.path.join(BPF_DIR, f"{src or self.name}.c")
         base = [f"-I{BPF_DIR}", "-Wno-macro-redefined", "-Wno-unused-function", *(cflags or []),
                 *self._cgroup_cflags]
@@ -523,6 +524,7 @@ class Tool:
     def finish(self) -> None:
         """Detach everything now (not at interpreter exit) and leave with status 0."""
         if self.bpf is not None:
+            footprint.restore_compiler_data()  # BCC's cleanup runs the compiler's destructors
             try:
                 # Close perf buffers while their maps are open: BCC's cleanup() only forgets the
                 # tables, and a script's own reference would close them at exit with a traceback.

@@ -22,6 +22,7 @@ import time
 import harness
 import stats
 from harness import PYTHON
+from metric_footprint import smaps_rollup_mb
 from server_fixtures import ServerProcess
 from stats import BenchError
 
@@ -40,13 +41,14 @@ def slope_mb_per_min(points: list[tuple[float, float]]) -> float:
     return 60 * statistics.linear_regression(seconds, mb).slope
 
 
-def children_rss_mb(state_dir: str) -> float:
-    """Summed RSS of the metric processes the app has running (their pid files)."""
-    total = 0
+def children_mb(state_dir: str) -> tuple[float, float]:
+    """Summed (RSS, PSS) in MB of the metric processes the app has running (their pid files)."""
+    rss = pss = 0.0
     for path in glob.glob(os.path.join(state_dir, "children", "*.json")):
-        pid = int(os.path.basename(path)[:-5])
-        total += harness.proc_status_kb(pid, "VmRSS") or 0
-    return total / 1024
+        memory = smaps_rollup_mb(int(os.path.basename(path)[:-5]))
+        if memory:
+            rss, pss = rss + memory["rss"], pss + memory["pss"]
+    return rss, pss
 
 
 def run(quick: bool = False, rss_minutes: float | None = None) -> dict:
@@ -70,12 +72,13 @@ def run(quick: bool = False, rss_minutes: float | None = None) -> dict:
             while app.poll() is None:
                 rss = harness.proc_status_kb(app.pid, "VmRSS")
                 if rss is not None:
+                    metrics_rss, metrics_pss = children_mb(state)
                     samples.append({"t": round(time.monotonic() - started, 1), "app_mb": round(rss / 1024, 1),
-                                    "metrics_mb": round(children_rss_mb(state), 1)})
+                                    "metrics_mb": round(metrics_rss, 1), "metrics_pss_mb": round(metrics_pss, 1)})
                 if samples and time.monotonic() >= next_log:
                     next_log += 60
                     harness.log(f"  {samples[-1]['t']:.0f} s: app {samples[-1]['app_mb']} MB, "
-                                f"metrics {samples[-1]['metrics_mb']} MB")
+                                f"metrics {samples[-1]['metrics_mb']} MB RSS, {samples[-1]['metrics_pss_mb']} MB PSS")
                 time.sleep(SAMPLE_S)
             status = app.wait()
         with open(summary_file) as f:
@@ -92,6 +95,12 @@ def run(quick: bool = False, rss_minutes: float | None = None) -> dict:
     at_warm = after[0]["app_mb"]
     end, peak = after[-1]["app_mb"], max(s["app_mb"] for s in after)
     growth_pct = 100 * (max(end, peak) - at_warm) / at_warm
+    # the metrics' memory while all of them ran (a last sample may fall in the app's shutdown)
+    running = [s for s in after if s.get("metrics_pss_mb")] or after
+    pss_warm = running[0].get("metrics_pss_mb") or 0
+    pss_peak = max(s.get("metrics_pss_mb", 0) for s in running)
+    pss_end = running[-1].get("metrics_pss_mb", 0)
+    pss_growth_pct = 100 * (max(pss_end, pss_peak) - pss_warm) / pss_warm if pss_warm else None
     failed = {n: m["error"].splitlines()[0] for n, m in summary["metrics"].items() if m["error"]}
     return {
         "title": "App memory over a long run", "minutes": minutes, "metrics": names, "exit_status": status,
@@ -101,14 +110,20 @@ def run(quick: bool = False, rss_minutes: float | None = None) -> dict:
             [(s["t"], s["app_mb"]) for s in after]), 3),
         "slope_last_half_mb_per_min": round(slope_mb_per_min(
             [(s["t"], s["app_mb"]) for s in samples if s["t"] >= duration / 2]), 3),
-        "metrics_mb_end": after[-1]["metrics_mb"], "metrics_mb_peak": max(s["metrics_mb"] for s in samples),
+        "metrics_mb_end": running[-1]["metrics_mb"], "metrics_mb_peak": max(s["metrics_mb"] for s in samples),
+        "metrics_pss_mb": {"at_1_min": pss_warm, "end": pss_end, "peak_after_1_min": pss_peak},
+        "metrics_pss_growth_pct": round(pss_growth_pct, 1) if pss_growth_pct is not None else None,
         "records": sum(m["records"] for m in summary["metrics"].values()),
         "dropped": sum(m["dropped"] for m in summary["metrics"].values()),
         "pending": sum(m["pending"] for m in summary["metrics"].values()),
         "failed_metrics": failed, "samples": samples,
         "targets": [stats.target(f"app RSS growth after the first minute ({minutes:g} min run)",
                                    f"<= {GROWTH_LIMIT_PCT:g} %", round(growth_pct, 1), GROWTH_LIMIT_PCT,
-                                   higher_is_better=False, unit=" %")],
+                                   higher_is_better=False, unit=" %"),
+                    stats.target(f"metric processes' PSS growth after the first minute ({minutes:g} min run)",
+                                 f"<= {GROWTH_LIMIT_PCT:g} %",
+                                 round(pss_growth_pct, 1) if pss_growth_pct is not None else None,
+                                 GROWTH_LIMIT_PCT, higher_is_better=False, unit=" %")],
     }
 
 
@@ -122,6 +137,10 @@ def table(result: dict) -> str:
     out = stats.md_table(["run", "app RSS at 1 min", "at the end", "peak after 1 min", "growth",
                             "slope MB/min (after 1 min / last half)",
                             "metric processes RSS (sum, end)", "records sent", "dropped / pending"], rows)
+    pss = result.get("metrics_pss_mb")
+    if pss:
+        out += (f"\n\nThe metric processes' PSS (sum): {pss['at_1_min']:.0f} MB at 1 min, {pss['end']:.0f} MB at the end, "
+                f"peak {pss['peak_after_1_min']:.0f} MB after 1 min ({result['metrics_pss_growth_pct']:+.1f} %).")
     if result["failed_metrics"]:
         out += "\n\nMetrics that ended with an error: " + "; ".join(f"{n}: {e}" for n, e in result["failed_metrics"].items())
     return out
