@@ -316,6 +316,48 @@ def test_dwarf_unwinds_code_built_without_frame_pointers(workload, tmp_path):
     assert fp < dwarf
 
 
+PYTHON_BUSY = """
+import sys, time
+sys.stdin.readline()
+end = time.thread_time() + 2.0
+while time.thread_time() < end:
+    sum(i * i for i in range(1000))
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_dwarf_unwinds_debians_python_to_its_entry():
+    """Debian's python3 is built without frame pointers: unwound with CFI, its samples run from the
+    interpreter's entry (main, which tail-calls Py_BytesMain) through Py_RunMain to the eval loop."""
+    child = subprocess.Popen(["/usr/bin/python3", "-c", PYTHON_BUSY], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-F", "199", "0.5")
+    try:
+        tool.wait_meta()
+        child.stdin.write("\n")
+        child.stdin.flush()
+        while not select.select([child.stdout], [], [], 0.2)[0]:
+            tool.drain(0.05)
+        assert child.stdout.readline().strip() == "done"
+        settle_and_stop(tool, intervals=1)
+    finally:
+        tool.kill()
+        child.stdin.close()
+        child.wait(timeout=30)
+    stacks = stacks_of(tool, child.pid)
+    total = sum(s["count"] for s in stacks)
+    whole = 0
+    for s in stacks:
+        names = [f["name"] for f in s["frames"]]
+        entry = "main" in names or "Py_BytesMain" in names
+        if entry and "Py_RunMain" in names and "_PyEval_EvalFrameDefault" in names:
+            whole += s["count"]
+    print(f"python3: {whole} of {total} samples run from its entry through Py_RunMain to the eval loop")
+    assert total >= 100
+    assert whole >= 0.9 * total
+
+
 def test_kernel_frames_sit_above_the_syscall_entry(workload):
     pid, report, tool = profile_of(workload, "zero", 1.5)
     stacks = stacks_of(tool, pid)
