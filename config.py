@@ -486,8 +486,18 @@ METRICS.append(
                 cli_help="threads shown (default 10)"),
             Arg("stacks", "--stacks", "int", "stacks printed (the app gets every one)", default=5, minimum=1,
                 maximum=10000, cli_help="stacks printed (default 5; --json and --folded give every one)"),
+            Arg("user_stacks", "--user-stacks", "choice", "user stacks: long blocks unwound with CFI, or frame pointers",
+                default="dwarf", choices=("dwarf", "fp"),
+                cli_help="dwarf: blocks of --dwarf-min-us or more unwound with CFI, the rest by frame pointers "
+                         "(default; fp where the kernel refuses); fp: frame pointers only"),
+            Arg("dwarf_min_us", "--dwarf-min-us", "int", "blocks this long (us) or longer get a DWARF user stack",
+                default=1000, minimum=0, cli_help="blocks of at least this many us get a DWARF user stack (default 1000)"),
+            Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per block", default=16384,
+                minimum=4096, maximum=65536, metavar="BYTES",
+                cli_help="dwarf: bytes of user stack copied for a long block (default 16384)"),
         ),
         probes=("sched:sched_switch",),
+        optional_probes=("raw_syscalls:sys_exit",),   # --user-stacks dwarf: the blocking call's return
         # rows: level "thread" (these fields) and level "stack" (the same, plus kernel_frames and
         # user_frames innermost first, and folded "comm;root;...;leaf"), which the flame graph weighs
         fields=(

@@ -10,7 +10,17 @@
  *
  * User frames are named from a snapshot of the process's maps, which must be taken while it lives:
  * `seen` tells the user side at once (ring buffer `new_maps`) of a process that blocks for the first
- * time, and sched_process_exec of one whose maps an exec has just replaced. */
+ * time, and sched_process_exec of one whose maps an exec has just replaced.
+ *
+ * -DUSER_DWARF: a block of DWARF_MIN_NS or more gets a DWARF user stack (ustack.h: user registers and
+ * a copy of the top of the stack, unwound in user space with CFI). The copy cannot be taken at the
+ * switch (not the thread's own context, and most blocks are too short to pay for 16 KiB), so the
+ * block waits in `pending` until the thread's blocking syscall returns (raw_syscalls:sys_exit): its
+ * user stack is then the one it blocked with — checked by its user ip and sp, saved at the switch —
+ * and the block goes to user space with the copy (ring buffer `dwarf_blocks`). A thread that blocks
+ * again inside the same syscall (a lock on the way out) sends it from that switch, in its own context
+ * too. A block that ends otherwise (a page fault; user registers that differ) is counted with its
+ * frame-pointer stack in `blocked`, and in `dwarf_missed`. */
 #include "common.h"
 #include "sched_state.h"
 
@@ -31,6 +41,10 @@ struct start_t {
     int ustack;
     u32 pad;
     u64 cgid;     /* the thread's cgroup (v2) when it blocked */
+#ifdef USER_DWARF
+    u64 uip;   /* user registers when it blocked: the same at its syscall's return */
+    u64 usp;
+#endif
 };
 
 struct key_t {
@@ -62,6 +76,36 @@ LOST_COUNTER(stack_errors);  /* kernel stacks not stored (stack map full or a ha
 BPF_HASH(seen, u32, u8, 65536);      /* processes whose maps the user side has been told to read */
 BPF_RINGBUF_OUTPUT(new_maps, 4);     /* tgids whose maps to read now */
 
+#ifdef USER_DWARF
+#include "ustack.h"
+#ifndef DWARF_MIN_NS
+#define DWARF_MIN_NS 1000000
+#endif
+#ifndef DWARF_RING_PAGES
+#define DWARF_RING_PAGES 512
+#endif
+struct pending_t {
+    struct key_t key;
+    u64 delta;
+    u64 uip;
+    u64 usp;
+};
+struct dwarf_block_t {   /* the ring buffer's record: one block and its user stack */
+    u32 tgid;
+    u32 tid;
+    int kstack;
+    int ustack;          /* the frame-pointer stack id, should the unwind fail */
+    u64 delta;
+    u64 cgid;
+    char comm[TASK_COMM_LEN];
+    struct ustack_t user;
+};
+BPF_HASH(pending, u32, struct pending_t, 16384);
+BPF_RINGBUF_OUTPUT(dwarf_blocks, DWARF_RING_PAGES);
+LOST_COUNTER(dwarf_missed);      /* long blocks left with their frame-pointer stack */
+LOST_COUNTER(dwarf_ring_full);   /* of those, because the ring buffer was full */
+#endif
+
 TRACEPOINT_PROBE(sched, sched_process_exec)
 {
     u64 id = bpf_get_current_pid_tgid();
@@ -82,6 +126,102 @@ static __always_inline void count_lost(void)
         (*lost)++;
 }
 
+/* add one block to its (thread, stacks) totals */
+static __always_inline void account(struct key_t *key, u64 delta)
+{
+    struct val_t *v = blocked.lookup(key);
+    if (!v) {
+        struct val_t init = {.min_ns = delta};
+        blocked.insert(key, &init);
+        v = blocked.lookup(key);
+        if (!v) {
+            count_lost();
+            return;
+        }
+    }
+    v->total_ns += delta;
+    v->count++;
+    if (delta < v->min_ns || v->min_ns == 0)
+        v->min_ns = delta;
+    if (delta > v->max_ns)
+        v->max_ns = delta;
+}
+
+#ifdef USER_DWARF
+/* the current task's saved user ip and sp; 0 for a kernel thread */
+static __always_inline void user_ip_sp(u64 *ip, u64 *sp)
+{
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs((struct task_struct *)bpf_get_current_task_btf());
+    u64 cs = 0;
+    *ip = *sp = 0;
+    if (regs && bpf_probe_read_kernel(&cs, sizeof(cs), &regs->cs) == 0 && (cs & 3) == 3) {
+        bpf_probe_read_kernel(ip, sizeof(*ip), &regs->ip);
+        bpf_probe_read_kernel(sp, sizeof(*sp), &regs->sp);
+    }
+}
+
+static __always_inline void count_in(void *table_lookup_result)
+{
+    u64 *n = table_lookup_result;
+    if (n)
+        (*n)++;
+}
+
+/* a pending block that will not get its DWARF stack: counted with its frame-pointer one */
+static __always_inline void settle_pending(u32 tid)
+{
+    struct pending_t *p = pending.lookup(&tid);
+    if (!p)
+        return;
+    struct pending_t copy = *p;
+    pending.delete(&tid);
+    account(&copy.key, copy.delta);
+    int zero = 0;
+    count_in(dwarf_missed.lookup(&zero));
+}
+
+/* The current thread is back in its own context with the user stack it blocked with (same user ip
+ * and sp): send its pending block with a copy of that stack. Otherwise it keeps its frame-pointer one. */
+static __always_inline void send_pending(u32 tid, u64 ip, u64 sp)
+{
+    struct pending_t *p = pending.lookup(&tid);
+    if (!p)
+        return;
+    if (ip != p->uip || sp != p->usp) {
+        settle_pending(tid);
+        return;
+    }
+    struct dwarf_block_t *e = dwarf_blocks.ringbuf_reserve(sizeof(struct dwarf_block_t));
+    if (!e) {
+        int zero = 0;
+        count_in(dwarf_ring_full.lookup(&zero));
+        settle_pending(tid);
+        return;
+    }
+    e->tgid = p->key.tgid;
+    e->tid = tid;
+    e->kstack = p->key.kstack;
+    e->ustack = p->key.ustack;
+    e->delta = p->delta;
+    e->cgid = p->key.cgid;
+    __builtin_memcpy(&e->comm, p->key.comm, TASK_COMM_LEN);
+    pending.delete(&tid);
+    ustack_capture(&e->user);
+    dwarf_blocks.ringbuf_submit(e, 0);
+}
+
+TRACEPOINT_PROBE(raw_syscalls, sys_exit)
+{
+    u32 tid = (u32)bpf_get_current_pid_tgid();
+    if (!pending.lookup(&tid))
+        return PASS_ON;
+    u64 ip, sp;
+    user_ip_sp(&ip, &sp);
+    send_pending(tid, ip, sp);
+    return PASS_ON;
+}
+#endif
+
 TRACEPOINT_PROBE(sched, sched_switch)
 {
     u64 now = bpf_ktime_get_ns();
@@ -98,6 +238,12 @@ TRACEPOINT_PROBE(sched, sched_switch)
     if (prev != 0 && wanted && !skip_task(id)) {
         struct start_t s = {.tgid = id >> 32, .cgid = bpf_get_current_cgroup_id()};
         u8 one = 1;
+#ifdef USER_DWARF
+        user_ip_sp(&s.uip, &s.usp);
+        /* blocking again before the last block's syscall returned (a lock on the way out): this is
+         * its own context too, so the last block's stack is taken now */
+        send_pending(prev, s.uip, s.usp);
+#endif
         if (seen.insert(&s.tgid, &one) == 0)
             new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0);
         s.kstack = stacks.get_stackid(args, 0);
@@ -119,28 +265,20 @@ TRACEPOINT_PROBE(sched, sched_switch)
     struct start_t *s = start.lookup(&next);
     if (!s)
         return PASS_ON;
-    u64 delta = now - s->ts;
-    struct key_t key = {.tgid = s->tgid, .tid = next, .kstack = s->kstack, .ustack = s->ustack, .cgid = s->cgid};
+    struct start_t st = *s;
     start.delete(&next);
+    u64 delta = now - st.ts;
+    struct key_t key = {.tgid = st.tgid, .tid = next, .kstack = st.kstack, .ustack = st.ustack, .cgid = st.cgid};
     if (delta < MIN_BLOCK_NS)
         return PASS_ON;
     __builtin_memcpy(&key.comm, args->next_comm, TASK_COMM_LEN);
-
-    struct val_t *v = blocked.lookup(&key);
-    if (!v) {
-        struct val_t init = {.min_ns = delta};
-        blocked.insert(&key, &init);
-        v = blocked.lookup(&key);
-        if (!v) {
-            count_lost();
-            return PASS_ON;
-        }
+#ifdef USER_DWARF
+    if (delta >= DWARF_MIN_NS && st.uip) {
+        struct pending_t p = {.key = key, .delta = delta, .uip = st.uip, .usp = st.usp};
+        if (pending.update(&next, &p) == 0)
+            return PASS_ON;   /* counted when its syscall returns */
     }
-    v->total_ns += delta;
-    v->count++;
-    if (delta < v->min_ns || v->min_ns == 0)
-        v->min_ns = delta;
-    if (delta > v->max_ns)
-        v->max_ns = delta;
+#endif
+    account(&key, delta);
     return PASS_ON;
 }

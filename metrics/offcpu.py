@@ -4,10 +4,14 @@
 Traces sched_switch: a thread switched out while not runnable is blocked from then until it is switched
 back in; its kernel and user stacks at the switch say where. Each interval prints the threads by blocked
 time (count, min/avg/max, share) and the top stacks, symbolized, or with --folded, folded stacks.
+User stacks: by default a block of --dwarf-min-us or more gets a whole user stack unwound with DWARF
+CFI (taken when its syscall returns), shorter ones the kernel's frame-pointer walk; --user-stacks fp
+gives every block the frame-pointer walk.
 """
 
 import ctypes
 import os
+import struct
 import sys
 import time
 
@@ -23,6 +27,7 @@ EXAMPLES = [
     ("offcpu --folded 10 1 > out.folded", "10 s of folded stacks for flamegraph.pl / speedscope"),
     ("offcpu --stack-depth 20 --json", "stacks cut at 20 frames; NDJSON records for the app"),
     ("offcpu --cgroup lab/job-7 --group-by cgroup", "one cgroup v2 group and those below, a row per group"),
+    ("offcpu --user-stacks fp", "frame-pointer user stacks only (no stack copies)"),
 ]
 
 tool = Tool("offcpu", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
@@ -32,11 +37,14 @@ args = tool.parse_args()
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
 cflags += [f"-DMIN_BLOCK_NS={args.min_block_us * 1000}", f"-DSTACK_DEPTH={args.stack_depth}"]
 cflags += ["-DPREEMPTED"] * args.preempted
-b = tool.load(cflags)
+dwarf_cflags = ["-DUSER_DWARF", f"-DDWARF_MIN_NS={args.dwarf_min_us * 1000}", f"-DUSTACK_PAGES={args.stack_size // 4096}"]
+b = tool.load(cflags, variants=[dwarf_cflags, []] if args.user_stacks == "dwarf" else None)
 blocked, stacks = b["blocked"], b["stacks"]
+dwarf = "USER_DWARF" in tool.variant
 
 
 from bcctool.symbols import UNKNOWN, Frame, Symbolizer  # noqa: E402 - pyelftools; --help works without it
+from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 
 
 class Symbols:
@@ -85,6 +93,10 @@ class Symbols:
                 break
             names.append(str(frame))
         return names
+
+    def dwarf_frames(self, pcs: tuple[int, ...], tgid: int) -> list[str]:
+        """An unwound user stack's frames, innermost first."""
+        return [str(f) for f in self.sym.user_stack(tgid, list(pcs))]
 
     def _kernel(self, addr: int) -> str:
         if addr not in self.kernel:
@@ -137,6 +149,34 @@ def read_blocks() -> dict[tuple, dict[str, int]]:
     return out
 
 
+class DwarfBlocks:
+    """Ring buffer `dwarf_blocks`: a long block and a copy of its user stack, unwound as it arrives
+    (the maps snapshot is the one taken when the process first blocked). Keyed like read_blocks(),
+    with the unwound pcs in place of the frame-pointer stack id."""
+
+    HEADER = struct.Struct("<IIiiQQ16s")  # tgid, tid, kstack, ustack (fp), delta, cgroup, comm; then ustack_t
+
+    def __init__(self) -> None:
+        self.unwinder = Unwinder(cache_dir=default_cache_dir())
+        self.taken: dict[tuple, dict[str, int]] = {}
+
+    def on_block(self, ctx: object, data: object, size: int) -> int:
+        raw = ctypes.string_at(data, size)
+        tgid, tid, kstack, ustack, delta, cgid, comm = self.HEADER.unpack_from(raw)
+        result = self.unwinder.unwind_ustack(symbols.sym.maps(tgid), memoryview(raw)[self.HEADER.size :])
+        user = tuple(result.pcs) if result.pcs else ustack
+        key = (tgid, tid, comm.split(b"\0", 1)[0].decode(errors="replace"), kstack, user, cgid)
+        merge(self.taken.setdefault(key, {}), {"total_ns": delta, "count": 1, "min_ns": delta, "max_ns": delta})
+        return 0
+
+    def take(self) -> dict[tuple, dict[str, int]]:
+        taken, self.taken = self.taken, {}
+        return taken
+
+    def outcomes(self) -> dict[str, int]:
+        return {k: self.unwinder.outcomes[k] for k in ("complete", "truncated", "failed")}
+
+
 def merge(into: dict, v: dict) -> None:
     if not into:
         into.update(v)
@@ -157,7 +197,8 @@ def timing(v: dict, grand_total: int) -> dict:
 
 def stack_record(key: tuple, v: dict, grand_total: int) -> dict:
     tgid, tid, comm, kstack, ustack, cgid = key
-    kernel, user = symbols.frames(kstack, -1), symbols.frames(ustack, tgid)
+    kernel = symbols.frames(kstack, -1)
+    user = symbols.dwarf_frames(ustack, tgid) if isinstance(ustack, tuple) else symbols.frames(ustack, tgid)
     folded = ";".join([comm, *reversed(user), *reversed(kernel)])   # root first, as flame graphs read
     return {"pid": tgid, "tid": tid, "comm": comm, **tool.cgroup_fields(cgid), **timing(v, grand_total),
             "kernel_frames": kernel,
@@ -191,17 +232,24 @@ def print_tables(summary: dict, threads: list[dict], top_stacks: list[dict]) -> 
 symbols = Symbols()
 seen_map = b["seen"]
 b["new_maps"].open_ring_buffer(symbols.on_new_maps)     # served while the harness waits
+dwarf_blocks = DwarfBlocks()
+if dwarf:
+    b["dwarf_blocks"].open_ring_buffer(dwarf_blocks.on_block)
 symbols.snapshot([args.pid] if args.pid else [int(p) for p in os.listdir("/proc") if p.isdigit()])
 # ready once every running process's maps are read: meta says so
-tool.meta(min_block_us=args.min_block_us, stack_depth=args.stack_depth, preempted=args.preempted)
+tool.meta(min_block_us=args.min_block_us, stack_depth=args.stack_depth, preempted=args.preempted,
+          user_stacks="dwarf" if dwarf else "fp", dwarf_min_us=args.dwarf_min_us if dwarf else None)
 if not args.folded:
     tool.say("Tracing off-CPU time (blocked threads)... Hit Ctrl-C to end.")
 full, stack_errors = b["full"], b["stack_errors"]
+dwarf_seen: dict[str, int] = {}
 last = time.monotonic()
 for _interval in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
     blocks = read_blocks()
+    for key, v in dwarf_blocks.take().items():
+        merge(blocks.setdefault(key, {}), v)
     per_thread: dict[tuple, dict] = {}
     for key, v in blocks.items():
         merge(per_thread.setdefault((*key[:3], key[5]), {}), v)
@@ -223,6 +271,11 @@ for _interval in tool.intervals():
                "max_time_ns": max((v["max_ns"] for v in per_thread.values()), default=0),
                "threads": len(threads), "interval_s": round(elapsed, 3)}
     cut_before = symbols.cut
+    if dwarf:   # this interval's DWARF stacks by outcome, and the long blocks that kept an fp stack
+        outcomes, missed = dwarf_blocks.outcomes(), sum(b["dwarf_missed"][b["dwarf_missed"].Key(0)])
+        summary["dwarf_stacks"] = {**{k: n - dwarf_seen.get(k, 0) for k, n in outcomes.items()},
+                                   "kept_fp": missed - dwarf_seen.get("kept_fp", 0)}
+        dwarf_seen = {**outcomes, "kept_fp": missed}
     if args.folded and not tool.json:
         for key, v in by_time:
             print(f"{stack_record(key, v, grand)['folded']} {v['total_ns'] // 1000}")
@@ -241,6 +294,10 @@ for _interval in tool.intervals():
             tool.emit("row", level="stack", rank=rank, **record)
     else:
         print_tables(summary, (groups if args.group_by == "cgroup" else threads)[: args.top], [stack_record(k, v, grand) for k, v in by_time[: args.stacks]])
+    if dwarf and not tool.json and not args.folded and any(summary["dwarf_stacks"].values()):
+        d = summary["dwarf_stacks"]
+        print(f"(DWARF user stacks: {d['complete']} complete, {d['truncated']} truncated, {d['failed']} failed; "
+              f"{d['kept_fp']} long blocks kept their frame-pointer stack)")
     if symbols.cut > cut_before and not tool.json and not args.folded:
         print(f"({symbols.cut - cut_before} user stacks cut where the frame-pointer walk left mapped code)")
     tool.set_lost_total("map_full", sum(full[full.Key(0)]))

@@ -1,0 +1,114 @@
+"""offcpu's DWARF user stacks against a program whose call chain is known: main -> a -> b -> read() on a
+pipe, built -O2 -fomit-frame-pointer, blocking once per byte the test writes (every 30 ms). Its stack
+must run through libc's read up to main; the frame-pointer walk of the same program must not."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+from helpers import MetricProcess, settle_and_stop
+
+pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
+
+READER_C = r"""
+#include <unistd.h>
+volatile long sink;
+__attribute__((noinline)) long b(int fd) { char c; long n = read(fd, &c, 1); sink += n; return n * 3; }
+__attribute__((noinline)) long a(int fd) { return b(fd) * 5 + 1; }
+int main(void) { while (a(0) > 1) ; return 0; }   /* a() is 1 at end of input */
+"""
+WRITES = 40
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory) -> str:
+    d = tmp_path_factory.mktemp("offcpu_dwarf")
+    (d / "reader.c").write_text(READER_C)
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-o", str(d / "reader"), str(d / "reader.c")], check=True)
+    return str(d / "reader")
+
+
+def traced_stacks(reader: str, *options: str) -> tuple[list[dict], list[dict], dict]:
+    """offcpu on the reader while the test feeds it WRITES bytes: its stack rows, summaries, meta."""
+    child = subprocess.Popen([reader], stdin=subprocess.PIPE)
+    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5", *options)
+    try:
+        meta = tool.wait_meta()
+
+        def feed() -> None:
+            for _ in range(WRITES):
+                time.sleep(0.03)
+                child.stdin.write(b"x")
+                child.stdin.flush()
+            child.stdin.close()
+
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        feeder.join()
+        child.wait(timeout=30)
+        settle_and_stop(tool, intervals=1)
+    finally:
+        tool.kill()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    rows = [r for r in tool.of_kind("row") if r["level"] == "stack" and r["pid"] == child.pid]
+    return rows, tool.of_kind("summary"), meta
+
+
+def reaches_main(frames: list[str]) -> bool:
+    """Innermost first: libc's read, then b, a, main of the reader."""
+    names = [f.split(" [")[0] for f in frames]
+    return len(names) >= 4 and "read" in names[0] and names[1:4] == ["b", "a", "main"]
+
+
+def test_blocked_read_stack_runs_through_libc_to_main(reader):
+    rows, summaries, meta = traced_stacks(reader)
+    assert meta["user_stacks"] == "dwarf"
+    blocks = sum(r["count"] for r in rows)
+    whole = sum(r["count"] for r in rows if reaches_main(r["user_frames"]))
+    print(f"{whole} of {blocks} blocks with the whole chain;", [r["user_frames"] for r in rows][:3])
+    assert blocks >= WRITES - 2   # one block per byte written, the last (end of input) may end unseen
+    assert whole >= 0.95 * blocks
+    outcomes = {k: sum(s["dwarf_stacks"][k] for s in summaries) for k in ("complete", "truncated", "failed", "kept_fp")}
+    assert outcomes["complete"] >= whole and outcomes["failed"] == 0, outcomes
+    heaviest = max(rows, key=lambda r: r["total_ms"])
+    assert reaches_main(heaviest["user_frames"]) and heaviest["folded"].startswith("reader;")
+    assert "read" in ";".join(heaviest["kernel_frames"])
+
+
+def test_frame_pointer_walk_of_the_same_reader_stops_short(reader):
+    rows, summaries, meta = traced_stacks(reader, "--user-stacks", "fp")
+    assert meta["user_stacks"] == "fp" and "dwarf_stacks" not in summaries[-1]
+    blocks = sum(r["count"] for r in rows)
+    assert blocks >= WRITES - 2
+    assert sum(r["count"] for r in rows if reaches_main(r["user_frames"])) <= 0.2 * blocks
+
+
+def test_short_blocks_keep_frame_pointer_stacks(reader):
+    rows, summaries, _ = traced_stacks(reader, "--dwarf-min-us", "10000000")  # no block lasts 10 s
+    assert sum(s["dwarf_stacks"]["complete"] for s in summaries) == 0
+    assert sum(r["count"] for r in rows) >= WRITES - 2
+
+
+@pytest.mark.parametrize("size", ["100", "1000000"])
+def test_stack_size_out_of_range_is_one_line_error(size):
+    tool = MetricProcess("offcpu", "--stack-size", size, json_output=False)
+    _, err = tool.proc.communicate(timeout=60)
+    assert tool.proc.returncode == 2
+    assert len(err.strip().splitlines()) == 1 and "--stack-size" in err
+
+
+def test_dwarf_stack_cache_is_written(reader):
+    """The CFI tables go to the state directory's cfi/, so the next run skips the parse."""
+    from bcctool.unwind import default_cache_dir
+
+    cache = default_cache_dir()
+    assert cache and os.path.isdir(cache)
+    traced_stacks(reader)
+    assert any(name.endswith(".cfi") for name in os.listdir(cache))
