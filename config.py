@@ -497,7 +497,6 @@ METRICS.append(
                 cli_help="dwarf: bytes of user stack copied for a long block (default 16384)"),
         ),
         probes=("sched:sched_switch",),
-        optional_probes=("raw_syscalls:sys_exit",),   # --user-stacks dwarf: the blocking call's return
         # rows: level "thread" (these fields) and level "stack" (the same, plus kernel_frames and
         # user_frames innermost first, and folded "comm;root;...;leaf"), which the flame graph weighs
         fields=(
