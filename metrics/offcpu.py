@@ -237,8 +237,10 @@ if dwarf:
     b["dwarf_blocks"].open_ring_buffer(dwarf_blocks.on_block)
 symbols.snapshot([args.pid] if args.pid else [int(p) for p in os.listdir("/proc") if p.isdigit()])
 # ready once every running process's maps are read: meta says so
+refused = args.user_stacks == "dwarf" and not dwarf   # the kernel refused bpf_task_pt_regs() and co.
 tool.meta(min_block_us=args.min_block_us, stack_depth=args.stack_depth, preempted=args.preempted,
-          user_stacks="dwarf" if dwarf else "fp", dwarf_min_us=args.dwarf_min_us if dwarf else None)
+          user_stacks="dwarf" if dwarf else "fp", dwarf_min_us=args.dwarf_min_us if dwarf else None,
+          **({"note": "DWARF user stacks refused by the kernel: frame pointers instead"} if refused else {}))
 if not args.folded:
     tool.say("Tracing off-CPU time (blocked threads)... Hit Ctrl-C to end.")
 full, stack_errors = b["full"], b["stack_errors"]
