@@ -1,6 +1,7 @@
 """offcpu's DWARF user stacks against a program whose call chain is known: main -> a -> b -> read() on a
-pipe, built -O2 -fomit-frame-pointer, blocking once per byte the test writes (every 30 ms). Its stack
-must run through libc's read up to main; the frame-pointer walk of the same program must not."""
+pipe, built -O2 -fomit-frame-pointer, blocking once per byte the test writes (30 ms after the reader
+acknowledged the last one). Its stack must run through libc's read up to main; the frame-pointer walk
+of the same program must not."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, r
 READER_C = r"""
 #include <unistd.h>
 volatile long sink;
-__attribute__((noinline)) long b(int fd) { char c; long n = read(fd, &c, 1); sink += n; return n * 3; }
+__attribute__((noinline)) long b(int fd)
+{
+    char c;
+    long n = read(fd, &c, 1);
+    if (n == 1 && write(1, &c, 1) != 1)   /* the ack: the feeder's next byte comes 30 ms after it */
+        return 0;
+    sink += n;
+    return n * 3;
+}
 __attribute__((noinline)) long a(int fd) { return b(fd) * 5 + 1; }
 int main(void) { while (a(0) > 1) ; return 0; }   /* a() is 1 at end of input */
 """
@@ -35,7 +44,7 @@ def reader(tmp_path_factory) -> str:
 
 def traced_stacks(reader: str, *options: str) -> tuple[list[dict], list[dict], dict]:
     """offcpu on the reader while the test feeds it WRITES bytes: its stack rows, summaries, meta."""
-    child = subprocess.Popen([reader], stdin=subprocess.PIPE)
+    child = subprocess.Popen([reader], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5", *options)
     try:
         meta = tool.wait_meta()
@@ -45,12 +54,13 @@ def traced_stacks(reader: str, *options: str) -> tuple[list[dict], list[dict], d
                 time.sleep(0.03)
                 child.stdin.write(b"x")
                 child.stdin.flush()
-            child.stdin.close()
+                child.stdout.read(1)
 
         feeder = threading.Thread(target=feed)
         feeder.start()
         feeder.join()
-        child.wait(timeout=30)
+        # the reader lives on (blocked in its next read) while the metric reads its last blocks: a
+        # metric -p ends with its target, and blocks after its last read would go unread
         settle_and_stop(tool, intervals=1)
     finally:
         tool.kill()
@@ -73,7 +83,8 @@ def test_blocked_read_stack_runs_through_libc_to_main(reader):
     blocks = sum(r["count"] for r in rows)
     whole = sum(r["count"] for r in rows if reaches_main(r["user_frames"]))
     print(f"{whole} of {blocks} blocks with the whole chain;", [r["user_frames"] for r in rows][:3])
-    assert blocks >= WRITES - 2   # one block per byte written, the last (end of input) may end unseen
+    # one block per byte written, unless the loaded machine kept the reader away from read() for 30 ms
+    assert blocks >= 0.8 * WRITES
     assert whole >= 0.95 * blocks
     outcomes = {k: sum(s["dwarf_stacks"][k] for s in summaries) for k in ("complete", "truncated", "failed", "kept_fp")}
     assert outcomes["complete"] >= whole and outcomes["failed"] == 0, outcomes
@@ -86,14 +97,14 @@ def test_frame_pointer_walk_of_the_same_reader_stops_short(reader):
     rows, summaries, meta = traced_stacks(reader, "--user-stacks", "fp")
     assert meta["user_stacks"] == "fp" and "dwarf_stacks" not in summaries[-1]
     blocks = sum(r["count"] for r in rows)
-    assert blocks >= WRITES - 2
+    assert blocks >= 0.8 * WRITES
     assert sum(r["count"] for r in rows if reaches_main(r["user_frames"])) <= 0.2 * blocks
 
 
 def test_short_blocks_keep_frame_pointer_stacks(reader):
     rows, summaries, _ = traced_stacks(reader, "--dwarf-min-us", "10000000")  # no block lasts 10 s
     assert sum(s["dwarf_stacks"]["complete"] for s in summaries) == 0
-    assert sum(r["count"] for r in rows) >= WRITES - 2
+    assert sum(r["count"] for r in rows) >= 0.8 * WRITES
 
 
 @pytest.mark.parametrize("size", ["100", "1000000"])
