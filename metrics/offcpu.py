@@ -155,22 +155,32 @@ class DwarfBlocks:
     with the unwound pcs in place of the frame-pointer stack id."""
 
     HEADER = struct.Struct("<IIiiQQ16s")  # tgid, tid, kstack, ustack (fp), delta, cgroup, comm; then ustack_t
+    # parsing a new object's CFI costs up to seconds (once per build-id, then read from the disk cache);
+    # past this much parsing in one interval, blocks keep their frame-pointer stack until the next
+    PARSE_BUDGET_S = 1.0
 
     def __init__(self) -> None:
         self.unwinder = Unwinder(cache_dir=default_cache_dir())
         self.taken: dict[tuple, dict[str, int]] = {}
+        self.parse_mark = 0.0
+        self.deferred = 0   # blocks left with their frame-pointer stack for the parse budget
 
     def on_block(self, ctx: object, data: object, size: int) -> int:
         raw = ctypes.string_at(data, size)
         tgid, tid, kstack, ustack, delta, cgid, comm = self.HEADER.unpack_from(raw)
-        result = self.unwinder.unwind_ustack(symbols.sym.maps(tgid), memoryview(raw)[self.HEADER.size :])
-        user = tuple(result.pcs) if result.pcs else ustack
+        if self.unwinder.parse_seconds - self.parse_mark > self.PARSE_BUDGET_S:
+            self.deferred += 1
+            user = ustack
+        else:
+            result = self.unwinder.unwind_ustack(symbols.sym.maps(tgid), memoryview(raw)[self.HEADER.size :])
+            user = tuple(result.pcs) if result.pcs else ustack
         key = (tgid, tid, comm.split(b"\0", 1)[0].decode(errors="replace"), kstack, user, cgid)
         merge(self.taken.setdefault(key, {}), {"total_ns": delta, "count": 1, "min_ns": delta, "max_ns": delta})
         return 0
 
     def take(self) -> dict[tuple, dict[str, int]]:
         taken, self.taken = self.taken, {}
+        self.parse_mark = self.unwinder.parse_seconds
         return taken
 
     def outcomes(self) -> dict[str, int]:
@@ -274,7 +284,8 @@ for _interval in tool.intervals():
                "threads": len(threads), "interval_s": round(elapsed, 3)}
     cut_before = symbols.cut
     if dwarf:   # this interval's DWARF stacks by outcome, and the long blocks that kept an fp stack
-        outcomes, missed = dwarf_blocks.outcomes(), sum(b["dwarf_missed"][b["dwarf_missed"].Key(0)])
+        outcomes = dwarf_blocks.outcomes()
+        missed = sum(b["dwarf_missed"][b["dwarf_missed"].Key(0)]) + dwarf_blocks.deferred
         summary["dwarf_stacks"] = {**{k: n - dwarf_seen.get(k, 0) for k, n in outcomes.items()},
                                    "kept_fp": missed - dwarf_seen.get("kept_fp", 0)}
         dwarf_seen = {**outcomes, "kept_fp": missed}
