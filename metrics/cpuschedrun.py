@@ -3,7 +3,9 @@
 
 Traces sched_wakeup, sched_wakeup_new and sched_switch: a thread waits on the run queue from its wakeup
 (or from being preempted) until it is switched in, and runs until it is switched out. Each interval
-prints log2 histograms of both and, with -P, a table per thread with CPU%, run and wait time.
+prints log2 histograms of both and, with -P, a table per thread with CPU% (its run time as a share of
+the interval's wall time, as top and pidstat show it), run and wait time, and the top N of all threads
+by the chosen --sort.
 """
 
 import os
@@ -72,28 +74,31 @@ def identity(tid: int, exited) -> tuple[int, str, int]:
     return (leaf.tgid, leaf.comm.decode(errors="replace"), cgid) if leaf else (0, "[gone]", cgid)
 
 
-def shares(d: dict) -> dict:
-    """A thread's (or a cgroup's) CPU share of its runnable time, run and wait ms, runs and waits."""
+def shares(d: dict, interval_ns: float) -> dict:
+    """A thread's (or a cgroup's) CPU share of the interval's wall time, run and wait ms, runs and
+    waits, and the priority score: the share of its runnable time it spent on a CPU (0..100)."""
     busy = d["run_ns"] + d["wait_ns"]
-    cpu_pct = 100.0 * d["run_ns"] / busy if busy else 0.0
-    # The paper's priority score: the share of its runnable time a thread spent on a CPU, 0..100.
+    cpu_pct = 100.0 * d["run_ns"] / interval_ns
+    priority = 100.0 * d["run_ns"] / busy if busy else 0.0
     return {"cpu_pct": round(cpu_pct, 2), "run_ms": round(d["run_ns"] / 1e6, 4),
-            "wait_ms": round(d["wait_ns"] / 1e6, 4), "priority": int(round(cpu_pct, 2)), "runs": d["runs"],
+            "wait_ms": round(d["wait_ns"] / 1e6, 4), "priority": int(round(priority)), "runs": d["runs"],
             "waits": d["waits"], "run_ns": d["run_ns"], "wait_ns": d["wait_ns"]}
 
 
-def thread_rows(deltas: dict[int, dict[str, int]]) -> list[dict]:
+def thread_rows(deltas: dict[int, dict[str, int]], interval_ns: float) -> list[dict]:
+    """Every thread seen in the interval (or every cgroup), ordered by --sort: the caller keeps the top N."""
     rows = []
     for tid, d in deltas.items():
         tgid, comm, cgid = identity(tid, exited)
-        rows.append({"pid": tgid, "tid": tid, "comm": comm, **tool.cgroup_fields(cgid), **shares(d)})
+        rows.append({"pid": tgid, "tid": tid, "comm": comm, **tool.cgroup_fields(cgid), **shares(d, interval_ns)})
     if args.group_by == "cgroup":
-        rows = [{**g, **shares(g)} for g in cgroups.by_cgroup(rows, ("run_ns", "wait_ns", "runs", "waits"))]
+        rows = [{**g, **shares(g, interval_ns)} for g in cgroups.by_cgroup(rows, ("run_ns", "wait_ns", "runs", "waits"))]
+    order = {"cpu": lambda r: r["run_ns"], "run": lambda r: r["run_ns"], "wait": lambda r: r["wait_ns"],
+             "priority": lambda r: (r["priority"], r["run_ns"])}[args.sort]
+    rows.sort(key=order, reverse=True)
     for r in rows:
         del r["run_ns"], r["wait_ns"]
-    order = {"priority": lambda r: (r["priority"], r["run_ms"]), "run": lambda r: r["run_ms"],
-             "wait": lambda r: r["wait_ms"]}[args.sort]
-    return sorted(rows, key=order, reverse=True)
+    return rows
 
 
 COLUMNS = [("PID", 7), ("TID", 7), ("COMM", -16), ("CPU%", 6), ("RUN(ms)", 10), ("WAIT(ms)", 10),
@@ -127,7 +132,7 @@ for _interval in tool.intervals():
     hists = {"run_time": bcctool.log2_buckets(run_hist.step()),
              "runq_latency": bcctool.log2_buckets(wait_hist.step())}
     deltas = stats.step() if stats else {}
-    rows = thread_rows(deltas)
+    rows = thread_rows(deltas, elapsed * 1e9)
     runs = sum(bucket["count"] for bucket in hists["run_time"])
     waits = sum(bucket["count"] for bucket in hists["runq_latency"])
     if tool.json:

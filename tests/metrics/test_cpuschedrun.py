@@ -90,3 +90,58 @@ def test_missing_pid_is_one_line_error():
     out, err = tool.proc.communicate(timeout=60)
     assert tool.proc.returncode != 0
     assert len(err.strip().splitlines()) == 1 and "999999999" in err
+
+
+# One thread busy half of every 20 ms for ~3 s: run/(run+wait) is near 100 (it rarely queues), its
+# share of the wall time near 50. The thread reports its own schedstat run time over the busy phase
+# and the phase's wall time.
+HALF_BUSY_CHILD = """
+import json, os, sys, threading, time
+sys.stdin.readline()
+out = {}
+
+def run_ns():
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+        return int(f.read().split()[0])
+
+def half_busy():
+    out["tid"] = threading.get_native_id()
+    start, run0 = time.monotonic(), run_ns()
+    while time.monotonic() < start + 3.0:
+        burst = time.monotonic() + 0.010
+        while time.monotonic() < burst:
+            pass
+        time.sleep(0.010)
+    out["run_ns"], out["wall_ns"] = run_ns() - run0, (time.monotonic() - start) * 1e9
+
+t = threading.Thread(target=half_busy)
+t.start()
+t.join()
+print(json.dumps(out), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_cpu_share_is_of_the_interval_wall_time():
+    child = run_workload(HALF_BUSY_CHILD)
+    tool = MetricProcess("cpuschedrun", "-P", "-p", str(child.pid), "--top", "1000", "0.5")
+    try:
+        tool.wait_meta()
+        truth = report_of(child)
+        settle_and_stop(tool)
+    finally:
+        tool.kill()
+        end_workload(child)
+
+    interval_s = {s["interval"]: s["interval_s"] for s in tool.of_kind("summary")}
+    mine = sorted((r for r in tool.of_kind("row") if r["tid"] == truth["tid"]), key=lambda r: r["interval"])
+    share = 100.0 * truth["run_ns"] / truth["wall_ns"]
+    inside = [r["cpu_pct"] for r in mine[1:-1]]   # intervals wholly inside the busy phase
+    print(f"schedstat share {share:.1f} %, per interval {inside}, priority {[r['priority'] for r in mine]}")
+    # it slept half of the phase, so its share of the wall time is at most ~50 % (less on a loaded
+    # machine), while run / (run + wait), the old CPU%, leaves the sleep out
+    assert len(inside) >= 3 and 2 < share < 60
+    assert sorted(inside)[len(inside) // 2] == pytest.approx(share, abs=max(5.0, share * 0.25))
+    assert all(pct <= 100 for pct in inside)
+    charged_ms = sum(r["cpu_pct"] / 100 * interval_s[r["interval"]] * 1e3 for r in mine)
+    assert charged_ms == pytest.approx(truth["run_ns"] / 1e6, rel=0.10)
