@@ -661,6 +661,9 @@ METRICS.append(
         args=(
             *interval_args(),
             PID,
+            CGROUP,
+            Arg("group_by", "--group-by", "choice", "a row per process or per cgroup", default="process",
+                choices=("process", "cgroup"), short="-g", cli_help="a row per process or per cgroup (default process)"),
             Arg("sort", "--sort", "choice", "order processes by", default="reads",
                 choices=("reads", "read_hits", "read_misses", "read_hit_pct", "write_hits", "write_misses",
                          "dirtied", "write_hit_pct"), short="-s",
@@ -675,6 +678,7 @@ METRICS.append(
             Field("pid", "PID"),
             Field("uid", "UID"),
             Field("comm", "Command"),
+            Field("cgroup", "Cgroup"),
             Field("read_hit_pages", "Read hits (pages)", "count"),
             Field("read_miss_pages", "Read misses (pages)", "count"),
             Field("read_hit_pct", "Read hit", "pct"),

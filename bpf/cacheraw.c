@@ -41,6 +41,8 @@ struct task_t {
 struct comm_t {
     char comm[TASK_COMM_LEN];
     u32 uid;
+    u32 pad;
+    u64 cgid;     /* the process's cgroup (v2) when first seen, and again at exec */
 };
 
 #ifndef MAX_KEYS
@@ -88,7 +90,7 @@ static __always_inline struct val_t *stats_of(u32 tgid)
             (*lost)++;
         return 0;
     }
-    struct comm_t c = {.uid = (u32)bpf_get_current_uid_gid()};
+    struct comm_t c = {.uid = (u32)bpf_get_current_uid_gid(), .cgid = bpf_get_current_cgroup_id()};
     bpf_get_current_comm(&c.comm, sizeof(c.comm));
     comms.update(&tgid, &c);
     return v;
@@ -99,8 +101,10 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
 {
     u32 tgid = bpf_get_current_pid_tgid() >> 32;
     struct comm_t *c = comms.lookup(&tgid);
-    if (c)
+    if (c) {
         bpf_get_current_comm(&c->comm, sizeof(c->comm));
+        c->cgid = bpf_get_current_cgroup_id();
+    }
     return PASS_ON;
 }
 

@@ -12,6 +12,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 from bcctool import CounterDeltas, Tool, human_bytes, kernelfeatures, process_name
+from bcctool.cgroups import by_cgroup
 
 EXAMPLES = [
     ("cacheraw", "per-process page-cache hits and misses every second"),
@@ -20,6 +21,7 @@ EXAMPLES = [
     ("cacheraw --sort read_misses --max-rows 5", "the 5 processes that read most from disk"),
     ("cacheraw --sort read_hit_pct --reverse", "worst read hit ratio first"),
     ("cacheraw --json", "NDJSON records for the app"),
+    ("cacheraw --group-by cgroup --cgroup lab", "one cgroup v2 group and those below, a row per group"),
 ]
 SORT_FIELDS = ("reads", "read_hits", "read_misses", "read_hit_pct", "write_hits", "write_misses", "dirtied",
                "write_hit_pct")
@@ -93,11 +95,17 @@ def rows_of(deltas: dict) -> list[dict]:
             continue
         leaf = comms.get(comms.Key(tgid))
         rows.append({"pid": tgid, "uid": leaf.uid if leaf else None, "comm": process_name(tgid, comms),
+                     **tool.cgroup_fields(leaf.cgid if leaf else 0),
                      "read_hit_pages": hits, "read_miss_pages": misses, "read_pages": hits + misses,
                      "read_hit_pct": pct(hits, misses),
                      "write_hit_folios": write_hits, "write_miss_folios": write_misses,
                      "write_miss_pages": d["write_miss_pages"], "dirtied_folios": write_hits + write_misses,
                      "write_hit_pct": pct(write_hits, write_misses)})
+    if args.group_by == "cgroup":
+        rows = [{**g, "read_hit_pct": pct(g["read_hit_pages"], g["read_miss_pages"]),
+                 "write_hit_pct": pct(g["write_hit_folios"], g["write_miss_folios"])}
+                for g in by_cgroup(rows, ("read_hit_pages", "read_miss_pages", "read_pages", "write_hit_folios",
+                                          "write_miss_folios", "write_miss_pages", "dirtied_folios"))]
     key = FIELD_OF[args.sort]
     # rows without a percentage sort after those with one, whichever the direction
     sign = 1 if args.reverse else -1
@@ -113,7 +121,8 @@ def summary(rows: list[dict], elapsed: float) -> dict:
              read_hits_per_s=round(t["read_hit_pages"] / elapsed, 1),
              read_misses_per_s=round(t["read_miss_pages"] / elapsed, 1),
              cached_bytes=mem.get("Cached", 0), buffers_bytes=mem.get("Buffers", 0),
-             dirty_bytes=mem.get("Dirty", 0), processes=len(rows), interval_s=round(elapsed, 3))
+             dirty_bytes=mem.get("Dirty", 0), processes=sum(r.get("processes", 1) for r in rows),
+             interval_s=round(elapsed, 3))
     return t
 
 
@@ -128,8 +137,9 @@ def print_human(rows: list[dict], t: dict) -> None:
     print(f"{'PID':<7} {'UID':>5} {'COMM':<16} {'R_HIT':>8} {'R_MISS':>8} {'R_HIT%':>7} "
           f"{'W_HIT':>7} {'W_MISS':>7} {'DIRTIED':>7} {'W_HIT%':>7}")
     for r in rows[: args.max_rows]:
-        uid = "-" if r["uid"] is None else r["uid"]
-        print(f"{r['pid']:<7} {uid:>5} {r['comm'][:16]:<16} {r['read_hit_pages']:>8} "
+        uid = "-" if r.get("uid") is None else r["uid"]
+        who = r["comm"][:16] if "comm" in r else r["cgroup"][-16:]    # --group-by cgroup: PID is processes
+        print(f"{r.get('pid', r.get('processes')):<7} {uid:>5} {who:<16} {r['read_hit_pages']:>8} "
               f"{r['read_miss_pages']:>8} {shown_pct(r['read_hit_pct']):>7} {r['write_hit_folios']:>7} "
               f"{r['write_miss_folios']:>7} {r['dirtied_folios']:>7} {shown_pct(r['write_hit_pct']):>7}")
     print(f"{'':<7} {'':>5} {'(read: pages)':<16} {t['read_hit_pages']:>8} {t['read_miss_pages']:>8} "

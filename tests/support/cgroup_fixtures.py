@@ -110,8 +110,9 @@ sys.stdin.readline()
 
 
 def traced_in_cgroups(groups: MadeCgroups, metric: str, options: list[str], code: str, counts: dict[str, int],
-                      filtered: bool = False, intervals: int = 2) -> tuple[Any, dict[str, str], dict, dict]:
-    """`metric` started first, then workloads `code` (argv[1] = counts[name]) in groups 'a' and 'b' and one
+                      filtered: bool = False, intervals: int = 2, extra: tuple[str, ...] = ()
+                      ) -> tuple[Any, dict[str, str], dict, dict]:
+    """`metric` started first, then workloads `code` (argv[1] = counts[name], then `extra`) in groups 'a' and 'b' and one
     'out'side; with `filtered`, the metric runs with --cgroup a, and 'a/late', made after it started,
     holds a fourth. Each workload is released, its JSON report read, then the metric stopped after
     `intervals` more: (the stopped MetricProcess, {name: group path}, {name: Popen}, {name: report})."""
@@ -126,7 +127,7 @@ def traced_in_cgroups(groups: MadeCgroups, metric: str, options: list[str], code
         if filtered:
             paths["late"] = groups.make(os.path.join("a", "late"))
         paths["b"] = groups.make("b")
-        kids = {name: workload_in(paths.get(name), code, str(counts[name])) for name in [*paths, "out"]}
+        kids = {name: workload_in(paths.get(name), code, str(counts[name]), *extra) for name in [*paths, "out"]}
         reports = {name: report_of(child) for name, child in kids.items()}
         settle_and_stop(tool, intervals=intervals)
     finally:
@@ -181,4 +182,24 @@ with open(f"/proc/self/task/{out['tid']}/schedstat") as f:
 print(json.dumps(out), flush=True)
 sys.stdin.readline()
 leave.set()
+"""
+
+# Writes argv[1] pages to a new file in argv[2] (buffered, then fsync); its /proc/self/io write_bytes delta.
+WRITE_PAGES = """
+import json, os, sys
+pages, directory = int(sys.argv[1]), sys.argv[2]
+sys.stdin.readline()
+def written():
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("write_bytes:")).split()[1])
+before = written()
+path = os.path.join(directory, f"w{os.getpid()}")
+with open(path, "wb") as f:
+    for _ in range(pages):
+        f.write(b"x" * 4096)
+    f.flush()
+    os.fsync(f.fileno())
+os.unlink(path)
+print(json.dumps({"write_pages": (written() - before) // 4096}), flush=True)
+sys.stdin.readline()
 """
