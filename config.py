@@ -482,6 +482,11 @@ METRICS.append(
                 maximum=127, cli_help="frames kept per stack, innermost first (1..127, default 127)"),
             Arg("folded", "--folded", "flag", "folded stacks instead of the tables", default=False, short="-f",
                 form=False, cli_help="print folded stacks (comm;frame;...;frame us) instead of the tables"),
+            Arg("state", "--state", "choice", "which blocks: sleeping (interruptible), in D state (uninterruptible), or all",
+                default="all", choices=("all", "interruptible", "uninterruptible"),
+                cli_help="only blocks in this task state: interruptible (S: sleeps, waits on locks and I/O "
+                         "a signal can cut short), uninterruptible (D: mostly disk I/O) or all (default); "
+                         "idle kernel threads (I) count under all only"),
             Arg("preempted", "--preempted", "flag", "also count waiting for a CPU after preemption",
                 default=False, cli_help="also count time off-CPU after preemption (waiting for a CPU)"),
             Arg("top", "--top", "int", "threads shown", default=10, minimum=1, maximum=10000,

@@ -5,8 +5,14 @@
  * switched back in (`next`) the time since is added to a per-CPU hash keyed by thread and stack pair:
  * total, count, min and max. The user side reads and deletes that hash each interval.
  *
+ * Each interval is charged only the blocked time inside it: the user side writes the time its
+ * interval began (`cut`) before reading the hash, so a block that ends adds to total_ns only its part
+ * since then (its whole length goes to length_ns, min and max), and the user side charges the open part
+ * of the blocks still in `start` itself at each interval's end.
+ *
  * By default only blocking counts (prev_state not runnable); -DPREEMPTED also counts the time a
- * preempted thread waited for a CPU.
+ * preempted thread waited for a CPU. -DSTATE_MASK=bits keeps only blocks in those prev_state bits
+ * (1: S, interruptible; 2: D, uninterruptible).
  *
  * User frames are named from a snapshot of the process's maps, which must be taken while it lives:
  * `seen` tells the user side at once (ring buffer `new_maps`) of a process that blocks for the first
@@ -57,7 +63,8 @@ struct key_t {
 };
 
 struct val_t {
-    u64 total_ns;
+    u64 total_ns;    /* blocked time inside the interval */
+    u64 length_ns;   /* the blocks' whole lengths, for their average */
     u64 count;
     u64 min_ns;
     u64 max_ns;
@@ -69,6 +76,7 @@ struct stack_t {
 };
 
 BPF_HASH(start, u32, struct start_t, 65536);
+BPF_ARRAY(cut, u64, 1);      /* bpf_ktime_get_ns() when the user side's current interval began */
 BPF_PERCPU_HASH(blocked, struct key_t, struct val_t, 32768);
 BPF_TABLE("stacktrace", int, struct stack_t, stacks, STACK_ENTRIES);
 LOST_COUNTER(full);          /* blocks not counted: a map was full */
@@ -87,6 +95,8 @@ BPF_RINGBUF_OUTPUT(new_maps, 4);     /* tgids whose maps to read now */
 struct pending_t {
     struct key_t key;
     u64 delta;
+    u64 charged;
+    u64 end;      /* when it ended: a block sent after its interval was printed charges none */
     u64 uip;
     u64 usp;
 };
@@ -96,6 +106,8 @@ struct dwarf_block_t {   /* the ring buffer's record: one block and its user sta
     int kstack;
     int ustack;          /* the frame-pointer stack id, should the unwind fail */
     u64 delta;
+    u64 charged;
+    u64 end;
     u64 cgid;
     char comm[TASK_COMM_LEN];
     struct ustack_t user;
@@ -126,8 +138,8 @@ static __always_inline void count_lost(void)
         (*lost)++;
 }
 
-/* add one block to its (thread, stacks) totals */
-static __always_inline void account(struct key_t *key, u64 delta)
+/* add one block to its (thread, stacks) totals: delta its whole length, charged its part in this interval */
+static __always_inline void account(struct key_t *key, u64 delta, u64 charged)
 {
     struct val_t *v = blocked.lookup(key);
     if (!v) {
@@ -139,7 +151,8 @@ static __always_inline void account(struct key_t *key, u64 delta)
             return;
         }
     }
-    v->total_ns += delta;
+    v->total_ns += charged;
+    v->length_ns += delta;
     v->count++;
     if (delta < v->min_ns || v->min_ns == 0)
         v->min_ns = delta;
@@ -175,7 +188,7 @@ static __always_inline void settle_pending(u32 tid)
         return;
     struct pending_t copy = *p;
     pending.delete(&tid);
-    account(&copy.key, copy.delta);
+    account(&copy.key, copy.delta, copy.charged);
     int zero = 0;
     count_in(dwarf_missed.lookup(&zero));
 }
@@ -203,6 +216,8 @@ static __always_inline void send_pending(u32 tid, u64 ip, u64 sp)
     e->kstack = p->key.kstack;
     e->ustack = p->key.ustack;
     e->delta = p->delta;
+    e->charged = p->charged;
+    e->end = p->end;
     e->cgid = p->key.cgid;
     __builtin_memcpy(&e->comm, p->key.comm, TASK_COMM_LEN);
     pending.delete(&tid);
@@ -234,6 +249,9 @@ TRACEPOINT_PROBE(sched, sched_switch)
     int wanted = !(state & PREV_STATE_EXITED);
 #else
     int wanted = (state & PREV_STATE_SLEEPING) != 0 && !(state & PREV_STATE_EXITED);
+#endif
+#ifdef STATE_MASK
+    wanted = wanted && (state & STATE_MASK) != 0;
 #endif
     if (prev != 0 && wanted && !skip_task(id)) {
         struct start_t s = {.tgid = id >> 32, .cgid = bpf_get_current_cgroup_id()};
@@ -272,13 +290,16 @@ TRACEPOINT_PROBE(sched, sched_switch)
     if (delta < MIN_BLOCK_NS)
         return PASS_ON;
     __builtin_memcpy(&key.comm, args->next_comm, TASK_COMM_LEN);
+    int zero = 0;
+    u64 *began = cut.lookup(&zero);
+    u64 charged = began && *began > st.ts ? (now > *began ? now - *began : 0) : delta;
 #ifdef USER_DWARF
     if (delta >= DWARF_MIN_NS && st.uip) {
-        struct pending_t p = {.key = key, .delta = delta, .uip = st.uip, .usp = st.usp};
+        struct pending_t p = {.key = key, .delta = delta, .charged = charged, .end = now, .uip = st.uip, .usp = st.usp};
         if (pending.update(&next, &p) == 0)
             return PASS_ON;   /* counted when its syscall returns */
     }
 #endif
-    account(&key, delta);
+    account(&key, delta, charged);
     return PASS_ON;
 }

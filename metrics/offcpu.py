@@ -2,7 +2,8 @@
 """offcpu: where threads block — off-CPU time per thread and by kernel and user stack.
 
 Traces sched_switch: a thread switched out while not runnable is blocked from then until it is switched
-back in; its kernel and user stacks at the switch say where. Each interval prints the threads by blocked
+back in; its kernel and user stacks at the switch say where. Each interval is charged only the blocked
+time inside it (a block longer than an interval is split across the intervals it spans). It prints the threads by blocked
 time (count, min/avg/max, share) and the top stacks, symbolized, or with --folded, folded stacks.
 User stacks: by default a block of --dwarf-min-us or more gets a whole user stack unwound with DWARF
 CFI (taken when its syscall returns), shorter ones the kernel's frame-pointer walk; --user-stacks fp
@@ -18,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 import bcctool
-from bcctool import Tool
+from bcctool import Tool, taskinfo
 
 EXAMPLES = [
     ("offcpu", "blocked threads and their top stacks, every second"),
@@ -30,6 +31,9 @@ EXAMPLES = [
     ("offcpu --user-stacks fp", "frame-pointer user stacks only (no stack copies)"),
 ]
 
+# --state: sched_switch prev_state bits (bpf/sched_state.h): S interruptible, D uninterruptible
+STATE_BITS = {"interruptible": 0x1, "uninterruptible": 0x2}
+
 tool = Tool("offcpu", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
 args = tool.parse_args()
 
@@ -37,6 +41,8 @@ args = tool.parse_args()
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
 cflags += [f"-DMIN_BLOCK_NS={args.min_block_us * 1000}", f"-DSTACK_DEPTH={args.stack_depth}"]
 cflags += ["-DPREEMPTED"] * args.preempted
+if args.state != "all":
+    cflags.append(f"-DSTATE_MASK={STATE_BITS[args.state]}")
 dwarf_cflags = ["-DUSER_DWARF", f"-DDWARF_MIN_NS={args.dwarf_min_us * 1000}", f"-DUSTACK_PAGES={args.stack_size // 4096}"]
 b = tool.load(cflags, variants=[dwarf_cflags, []] if args.user_stacks == "dwarf" else None)
 blocked, stacks = b["blocked"], b["stacks"]
@@ -127,6 +133,26 @@ class Symbols:
         self.seen -= gone
 
 
+def open_blocks(began_ns: int, now_ns: int) -> dict[tuple, dict[str, int]]:
+    """The part since began_ns of every block still in progress at now_ns (map `start`), keyed like
+    read_blocks(); count 0: the block is counted in the interval in which it ends. Read in one batch
+    right after the cut, so a block that ends meanwhile is seldom missed."""
+    try:
+        in_progress = list(start_map.items_lookup_batch())
+    except Exception:  # noqa: BLE001 - kernels without batch ops
+        in_progress = list(start_map.items())
+    out = {}
+    for key, st in in_progress:
+        tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint
+        if now_ns - st.ts < args.min_block_us * 1000 or st.ts >= now_ns:
+            continue
+        comm = taskinfo.comm_of(tid) or "[gone]"
+        part = now_ns - max(st.ts, began_ns)
+        merge(out.setdefault((st.tgid, tid, comm, st.kstack, st.ustack, st.cgid), {}),
+              {"total_ns": part, "length_ns": 0, "count": 0, "min_ns": 0, "max_ns": 0})
+    return out
+
+
 def read_blocks() -> dict[tuple, dict[str, int]]:
     """(tgid, tid, comm, kstack, ustack, cgroup id) -> total_ns, count, min_ns, max_ns; read and cleared at once."""
     try:
@@ -144,7 +170,8 @@ def read_blocks() -> dict[tuple, dict[str, int]]:
         if not used:
             continue
         out[(key.tgid, key.tid, key.comm.decode(errors="replace"), key.kstack, key.ustack, key.cgid)] = {
-            "total_ns": sum(v.total_ns for v in used), "count": sum(v.count for v in used),
+            "total_ns": sum(v.total_ns for v in used), "length_ns": sum(v.length_ns for v in used),
+            "count": sum(v.count for v in used),
             "min_ns": min(v.min_ns for v in used), "max_ns": max(v.max_ns for v in used)}
     return out
 
@@ -154,7 +181,8 @@ class DwarfBlocks:
     (the maps snapshot is the one taken when the process first blocked). Keyed like read_blocks(),
     with the unwound pcs in place of the frame-pointer stack id."""
 
-    HEADER = struct.Struct("<IIiiQQ16s")  # tgid, tid, kstack, ustack (fp), delta, cgroup, comm; then ustack_t
+    # tgid, tid, kstack, ustack (fp), delta, charged, end, cgroup, comm; then ustack_t
+    HEADER = struct.Struct("<IIiiQQQQ16s")
     # parsing a new object's CFI costs up to seconds (once per build-id, then read from the disk cache);
     # past this much parsing in one interval, blocks keep their frame-pointer stack until the next
     PARSE_BUDGET_S = 1.0
@@ -164,10 +192,13 @@ class DwarfBlocks:
         self.taken: dict[tuple, dict[str, int]] = {}
         self.parse_mark = 0.0
         self.deferred = 0   # blocks left with their frame-pointer stack for the parse budget
+        self.began = 0      # when the interval being gathered began (bpf_ktime_get_ns)
 
     def on_block(self, ctx: object, data: object, size: int) -> int:
         raw = ctypes.string_at(data, size)
-        tgid, tid, kstack, ustack, delta, cgid, comm = self.HEADER.unpack_from(raw)
+        tgid, tid, kstack, ustack, delta, charged, end, cgid, comm = self.HEADER.unpack_from(raw)
+        # its syscall returned after the interval it ended in was printed: that interval's time is gone
+        charged = min(charged, max(0, end - self.began))
         if self.unwinder.parse_seconds - self.parse_mark > self.PARSE_BUDGET_S:
             self.deferred += 1
             user = ustack
@@ -175,7 +206,8 @@ class DwarfBlocks:
             result = self.unwinder.unwind_ustack(symbols.sym.maps(tgid), memoryview(raw)[self.HEADER.size :])
             user = tuple(result.pcs) if result.pcs else ustack
         key = (tgid, tid, comm.split(b"\0", 1)[0].decode(errors="replace"), kstack, user, cgid)
-        merge(self.taken.setdefault(key, {}), {"total_ns": delta, "count": 1, "min_ns": delta, "max_ns": delta})
+        merge(self.taken.setdefault(key, {}), {"total_ns": charged, "length_ns": delta, "count": 1,
+                                                   "min_ns": delta, "max_ns": delta})
         return 0
 
     def take(self) -> dict[tuple, dict[str, int]]:
@@ -188,19 +220,24 @@ class DwarfBlocks:
 
 
 def merge(into: dict, v: dict) -> None:
-    if not into:
-        into.update(v)
+    """Add v's blocks to into's; an open block's part (count 0) adds time but no min or max."""
+    if not into or not into["count"]:
+        into.update({**v, "total_ns": into.get("total_ns", 0) + v["total_ns"]})
         return
     into["total_ns"] += v["total_ns"]
+    into["length_ns"] += v["length_ns"]
     into["count"] += v["count"]
-    into["min_ns"] = min(into["min_ns"], v["min_ns"])
-    into["max_ns"] = max(into["max_ns"], v["max_ns"])
+    if v["count"]:
+        into["min_ns"] = min(into["min_ns"], v["min_ns"])
+        into["max_ns"] = max(into["max_ns"], v["max_ns"])
 
 
 def timing(v: dict, grand_total: int) -> dict:
-    """The table fields of one thread or stack: ms for totals, us for single blocks."""
+    """The table fields of one thread or stack: ms blocked in the interval, us for the lengths of the
+    blocks that ended in it (0 when none did)."""
     return {"total_ms": round(v["total_ns"] / 1e6, 3), "count": v["count"],
-            "min_us": round(v["min_ns"] / 1e3, 1), "avg_us": round(v["total_ns"] / v["count"] / 1e3, 1),
+            "min_us": round(v["min_ns"] / 1e3, 1),
+            "avg_us": round(v["length_ns"] / v["count"] / 1e3, 1) if v["count"] else 0.0,
             "max_us": round(v["max_ns"] / 1e3, 1),
             "percentage": round(100.0 * v["total_ns"] / grand_total, 2) if grand_total else 0.0}
 
@@ -255,11 +292,19 @@ if not args.folded:
     tool.say("Tracing off-CPU time (blocked threads)... Hit Ctrl-C to end.")
 full, stack_errors = b["full"], b["stack_errors"]
 dwarf_seen: dict[str, int] = {}
-last = time.monotonic()
+start_map, cut = b["start"], b["cut"]
+began = time.monotonic_ns()     # the BPF clock (bpf_ktime_get_ns) is CLOCK_MONOTONIC
+cut[cut.Key(0)] = cut.Leaf(began)
+dwarf_blocks.began = began
+read_blocks(), dwarf_blocks.take()  # blocks that ended before the first interval began
 for _interval in tool.intervals():
-    now = time.monotonic()
-    elapsed, last = max(now - last, 1e-9), now
-    blocks = read_blocks()
+    now = time.monotonic_ns()
+    elapsed = max(now - began, 1) / 1e9
+    cut[cut.Key(0)] = cut.Leaf(now)     # blocks ending from now on charge the next interval
+    blocks = open_blocks(began, now)
+    began = dwarf_blocks.began = now
+    for key, v in read_blocks().items():
+        merge(blocks.setdefault(key, {}), v)
     for key, v in dwarf_blocks.take().items():
         merge(blocks.setdefault(key, {}), v)
     per_thread: dict[tuple, dict] = {}
@@ -278,8 +323,8 @@ for _interval in tool.intervals():
                   for cgid, v in sorted(per_group.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)]
     by_time = sorted(blocks.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)
     summary = {"total_time_ns": grand, "total_events": events,
-               "avg_time_ns": grand // events if events else 0,
-               "min_time_ns": min((v["min_ns"] for v in per_thread.values()), default=0),
+               "avg_time_ns": sum(v["length_ns"] for v in per_thread.values()) // events if events else 0,
+               "min_time_ns": min((v["min_ns"] for v in per_thread.values() if v["count"]), default=0),
                "max_time_ns": max((v["max_ns"] for v in per_thread.values()), default=0),
                "threads": len(threads), "interval_s": round(elapsed, 3)}
     cut_before = symbols.cut

@@ -3,7 +3,7 @@ the kernel's own books on itself (schedstat, voluntary context switches) while i
 
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, next_line, run_workload
+from helpers import MetricProcess, end_workload, human_output, next_line, report_of, run_workload, settle_and_stop
 from workloads import SLEEPER_CHILD, offcpu_on_sleeper
 
 pytestmark = pytest.mark.bpf
@@ -84,3 +84,66 @@ def test_stack_depth_over_limit_is_one_line_error():
     out, err = tool.proc.communicate(timeout=60)
     assert tool.proc.returncode == 2
     assert len(err.strip().splitlines()) == 1
+
+
+# One thread blocked once for 3 s, its own books over the block (wall time less schedstat run and wait).
+LONG_SLEEP_CHILD = """
+import json, sys, threading, time
+sys.stdin.readline()
+out = {}
+
+def books():
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+        run, wait = (int(x) for x in f.read().split()[:2])
+    return time.monotonic_ns() - run - wait
+
+def sleeper():
+    out["tid"] = threading.get_native_id()
+    before = books()
+    time.sleep(3.0)
+    out["blocked_ms"] = (books() - before) / 1e6
+
+t = threading.Thread(target=sleeper)
+t.start()
+t.join()
+print(json.dumps(out), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_long_block_is_split_across_the_intervals_it_spans():
+    child = run_workload(LONG_SLEEP_CHILD)
+    tool = MetricProcess("offcpu", "-p", str(child.pid), "1")
+    try:
+        tool.wait_meta()
+        truth = report_of(child)
+        settle_and_stop(tool)
+    finally:
+        tool.kill()
+        end_workload(child)
+
+    interval_s = {s["interval"]: s["interval_s"] for s in tool.of_kind("summary")}
+    mine = sorted((r for r in tool.of_kind("row") if r["level"] == "thread" and r["tid"] == truth["tid"]),
+                  key=lambda r: r["interval"])
+    print(f"blocked {truth['blocked_ms']:.1f} ms by its books; per interval",
+          [(r["total_ms"], interval_s[r["interval"]], r["count"]) for r in mine])
+    # a 3 s block over 1 s intervals: each interval charged its part (1/1/1 when they line up; a
+    # loaded machine may stretch one), never more than the interval's wall time
+    assert len(mine) >= 2
+    assert all(r["total_ms"] <= interval_s[r["interval"]] * 1e3 * 1.01 + 1 for r in mine)
+    assert all(r["total_ms"] == pytest.approx(interval_s[r["interval"]] * 1e3, rel=0.02) for r in mine[1:-1])
+    assert sum(r["total_ms"] for r in mine) == pytest.approx(truth["blocked_ms"], rel=0.03)
+    # counted once, in the interval it ends in, with its whole length
+    assert [r["count"] for r in mine][-1] >= 1 and sum(r["count"] for r in mine[:-1]) == 0
+    assert mine[-1]["max_us"] >= 2.9e6
+
+
+def test_state_filter_keeps_sleeps_or_d_state_waits():
+    # nanosleep is an interruptible sleep (S): all of it under --state interruptible, none under
+    # uninterruptible (D)
+    tool, _, tid, truth, _ = offcpu_on_sleeper("0.5", "--state", "interruptible")
+    blocked = sum(r["total_ms"] for r in tool.of_kind("row") if r["level"] == "thread" and r["tid"] == tid)
+    print(f"interruptible: {blocked:.1f} ms, its books {truth['blocked_ms']:.1f}")
+    assert blocked == pytest.approx(truth["blocked_ms"], rel=0.03, abs=2.0)
+    tool, _, tid, truth, _ = offcpu_on_sleeper("0.5", "--state", "uninterruptible")
+    assert not [r for r in tool.of_kind("row") if r["tid"] == tid]
