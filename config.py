@@ -432,6 +432,9 @@ METRICS.append(
         args=(
             *interval_args(),
             PID,
+            CGROUP,
+            Arg("group_by", "--group-by", "choice", "a row per process or per cgroup", default="process",
+                choices=("process", "cgroup"), short="-g", cli_help="a row per process or per cgroup (default process)"),
             Arg("sort", "--sort", "choice", "order processes by", default="total",
                 choices=("total", "read", "write", "ios", "latency"), short="-s",
                 cli_help="order processes by bytes (total, read, write), I/Os or average latency (default total)"),
@@ -447,6 +450,7 @@ METRICS.append(
         fields=(
             Field("pid", "PID"),
             Field("comm", "Command"),
+            Field("cgroup", "Cgroup"),
             Field("devices", "Devices"),
             Field("read_bytes", "Read", "bytes"),
             Field("write_bytes", "Write", "bytes"),

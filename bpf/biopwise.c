@@ -18,13 +18,15 @@ struct rq_key {
 struct rq_val {
     u64 issue_ns;    /* 0 until issued */
     u32 tgid;        /* owner: the submitter at block_io_start, else the task at issue */
-    u32 pad;
+    u32 skip;        /* the owner is outside --cgroup (judged where the owner is the current task) */
     char comm[TASK_COMM_LEN];
+    u64 cgid;        /* the owner's cgroup (v2) */
 };
 
 struct key_t {
     u32 tgid;
     u32 dev;
+    u64 cgid;
 };
 
 struct val_t {
@@ -83,7 +85,8 @@ TRACEPOINT_PROBE(block, block_io_start)
     /* Recorded whatever -p says: the filter applies to the owner at issue, so a request of another
      * process that the filtered one happens to dispatch is never credited to it. */
     struct rq_key key = {.dev = args->dev, .sector = args->sector};
-    struct rq_val val = {.tgid = bpf_get_current_pid_tgid() >> 32};
+    struct rq_val val = {.tgid = bpf_get_current_pid_tgid() >> 32, .skip = skip_cgroup(),
+                         .cgid = bpf_get_current_cgroup_id()};
     bpf_get_current_comm(&val.comm, sizeof(val.comm));
     inflight.update(&key, &val);
     return PASS_ON;
@@ -106,7 +109,7 @@ TRACEPOINT_PROBE(block, block_rq_issue)
         return PASS_ON;
     }
     u32 owner = rq ? rq->tgid : bpf_get_current_pid_tgid() >> 32;
-    if (skip_ids(owner, owner))
+    if (skip_ids(owner, owner) || (rq ? rq->skip : skip_cgroup()))
         return PASS_ON;
     int sync = 0;
     int kind = rwbs_kind(args->rwbs, &sync);
@@ -115,7 +118,7 @@ TRACEPOINT_PROBE(block, block_rq_issue)
     if (rq) {
         rq->issue_ns = now;
     } else {
-        struct rq_val val = {.issue_ns = now, .tgid = owner};
+        struct rq_val val = {.issue_ns = now, .tgid = owner, .cgid = bpf_get_current_cgroup_id()};
         bpf_get_current_comm(&val.comm, sizeof(val.comm));
         inflight.update(&rk, &val);
         rq = inflight.lookup(&rk);
@@ -123,7 +126,7 @@ TRACEPOINT_PROBE(block, block_rq_issue)
             return PASS_ON;
     }
 
-    struct key_t key = {.tgid = owner, .dev = args->dev};
+    struct key_t key = {.tgid = owner, .dev = args->dev, .cgid = rq->cgid};
     struct val_t *v = stats.lookup(&key);
     if (!v) {
         struct val_t init = {};
@@ -159,7 +162,7 @@ TRACEPOINT_PROBE(block, block_rq_complete)
     if (!rq)
         return PASS_ON;
     u64 issued = rq->issue_ns;
-    struct key_t key = {.tgid = rq->tgid, .dev = args->dev};
+    struct key_t key = {.tgid = rq->tgid, .dev = args->dev, .cgid = rq->cgid};
     inflight.delete(&rk);
     if (!issued)
         return PASS_ON;

@@ -72,11 +72,18 @@ COUNTERS = ("read_bytes", "write_bytes", "read_ios", "write_ios", "sync_ios", "a
 
 
 def per_process(deltas: dict) -> list[dict]:
-    """Deltas per (tgid, dev) folded into one row per process, with the devices it used."""
+    """Deltas per (tgid, dev, cgroup) folded into one row per process (or per cgroup, with the number
+    of processes), with the devices it used."""
     procs: dict[int, dict] = {}
-    for (tgid, dev), d in deltas.items():
-        p = procs.setdefault(tgid, {"pid": tgid, "comm": "", "devices": set(), **dict.fromkeys(COUNTERS, 0),
-                                    "lat_ns": 0, "lat_count": 0})
+    by_cgroup = args.group_by == "cgroup"
+    for (tgid, dev, cgid), d in deltas.items():
+        p = procs.get(cgid if by_cgroup else tgid)
+        if p is None:
+            who = {"pids": set()} if by_cgroup else {"pid": tgid, "comm": ""}
+            p = procs[cgid if by_cgroup else tgid] = {**who, **tool.cgroup_fields(cgid), "devices": set(),
+                                                      **dict.fromkeys(COUNTERS, 0), "lat_ns": 0, "lat_count": 0}
+        if by_cgroup:
+            p["pids"].add(tgid)
         if d["read_ios"] or d["write_ios"]:
             p["devices"].add(device_name(dev))
         for k in (*COUNTERS, "lat_ns", "lat_count"):
@@ -87,7 +94,11 @@ def per_process(deltas: dict) -> list[dict]:
         lat_ns, lat_count = p.pop("lat_ns"), p.pop("lat_count")
         if not ios:
             continue    # only completions of I/O counted in the last interval
-        p.update(comm=process_name(p["pid"], comms), devices=",".join(sorted(p["devices"])),
+        if by_cgroup:
+            p["processes"] = len(p.pop("pids"))
+        else:
+            p["comm"] = process_name(p["pid"], comms)
+        p.update(devices=",".join(sorted(p["devices"])),
                  avg_size=round((p["read_bytes"] + p["write_bytes"]) / ios),
                  avg_lat_us=round(lat_ns / lat_count / 1e3, 3) if lat_count else 0.0)
         rows.append(p)
@@ -109,7 +120,8 @@ def print_human(interval: int, rows: list[dict], t: dict) -> None:
     print(f"{'PID':<7} {'COMM':<16} {'DEVICES':<10} {'READ':>8} {'WRITE':>8} {'R_IOS':>6} {'W_IOS':>6} "
           f"{'AVG_SZ':>8} {'SYNC':>6} {'ASYNC':>6} {'AVG_LAT(ms)':>11}")
     for r in rows[: args.maxrows]:
-        print(f"{r['pid']:<7} {r['comm'][:16]:<16} {r['devices'][:10]:<10} {human_bytes(r['read_bytes']):>8} "
+        who = f"{r['pid']:<7} {r['comm'][:16]:<16}" if "pid" in r else f"{r['processes']:<7} {r['cgroup'][-16:]:<16}"
+        print(f"{who} {r['devices'][:10]:<10} {human_bytes(r['read_bytes']):>8} "
               f"{human_bytes(r['write_bytes']):>8} {r['read_ios']:>6} {r['write_ios']:>6} "
               f"{human_bytes(r['avg_size']):>8} {r['sync_ios']:>6} {r['async_ios']:>6} "
               f"{r['avg_lat_us'] / 1e3:>11.3f}")
@@ -121,7 +133,8 @@ def print_human(interval: int, rows: list[dict], t: dict) -> None:
     if top:
         print(f"Top {len(top)} Procs ({args.sort}):")
         for r in top:
-            print(f"{r['pid']:<7} {r['comm'][:16]:<16} ({human_bytes(r['read_bytes'] + r['write_bytes'])})")
+            who = f"{r['pid']:<7} {r['comm'][:16]:<16}" if "pid" in r else f"{r['cgroup'][:24]:<24}"
+            print(f"{who} ({human_bytes(r['read_bytes'] + r['write_bytes'])})")
     print("=====")
 
 
@@ -133,7 +146,7 @@ for interval in tool.intervals():
     elapsed, last = max(now - last, 1e-9), now
     changed = deltas.step()
     rows = per_process(changed)
-    t = totals(changed, len(rows), elapsed)
+    t = totals(changed, sum(r.get("processes", 1) for r in rows), elapsed)
     if tool.json:
         tool.emit("summary", **t)
         for rank, r in enumerate(rows[: args.maxrows], 1):

@@ -203,3 +203,20 @@ os.unlink(path)
 print(json.dumps({"write_pages": (written() - before) // 4096}), flush=True)
 sys.stdin.readline()
 """
+
+# Writes argv[1] MiB with O_DIRECT to a new file in argv[2] (every byte reaches the device as issued).
+DIRECT_WRITE = """
+import json, mmap, os, sys
+mib, directory = int(sys.argv[1]), sys.argv[2]
+sys.stdin.readline()
+buf = mmap.mmap(-1, 1 << 20)
+path = os.path.join(directory, f"d{os.getpid()}")
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT)
+for _ in range(mib):
+    os.write(fd, buf)
+os.fsync(fd)
+os.close(fd)
+os.unlink(path)
+print(json.dumps({"bytes": mib << 20}), flush=True)
+sys.stdin.readline()
+"""
