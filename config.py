@@ -27,6 +27,7 @@ PID, TID, PPID.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -90,6 +91,8 @@ class Arg:
                 number = int(value) if self.type == "int" else float(value)
             except (TypeError, ValueError):
                 return None, f"{self.name} must be {'an integer' if self.type == 'int' else 'a number'}"
+            if not math.isfinite(number):     # NaN would pass both bounds below; inf and 1e400 overflow
+                return None, f"{self.name} must be a finite number"
             if self.minimum is not None and number < self.minimum:
                 return None, f"{self.name} must be at least {self.minimum:g}"
             if self.maximum is not None and number > self.maximum:

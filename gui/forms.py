@@ -76,12 +76,13 @@ class ArgForm(QWidget):
     def _editor(self, arg: config.Arg) -> QWidget:
         if arg.type == "int":
             box = QSpinBox(self)
-            low = INT_MIN if arg.minimum is None else int(arg.minimum)
-            high = INT_MAX if arg.maximum is None else int(arg.maximum)
-            if arg.default is None:                # one step below the minimum stands for "not set"
-                low -= 1
+            # The box takes any integer, so a value out of the argument's bounds is kept as typed and
+            # refused beside the field (a box bounded to them would silently keep 7000 of a typed 70000).
+            low = INT_MIN
+            if arg.default is None:                # one below the minimum stands for "not set"
+                low = (INT_MIN + 1 if arg.minimum is None else int(arg.minimum)) - 1
                 box.setSpecialValueText(_unset_text(arg))
-            box.setRange(low, high)
+            box.setRange(low, INT_MAX)
             box.setAccelerated(True)
             box.valueChanged.connect(lambda _v, a=arg: self._check(a))
             return box

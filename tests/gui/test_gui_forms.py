@@ -53,6 +53,9 @@ def test_required_arguments_are_marked_and_refused_when_empty(qtbot):
     ("abc", "interval must be a number"),
     ("0", "interval must be at least 0.01"),
     ("99999", "interval must be at most 3600"),
+    ("nan", "interval must be a finite number"),     # NaN compares false with both bounds
+    ("inf", "interval must be a finite number"),
+    ("1e400", "interval must be a finite number"),   # overflows to inf
 ])
 def test_a_bad_value_is_refused_with_the_reason_next_to_its_field(qtbot, text, reason):
     form = ArgForm(config.get("sysnest"))
@@ -152,3 +155,20 @@ def test_a_metric_held_back_only_by_privileges_runs_through_sudo_when_that_works
     assert not ok_broken.runnable and ok_broken.reason == broken.reason
     (refused,) = with_elevation([user], elevation_ok=False)
     assert not refused.runnable and "sudo -n" in refused.reason
+
+
+def test_an_integer_out_of_bounds_is_kept_as_typed_and_refused(qtbot):
+    spec = next(s for s in config.METRICS if any(a.name == "lport" for a in s.args))
+    form = ArgForm(spec)
+    qtbot.addWidget(form)
+    form.show()
+    box = form.editors["lport"]
+    box.setValue(7000)
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box.lineEdit(), "70000")       # as a person types it: not clipped, not dropped
+    assert box.value() == 70000
+    assert form.error_text("lport") == "lport must be at most 65535"
+    assert form.validate()[1] == {"lport": "lport must be at most 65535"}
+    box.lineEdit().selectAll()
+    qtbot.keyClicks(box.lineEdit(), "5999")
+    assert form.error_text("lport") == "" and form.validate()[0]["lport"] == 5999
