@@ -15,7 +15,7 @@ from flask import Flask, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
-from collector import api, dashboard, ingest, profile_api
+from collector import api, dashboard, ingest, profile_api, query_params
 from collector import settings as settings_mod
 from collector.state import EXTENSION, Collector, error
 from collector.store import Store
@@ -53,13 +53,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         # PostgreSQL text cannot hold NUL: refuse it here rather than fail in the database
         if any("\x00" in key or "\x00" in value for key, value in request.args.items(multi=True)):
             return error(400, "bad_query", "NUL in the query string")
-        return None
+        return query_params.refuse_unknown()
 
     @app.errorhandler(HTTPException)
     def _http_error(e: HTTPException):
         if request.path.startswith(JSON_PATHS):
             return error(e.code, (e.name or "error").lower().replace(" ", "_"), e.description)
-        return e
+        return dashboard.error_page(e)
 
     @app.errorhandler(SQLAlchemyError)
     def _storage_error(e: SQLAlchemyError):

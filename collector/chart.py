@@ -5,6 +5,7 @@ so the dashboard works offline."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass
 from html import escape
@@ -15,7 +16,7 @@ except ImportError:  # the collector can run without the profiler's files
     config = None
 
 ENVELOPE_KEYS = {"ts", "interval", "schema", "pid"}  # numbers that are not the measurement
-WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 860, 280, 64, 16, 16, 36
+WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 860, 280, 76, 16, 16, 36
 MAX_POINTS = 2000  # per series; more only blurs the line
 MAX_SERIES = 8
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -101,8 +102,50 @@ def points(plot: Plot, rows: list[dict]) -> dict[str, list[tuple[float, float]]]
     return lines
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.4g}" if abs(value) < 1e6 else f"{value:.3e}"
+SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
+UNIT_SUFFIX = {"bytes": "B", "/s": "/s", "pct": "%", "count": ""}
+SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3}
+Y_TICKS = 6  # about this many labelled values on the Y axis
+X_TICKS = 6  # and times on the X axis
+TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+
+
+def si(value: float, unit: str = "") -> str:
+    """A short, whole axis label: 3 significant digits with an SI prefix (103k, 1.5M, 250µ), and the
+    unit's symbol; times in seconds. (A label like 1.034e+05 lost its first digit off the chart's edge.)"""
+    if unit in SECONDS:
+        value, unit = value * SECONDS[unit], "s"
+    suffix = UNIT_SUFFIX.get(unit, unit)
+    text = "0"
+    if value != 0:
+        size, prefix = next(((size, p) for size, p in SI_PREFIXES if abs(value) >= size * 0.9995), SI_PREFIXES[-1])
+        number = f"{value / size:.3g}"
+        text = (number if "e" not in number else f"{value / size:.0f}") + prefix
+    if not suffix:
+        return text
+    return text + suffix if suffix[0] in "/%" or text[-1].isalpha() or text[-1] == "µ" else f"{text} {suffix}"
+
+
+def nice_ticks(lo: float, hi: float, count: int = Y_TICKS) -> list[float]:
+    """Round values (1, 2 or 5 times a power of ten apart) covering lo..hi."""
+    if hi <= lo:
+        hi = lo + 1
+    raw = (hi - lo) / max(1, count - 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    first = math.floor(lo / step) * step
+    ticks, value = [], first
+    while value < hi + step * 0.999:
+        ticks.append(round(value, 12))
+        value += step
+    return ticks
+
+
+def time_ticks(t0: float, t1: float, count: int = X_TICKS) -> list[float]:
+    """Times on whole steps (1 s .. 1 day) inside t0..t1, about count of them."""
+    step = next((s for s in TIME_STEPS if (t1 - t0) / s <= count), TIME_STEPS[-1])
+    first = math.ceil(t0 / step) * step
+    return [first + i * step for i in range(int((t1 - first) // step) + 1)]
 
 
 def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> str:
@@ -114,8 +157,8 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> str:
     y0, y1 = min(0.0, min(p[1] for p in all_pts)), max(p[1] for p in all_pts)
     if t1 == t0:
         t0, t1 = t0 - 1, t1 + 1
-    if y1 == y0:
-        y1 = y0 + 1
+    yticks = nice_ticks(y0, y1)
+    y0, y1 = yticks[0], yticks[-1]
     plot_w, plot_h = WIDTH - PAD_L - PAD_R, HEIGHT - PAD_T - PAD_B
 
     def x(t: float) -> float:
@@ -129,14 +172,18 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> str:
              f'viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" '
              f'aria-label="{escape(title)} over time">',
              f'<rect x="{PAD_L}" y="{PAD_T}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ccc"/>']
-    for frac in (0.0, 0.5, 1.0):
-        value = y0 + frac * (y1 - y0)
-        parts.append(f'<text x="{PAD_L - 6}" y="{y(value) + 4:.1f}" text-anchor="end" font-size="11">{_fmt(value)}</text>')
-    for t, anchor in ((t0, "start"), (t1, "end")):
+    for value in yticks:
+        parts.append(f'<line class="grid" x1="{PAD_L}" x2="{PAD_L + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
+                     f'stroke="#e4e4e4"/>')
+        parts.append(f'<text class="ytick" x="{PAD_L - 6}" y="{y(value) + 4:.1f}" text-anchor="end" font-size="11">'
+                     f'{escape(si(value, plot.unit))}</text>')
+    for t in time_ticks(t0, t1):
         label = time.strftime("%H:%M:%S", time.gmtime(t))
-        parts.append(f'<text x="{x(t):.1f}" y="{HEIGHT - 18}" text-anchor="{anchor}" font-size="11">{label}Z</text>')
+        anchor = "start" if x(t) < PAD_L + 30 else "end" if x(t) > WIDTH - PAD_R - 30 else "middle"  # inside the box
+        parts.append(f'<text class="xtick" x="{x(t):.1f}" y="{HEIGHT - 20}" text-anchor="{anchor}" font-size="11">'
+                     f'{label}</text>')
     parts.append(f'<text x="{PAD_L + plot_w / 2:.0f}" y="{HEIGHT - 4}" text-anchor="middle" font-size="12">'
-                 f'{escape(title)} over time</text>')
+                 f'{escape(title)} over time (UTC)</text>')
     for i, (name, pts) in enumerate(lines.items()):
         colour = COLOURS[i % len(COLOURS)]
         if plot.dots:
@@ -154,3 +201,15 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> str:
                          f'{escape(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def sparkline(values: list[float], width: int = 120, height: int = 24) -> str:
+    """A small trend line (no axes) for the overview."""
+    if not values:
+        return ""
+    lo, hi = min(0.0, min(values)), max(values)
+    span = (hi - lo) or 1.0
+    step = width / max(1, len(values) - 1)
+    coords = " ".join(f"{i * step:.1f},{height - 2 - (v - lo) / span * (height - 4):.1f}" for i, v in enumerate(values))
+    return (f'<svg class="spark" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+            f'height="{height}"><polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{coords}"/></svg>')

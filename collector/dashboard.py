@@ -7,12 +7,13 @@ import json
 import time
 from urllib.parse import quote
 
-from flask import Blueprint, abort, render_template, request, url_for
+from flask import Blueprint, abort, current_app, jsonify, render_template, request, send_from_directory, url_for
 from markupsafe import Markup
+from werkzeug.exceptions import HTTPException
 
 from collector import chart
 from collector.profile_api import speedscope_available
-from collector.profiles import RANGES, BadRange, bound, range_profile
+from collector.profiles import RANGES, BadRange, bound, parse_range, range_profile
 from collector.rejections import REASONS
 from collector.state import error, state
 from profile_data import flame_svg
@@ -20,7 +21,12 @@ from profile_data.display import format_weight
 
 bp = Blueprint("dashboard", __name__)
 
-TABLE_ROWS = 200
+TABLE_ROWS = 200  # records read to find a stream's kinds and chart
+PAGE_ROWS = 100  # records a page of the table shows, newest first
+MAX_PAGES = 50
+PAGE_RANGES = ("5m", "1h", "run")  # the stream page's picker (plus custom since/until)
+QUIET_S = 30  # a host with no batch for this long stands out on the overview
+TREND_POINTS = 40
 CHART_ROWS = 5000
 TABLE_COLUMNS = 16
 CELL_CHARS = 80
@@ -60,12 +66,96 @@ def index():
     return render_template("index.html", streams=streams, batches=batches, records=records,
                            duplicates=counters.get("duplicates", 0), rejected=rejected,
                            hosts=len({s.host for s in streams}), runs=len({(s.host, s.run_id) for s in streams}),
-                           ranges_text=ranges_text)
+                           ranges_text=ranges_text, overview=overview_hosts(streams), quiet_s=QUIET_S)
+
+
+@bp.get("/api/overview")
+def overview():
+    """The lab overview as JSON: every host, its last contact, its newest run's metrics and their trends."""
+    return jsonify({"now": time.time(), "quiet_after_s": QUIET_S, "hosts": overview_hosts(state().store.streams())})
+
+
+def overview_hosts(streams: list) -> list[dict]:
+    """Per host (quiet ones first): last contact and, for each metric's newest run, records/s over the
+    run, drops, gaps and a trend of its key figure (the chart's field) over its newest records."""
+    now = time.time()
+    by_host: dict[str, dict] = {}
+    for s in streams:  # most recently seen first
+        host = by_host.setdefault(s.host, {"host": s.host, "last_seen": s.last_seen, "metrics": {}})
+        if s.source in host["metrics"]:
+            continue
+        span = s.last_seen - s.first_seen
+        host["metrics"][s.source] = {
+            "source": s.source, "run_id": s.run_id, "last_seen": s.last_seen,
+            "running": now - s.last_seen < QUIET_S, "records": s.records,
+            "records_per_s": round(s.records / span, 2) if span > 0 else None, "dropped": s.dropped,
+            "missing": s.missing_count, "url": url_for("dashboard.stream", host=s.host, run_id=s.run_id, source=s.source),
+            "trend": _trend(s.host, s.run_id, s.source)}
+    hosts = []
+    for host in by_host.values():
+        host["quiet"] = now - host["last_seen"] >= QUIET_S
+        host["ago"] = ago(host["last_seen"])
+        host["metrics"] = sorted(host["metrics"].values(), key=lambda m: m["source"])
+        hosts.append(host)
+    return sorted(hosts, key=lambda h: (not h["quiet"], h["host"]))
+
+
+def _trend(host: str, run_id: str, source: str) -> dict | None:
+    store = state().store
+    sample = [r for r in store.records(host, run_id, source, limit=50, newest=True, max_text=RECORD_SHOWN)
+              if r["data"] is not None]
+    plot = chart.choose(source, sample)
+    if plot is None:
+        return None
+    rows = store.records(host, run_id, source, kind=plot.kind, limit=TREND_POINTS * 4, newest=True,
+                         max_text=RECORD_SHOWN)
+    lines = chart.points(plot, [r for r in rows if r["data"] is not None])
+    values = [v for pts in list(lines.values())[:1] for _t, v in pts][-TREND_POINTS:]
+    if not values:
+        return None
+    return {"label": plot.title, "unit": plot.unit, "values": values, "last": chart.si(values[-1], plot.unit),
+            "svg": chart.sparkline(values)}
+
+
+def error_page(e: HTTPException):
+    """An HTML page for an HTTP error on a dashboard page (the JSON paths answer JSON)."""
+    return render_template("error.html", code=e.code, name=e.name, description=e.description), e.code
+
+
+@bp.get("/favicon.ico")
+def favicon():
+    return send_from_directory(current_app.static_folder, "favicon.svg", mimetype="image/svg+xml", max_age=86400)
 
 
 def _cell(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
     return text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…"
+
+
+def _page_window(store, key: dict[str, str]) -> tuple[str, float | None, float | None]:
+    """The page's range (range=5m|1h|run|..., or since/until for a custom one) as (name, since, until)."""
+    args = request.args
+    since, until = bound("since", args.get("since")), bound("until", args.get("until"))
+    if since is not None or until is not None:
+        if since is not None and until is not None and since > until:
+            raise BadRange("since is after until")
+        return "custom", since, until
+    name, seconds = parse_range(args.get("range") or "run")
+    if seconds is None:
+        return name, None, None
+    newest = store.records(**key, limit=1, newest=True, max_text=0)
+    return name, (newest[0]["ts"] - seconds if newest else None), None
+
+
+def _page_number() -> int:
+    text = request.args.get("page") or "1"
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_PAGES:
+        raise BadRange(f"page must be an integer from 1 to {MAX_PAGES}")
+    return int(text)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @bp.get("/stream")
@@ -75,14 +165,24 @@ def stream():
     store = state().store
     found = store.stream(host, run_id, source)
     if found is None:
-        abort(404)
+        abort(404, description=f"No stream of {source!r} from host {host!r}, run {run_id!r}. "
+                               "The lab overview lists the streams the collector holds.")
     key = {"host": host, "run_id": run_id, "source": source}
+    try:
+        range_name, since, until = _page_window(store, key)
+        page = _page_number()
+    except BadRange as e:
+        return error(400, "bad_query", str(e))
+    window = {"since": since, "until": until}
     sample = store.records(**key, limit=TABLE_ROWS, newest=True, max_text=RECORD_SHOWN)
-    rows = store.records(**key, kind=kind, limit=TABLE_ROWS, newest=True, max_text=RECORD_SHOWN) if kind else sample
+    shown = store.records(**key, kind=kind, **window, limit=PAGE_ROWS * page + 1, newest=True, max_text=RECORD_SHOWN)
+    shown.reverse()  # newest first
+    more = len(shown) > PAGE_ROWS * page
+    rows = shown[PAGE_ROWS * (page - 1):PAGE_ROWS * page]
     plot = chart.choose(source, [r for r in sample if r["data"] is not None])
     svg = ""
     if plot is not None:
-        charted = store.records(**key, kind=plot.kind, limit=CHART_ROWS, newest=True, max_text=RECORD_SHOWN)
+        charted = store.records(**key, kind=plot.kind, **window, limit=CHART_ROWS, newest=True, max_text=RECORD_SHOWN)
         svg = chart.svg(plot, chart.points(plot, [r for r in charted if r["data"] is not None]))
     records = [json.loads(r["data"]) if r["data"] is not None else {"record": TOO_LARGE} for r in rows]
     columns: dict[str, None] = {}
@@ -90,16 +190,26 @@ def stream():
         columns.update(dict.fromkeys(k for k in record if k not in ("metric", "ts", "kind")))
     columns_list = list(columns)[:TABLE_COLUMNS]
     table = [{"ts": r["ts"], "sequence": r["sequence"], "kind": r["kind"],
-              "cells": [_cell(rec[c]) if c in rec else "" for c in columns_list]}
+              "cells": [(_cell(rec[c]) if c in rec else "", c in rec and _is_number(rec[c])) for c in columns_list]}
              for r, rec in zip(rows, records, strict=True)]
     kinds = sorted({r["kind"] for r in sample} | ({kind} if kind else set()))
     try:
         flame = _flame(key, kind) if store.newest_stack_ts(**key) is not None else None
     except BadRange as e:
         return error(400, "bad_query", str(e))
-    return render_template("stream.html", stream=found, key=key, kind=kind, kinds=kinds, plot=plot,
+    view = {k: request.args[k] for k in ("range", "since", "until") if request.args.get(k)}
+    page_args = {**key, **({"kind": kind} if kind else {}), **view}
+    ranges = [(r, None if r == range_name else url_for("dashboard.stream", **key, **({"kind": kind} if kind else {}),
+                                                       range=r)) for r in PAGE_RANGES]
+    pages = {"page": page, "newer": url_for("dashboard.stream", **page_args, page=page - 1) if page > 1 else None,
+             "older": url_for("dashboard.stream", **page_args, page=page + 1) if more and page < MAX_PAGES else None,
+             "first": PAGE_ROWS * (page - 1) + 1}
+    kind_links = [(k or "all", url_for("dashboard.stream", **key, **view, **({"kind": k} if k else {})))
+                  for k in [None, *kinds]]
+    return render_template("stream.html", stream=found, key=key, kind=kind, kind_links=kind_links, plot=plot,
                            chart_svg=Markup(svg), columns=columns_list, table=table, ranges_text=ranges_text,
-                           flame=flame)
+                           flame=flame, ranges=ranges, range_name=range_name, window=window, view=view,
+                           pages=pages, live=range_name != "custom")
 
 
 def _flame(key: dict[str, str], kind: str | None) -> dict:

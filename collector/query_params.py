@@ -1,0 +1,31 @@
+"""The query parameters each reading page and endpoint knows: any other one (a misspelt `sourc=`) is
+refused with a 400 that names it, instead of being silently ignored."""
+
+from __future__ import annotations
+
+from flask import request
+
+from collector.state import error
+
+STREAM_KEY = ("host", "run_id", "source")
+KNOWN = {
+    "dashboard.index": set(),
+    "dashboard.overview": set(),
+    "dashboard.stream": {*STREAM_KEY, "kind", "range", "since", "until", "search", "focus", "page", "sort"},
+    "api.streams": set(STREAM_KEY),
+    "api.records": {*STREAM_KEY, "kind", "since", "until", "format", "cursor", "limit"},
+    "api.metrics": set(),
+    "api.healthz": set(),
+}
+
+
+def refuse_unknown():
+    """A before_request hook: 400 bad_query naming the unknown parameters of a known endpoint."""
+    known = KNOWN.get(request.endpoint or "")
+    if known is None:
+        return None
+    unknown = sorted(set(request.args) - known)
+    if unknown:
+        return error(400, "bad_query", "unknown parameter(s): " + ", ".join(k[:40] for k in unknown[:5])
+                     + (f"; known: {', '.join(sorted(known))}" if known else "; this page takes none"))
+    return None

@@ -1,0 +1,100 @@
+"""The dashboard's pages through the app: axis labels whole with SI units and enough ticks (the
+1.034e+05 case), the records table newest first, numbers marked for right alignment, paged; a clear 404
+page; an unknown query parameter refused with a 400 naming it; a favicon; the overview's JSON."""
+
+from __future__ import annotations
+
+import html
+import itertools
+import re
+
+import pytest
+from collector_payloads import envelope, ours
+
+from collector import chart, dashboard
+
+KEY = "host=lab-pc-01&run_id=run-a&source=sysnest"
+
+
+@pytest.mark.parametrize(("value", "unit", "text"), [
+    (103400, "/s", "103k/s"), (1.034e5, "", "103k"), (0, "/s", "0/s"), (1536, "bytes", "1.54kB"),
+    (2.5e6, "", "2.5M"), (12, "pct", "12%"), (1.5, "ms", "1.5ms"), (250, "us", "250µs"), (-2000, "", "-2k")])
+def test_si_labels(value, unit, text):
+    assert chart.si(value, unit) == text
+
+
+def test_ticks_cover_the_range_on_round_steps():
+    ticks = chart.nice_ticks(0, 103400)
+    assert ticks[0] == 0 and ticks[-1] >= 103400 and len(ticks) >= 4
+    steps = {round(b - a, 6) for a, b in itertools.pairwise(ticks)}
+    assert len(steps) == 1
+    times = chart.time_ticks(1000.0, 1300.0)
+    assert len(times) >= 4 and all(t % 60 == 0 for t in times)
+
+
+def _summaries(client, values: list[float], host: str = "lab-pc-01", t0: float = 1_750_000_000.0) -> None:
+    for i, v in enumerate(values):
+        records = [envelope("sysnest", t0 + i, i + 1, "summary", syscalls=int(v), per_sec=v, processes=1,
+                            errors=0, interval_s=1.0)]
+        assert client.post("/data", json=ours(i, host=host, records=records)).status_code == 200
+
+
+def test_the_1034e05_case_is_labelled_whole(collector_client):
+    _summaries(collector_client, [98_000.0, 103_400.0, 101_000.0])
+    page = collector_client.get(f"/stream?{KEY}").get_data(as_text=True)
+    labels = re.findall(r'<text class="ytick"[^>]*>([^<]*)</text>', page)
+    assert len(labels) >= 4 and all(re.fullmatch(r"-?[0-9.]+[kMGT]?/s", label) for label in labels), labels
+    top = float(labels[-1][:-3]) * 1000
+    assert top >= 103_400 and "e+" not in page.split('<svg class="chart"')[1].split("</svg>")[0]
+    assert len(re.findall(r'class="xtick"', page)) >= 3
+
+
+def test_records_newest_first_numbers_right_aligned_paged(collector_client):
+    _summaries(collector_client, [float(i) for i in range(dashboard.PAGE_ROWS + 20)])
+    page = collector_client.get(f"/stream?{KEY}&kind=summary").get_data(as_text=True)
+    body = page.split('<table id="records"')[1].split("</table>")[0]
+    seqs = [int(s) for s in re.findall(r'<tr><td class="time"[^>]*>[^<]*</td><td class="num">(\d+)</td>', body)]
+    assert len(seqs) == dashboard.PAGE_ROWS and seqs == sorted(seqs, reverse=True) and seqs[0] == dashboard.PAGE_ROWS + 19
+    assert '<td class="num">119.0</td>' in body                          # per_sec, a number: right-aligned
+    older = re.search(r'<a href="([^"]+)" id="older">', page).group(1).replace("&amp;", "&")
+    second = collector_client.get(older).get_data(as_text=True)
+    body = second.split('<table id="records"')[1].split("</table>")[0]
+    seqs2 = [int(s) for s in re.findall(r'<tr><td class="time"[^>]*>[^<]*</td><td class="num">(\d+)</td>', body)]
+    assert seqs2 == list(range(19, -1, -1)) and 'id="older"' not in second and 'id="newer"' in second
+
+
+def test_missing_stream_gets_a_clear_404_page(collector_client):
+    reply = collector_client.get("/stream?host=nobody&run_id=r&source=sysnest")
+    assert reply.status_code == 404 and reply.mimetype == "text/html"
+    text = html.unescape(reply.get_data(as_text=True))
+    assert "No stream of 'sysnest' from host 'nobody'" in text and 'href="/"' in text
+    reply = collector_client.get("/no/such/page")
+    assert reply.status_code == 404 and 'id="error"' in reply.get_data(as_text=True)
+    assert collector_client.get("/api/nothing").get_json()["reason"] == "not_found"   # JSON paths stay JSON
+
+
+@pytest.mark.parametrize("url", [f"/stream?{KEY}&sourc=x", "/?refresh=1", "/api/streams?hots=a",
+                                 "/api/records?sorce=sysnest", "/metrics?x=1", "/api/overview?y=2"])
+def test_unknown_query_parameters_are_refused_by_name(collector_client, url):
+    _summaries(collector_client, [1.0])
+    reply = collector_client.get(url)
+    assert reply.status_code == 400
+    body = reply.get_json()
+    assert body["reason"] == "bad_query" and url.rsplit("&", 1)[-1].split("?")[-1].split("=")[0] in body["detail"]
+
+
+def test_favicon(collector_client):
+    reply = collector_client.get("/favicon.ico")
+    assert reply.status_code == 200 and reply.mimetype == "image/svg+xml"
+    assert collector_client.get("/static/favicon.svg").status_code == 200
+
+
+def test_overview_json_lists_hosts_with_trends(collector_client):
+    _summaries(collector_client, [10.0, 20.0, 30.0], host="pc-a")
+    _summaries(collector_client, [5.0], host="pc-b")
+    hosts = {h["host"]: h for h in collector_client.get("/api/overview").get_json()["hosts"]}
+    assert set(hosts) == {"pc-a", "pc-b"}
+    (metric,) = hosts["pc-a"]["metrics"]
+    assert metric["source"] == "sysnest" and metric["records"] == 3 and metric["dropped"] == 0
+    assert metric["trend"]["values"] == [10.0, 20.0, 30.0] and metric["trend"]["last"] == "30/s"
+    assert metric["running"] and not hosts["pc-a"]["quiet"]

@@ -1,0 +1,107 @@
+"""The lab overview and a stream page in a real headless browser (Chromium + Selenium): axis labels
+drawn whole inside the chart (the 1.034e+05 case), the range picker changes what is shown, quiet hosts
+stand out, the page refreshes itself without a reload, and nothing logs a console error or a 404."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from collector_payloads import envelope, ours
+
+from collector import dashboard
+
+pytestmark = pytest.mark.slow   # `make test-quick` leaves it out
+
+KEY = "host=lab-pc-07&run_id=run-b&source=sysnest"
+
+
+def post_summaries(client, values, t0: float, step: float = 1.0, host: str = "lab-pc-07") -> None:
+    records = [envelope("sysnest", t0 + i * step, i + 1, "summary", syscalls=int(v), per_sec=v, processes=1,
+                        errors=0, interval_s=step) for i, v in enumerate(values)]
+    for start in range(0, len(records), 500):
+        reply = client.post("/data", json=ours(start // 500, host=host, run_id="run-b", records=records[start:start + 500]))
+        assert reply.status_code == 200
+
+
+def console_problems(browser) -> list[str]:
+    return [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE" or "404" in e["message"]]
+
+
+def test_axis_labels_are_whole_inside_the_chart(served, browser):
+    from selenium.webdriver.common.by import By
+
+    base, client = served
+    post_summaries(client, [98_000.0, 103_400.0, 101_000.0, 99_500.0], time.time() - 10)
+    browser.get(f"{base}/stream?{KEY}")
+    chart = browser.find_element(By.CSS_SELECTOR, "svg.chart")
+    boxes = browser.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('text.ytick, text.xtick')).map(t => {"
+        " const b = t.getBBox(); return [t.getAttribute('class'), t.textContent, b.x, b.x + b.width]; });", chart)
+    ys = [b for b in boxes if b[0] == "ytick"]
+    xs = [b for b in boxes if b[0] == "xtick"]
+    assert len(ys) >= 4 and len(xs) >= 3, boxes
+    width = float(chart.get_attribute("width"))
+    assert all(0 <= left and right <= width for _c, _t, left, right in boxes), boxes  # nothing cut off
+    top = ys[-1][1]
+    assert top.endswith("k/s") and float(top[:-3]) * 1000 >= 103_400, ys
+    assert console_problems(browser) == []
+
+
+def test_range_picker_changes_what_is_shown(served, browser):
+    from selenium.webdriver.common.by import By
+
+    base, client = served
+    now = time.time()
+    post_summaries(client, [float(100 + i) for i in range(120)], now - 120 * 60, step=60.0)  # 2 h, one a minute
+
+    def points() -> int:
+        line = browser.find_element(By.CSS_SELECTOR, "svg.chart polyline.series")
+        return len(line.get_attribute("points").split())
+
+    browser.get(f"{base}/stream?{KEY}")
+    assert points() == 120
+    browser.find_element(By.CSS_SELECTOR, "a.range[data-range='5m']").click()
+    assert browser.find_element(By.CSS_SELECTOR, "b.current").get_attribute("data-range") == "5m"
+    assert points() == 6                                   # the newest and the 5 minutes before it
+    browser.find_element(By.CSS_SELECTOR, "a.range[data-range='1h']").click()
+    assert points() == 61
+    # custom: 20 minutes in the middle, typed in the picker's UTC fields
+    since, until = now - 90 * 60, now - 70 * 60
+    for field, ts in (("since-local", since), ("until-local", until)):
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts))
+        browser.execute_script("arguments[0].value = arguments[1];", browser.find_element(By.ID, field), text)
+    browser.find_element(By.ID, "apply-range").click()
+    assert "since=" in browser.current_url and points() in (20, 21)
+    shown = [float(td.text) for td in browser.find_elements(By.XPATH, "//table[@id='records']/tbody/tr/td[9]")
+             if td.text]
+    assert shown and all(100 + 29 <= v <= 100 + 51 for v in shown), shown      # per_sec of those intervals only
+    # the records table sorts by a click on a heading, numbers as numbers
+    browser.find_element(By.XPATH, "//table[@id='records']//th[text()='per_sec']").click()
+    ordered = [float(td.text) for td in browser.find_elements(By.XPATH, "//table[@id='records']/tbody/tr/td[9]")]
+    assert ordered == sorted(ordered)
+    assert console_problems(browser) == []
+
+
+def test_overview_marks_quiet_hosts_and_refreshes_without_reload(served, browser, monkeypatch):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    monkeypatch.setattr(dashboard, "QUIET_S", 2)          # the app runs in this process (served)
+    base, client = served
+    post_summaries(client, [10.0, 20.0], time.time() - 5, host="pc-quiet")
+    time.sleep(2.5)
+    post_summaries(client, [30.0, 40.0], time.time() - 2, host="pc-busy")
+    browser.get(base + "/")
+    cards = {c.get_attribute("data-host"): c for c in browser.find_elements(By.CSS_SELECTOR, ".host-card")}
+    assert "quiet" in cards["pc-quiet"].get_attribute("class") and "quiet" not in cards["pc-busy"].get_attribute("class")
+    assert browser.find_elements(By.CSS_SELECTOR, ".host-card.quiet .badge")
+    colour = browser.execute_script("return getComputedStyle(arguments[0]).borderColor;", cards["pc-quiet"])
+    assert colour == "rgb(187, 0, 0)"
+    assert cards["pc-busy"].find_element(By.CSS_SELECTOR, "svg.spark polyline")
+
+    browser.execute_script("window.notReloaded = true;")
+    post_summaries(client, [50.0], time.time(), host="pc-new")
+    WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.CSS_SELECTOR, ".host-card[data-host='pc-new']"))
+    assert browser.execute_script("return window.notReloaded === true;")
+    assert console_problems(browser) == []
