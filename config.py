@@ -288,6 +288,7 @@ METRICS: list[MetricSpec] = [
         args=(
             *interval_args(),
             PID,
+            CGROUP,
             Arg("lport", "--lport", "int", "trace this local (source) port only", minimum=1, maximum=65535,
                 sample=40000),
             Arg("family", "--family", "choice", "IPv4 (4) or IPv6 (6) only", choices=("4", "6"), sample="4",
@@ -303,6 +304,7 @@ METRICS: list[MetricSpec] = [
             Field("time_s", "Time (s)"),
             Field("pid", "PID"),
             Field("comm", "Command"),
+            Field("cgroup", "Cgroup"),
             Field("ip", "IP"),
             Field("saddr", "Source"),
             Field("lport", "Local port"),

@@ -21,6 +21,8 @@ struct start_t {
     u64 ts;
     u32 pid;
     char comm[TASK_COMM_LEN];
+    u32 pad;
+    u64 cgid;         /* the connecting task's cgroup (v2) */
 };
 
 struct event_t {
@@ -35,6 +37,7 @@ struct event_t {
     char comm[TASK_COMM_LEN];
     u8 saddr[16];     /* IPv4 in the first 4 bytes */
     u8 daddr[16];
+    u64 cgid;
 };
 
 #ifndef MAX_CONNECTS
@@ -60,7 +63,7 @@ TRACEPOINT_PROBE(sock, inet_sock_set_state)
         if (args->family != FILTER_FAMILY)
             return PASS_ON;
 #endif
-        struct start_t s = {.ts = bpf_ktime_get_ns(), .pid = id >> 32};
+        struct start_t s = {.ts = bpf_ktime_get_ns(), .pid = id >> 32, .cgid = bpf_get_current_cgroup_id()};
         bpf_get_current_comm(&s.comm, sizeof(s.comm));
         if (start.update(&sk, &s) != 0) {
             u64 *lost = start_full.lookup(&zero);
@@ -75,7 +78,7 @@ TRACEPOINT_PROBE(sock, inet_sock_set_state)
     struct start_t *s = start.lookup(&sk);
     if (!s)
         return PASS_ON;   /* started before tracing, or filtered out */
-    struct event_t ev = {.ts_ns = bpf_ktime_get_ns(), .pid = s->pid};
+    struct event_t ev = {.ts_ns = bpf_ktime_get_ns(), .pid = s->pid, .cgid = s->cgid};
     ev.delta_ns = ev.ts_ns - s->ts;
     __builtin_memcpy(&ev.comm, s->comm, sizeof(ev.comm));
     start.delete(&sk);

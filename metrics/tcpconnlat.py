@@ -22,6 +22,7 @@ EXAMPLES = [
     ("tcpconnlat -4", "IPv4 only (-6: IPv6 only)"),
     ("tcpconnlat -m 10", "only connects slower than 10 ms (failed ones always show)"),
     ("tcpconnlat --json 5 12", "NDJSON events and a summary every 5 s, for one minute"),
+    ("tcpconnlat --cgroup lab/job-7", "only connects made in one cgroup v2 group and those below it"),
 ]
 FAMILIES = {"4": socket.AF_INET, "6": socket.AF_INET6}
 STATUS = {0: "ok", 1: "failed"}
@@ -74,6 +75,7 @@ def on_event(data) -> None:
         "time_s": round((ev.ts_ns - first_ts[0]) / 1e9, 6),
         "pid": ev.pid,
         "comm": ev.comm.decode(errors="replace"),
+        **tool.cgroup_fields(ev.cgid),
         "ip": ip,
         "saddr": address(ev.family, ev.saddr),
         "lport": ev.lport,

@@ -220,3 +220,15 @@ os.unlink(path)
 print(json.dumps({"bytes": mib << 20}), flush=True)
 sys.stdin.readline()
 """
+
+# argv[1] TCP connects to 127.0.0.1:argv[2], each closed at once; how many were made.
+CONNECTS = """
+import json, socket, sys
+n, port = int(sys.argv[1]), int(sys.argv[2])
+sys.stdin.readline()
+for _ in range(n):
+    with socket.create_connection(("127.0.0.1", port)):
+        pass
+print(json.dumps({"connects": n}), flush=True)
+sys.stdin.readline()
+"""
