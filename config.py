@@ -541,6 +541,7 @@ METRICS.append(
             *interval_args(),
             PID,
             TID,
+            CGROUP,
             Arg("frequency", "--frequency", "int", "samples per second per CPU", default=49, minimum=1,
                 maximum=1000, short="-F", metavar="HZ", cli_help="samples per second per CPU (1..1000, default 49)"),
             Arg("user_only", "--user-only", "flag", "user stacks only", default=False, short="-U"),
