@@ -23,10 +23,11 @@ from PySide6.QtGui import QBrush, QCloseEvent, QColor
 from PySide6.QtWidgets import QApplication, QMainWindow, QTreeWidgetItem
 
 import config
+from client.transport import collector_url
 from gui.forms import ArgForm
 from gui.metric_tab import MetricTab
 from gui.panels import LogPanel, OverheadPanel, TransportPanel
-from gui.style import STATE_COLOURS, TEXT
+from gui.style import INVALID_STYLE, STATE_COLOURS, TEXT
 from host import heap_trim, preflight
 from host.bpf_sampler import OverheadSampler
 from host.bpf_stats import BpfStatsSwitch
@@ -294,6 +295,17 @@ class MainWindow(QMainWindow):
 
     def apply_server(self) -> None:
         url, token = self.ui.server_url.text().strip() or None, self.ui.server_token.text() or None
+        if url:
+            try:
+                url = collector_url(url)   # '127.0.0.1:5055' gets its http://
+            except ValueError as exc:
+                self.ui.server_url.setStyleSheet(INVALID_STYLE)
+                self.ui.server_url.setToolTip(str(exc))
+                self._log("", f"collector: {exc}")
+                return
+            self.ui.server_url.setText(url)
+        self.ui.server_url.setStyleSheet("")
+        self.ui.server_url.setToolTip("")
         self.controller.set_server(url, token)
         self.save_settings()
         self._log("", f"collector: {url or 'none (records stay local)'}")

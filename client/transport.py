@@ -21,6 +21,7 @@ import sqlite3
 import struct
 import threading
 import time
+import urllib.parse
 import uuid
 from collections import deque
 from typing import Any
@@ -136,6 +137,7 @@ class Transport:
         with self._cond:
             self._url, self._token = _normalize(url), token
             self._reachable, self._gzip_ok, self._failures, self._retry_at = None, False, 0, 0.0
+            self._last_error = ""
         self._wake_sender.set()
 
     def status(self) -> dict:
@@ -334,7 +336,7 @@ class Transport:
             reply = session.post(url + "/data", data=body, headers=headers,
                                  timeout=(self.tuning["connect_timeout"], self.tuning["timeout"]))
         except requests.RequestException as exc:
-            self._failed(batch, f"{type(exc).__name__}: {_first_line(exc)}", reachable=False)
+            self._failed(batch, unreachable(exc, url), reachable=False)
             return
         self._note_encoding(reply)
         code = reply.status_code
@@ -347,6 +349,7 @@ class Transport:
             delivered = self._outbox.delete(batch.id)
             with self._cond:
                 self._reachable, self._failures, self._retry_at = True, 0, 0.0
+                self._last_error = ""          # delivery works again: the last failure is over
                 if delivered:       # else the outbox bound evicted it meanwhile (counted there)
                     source = self._source(batch.source)
                     source.sent_batches += 1
@@ -392,11 +395,13 @@ class Transport:
             reply = session.get(url + "/healthz", timeout=(self.tuning["connect_timeout"], self.tuning["timeout"]))
         except requests.RequestException as exc:
             with self._cond:
-                self._reachable, self._last_error = False, f"{type(exc).__name__}: {_first_line(exc)}"
+                self._reachable, self._last_error = False, unreachable(exc, url)
             return
         self._note_encoding(reply)
         with self._cond:
             self._reachable = True
+            if self._last_error.startswith("collector unreachable"):
+                self._last_error = ""          # it answers again (no batch was waiting to prove it)
 
     def _note_encoding(self, reply: requests.Response) -> None:
         # RFC 7694: a server lists the request content codings it accepts in Accept-Encoding.
@@ -481,6 +486,49 @@ def _retry_after(reply: requests.Response) -> float | None:
         return float(reply.headers["Retry-After"])
     except (KeyError, ValueError):
         return None
+
+
+def collector_url(text: str) -> str:
+    """A collector URL as typed, fixed where it lacks a scheme ('127.0.0.1:5055' -> 'http://...');
+    ValueError with a one-line reason for a scheme other than http(s) or no host."""
+    text = text.strip()
+    if "://" not in text:
+        text = "http://" + text
+    parts = urllib.parse.urlsplit(text)
+    if parts.scheme.lower() not in ("http", "https"):
+        raise ValueError(f"collector URL must start with http:// or https://, not {parts.scheme}://")
+    if not parts.hostname:
+        raise ValueError("collector URL has no host")
+    return text
+
+
+def unreachable(exc: requests.RequestException, url: str) -> str:
+    """One line for a person: 'collector unreachable: connection refused (127.0.0.1:5055)'."""
+    where = urllib.parse.urlsplit(url).netloc or url
+    chain, cause = [], exc
+    while cause is not None and len(chain) < 8:      # requests wraps urllib3 wraps the socket's error
+        chain.append(cause)
+        inner = getattr(cause, "reason", None)          # urllib3's MaxRetryError holds it there
+        first = cause.args[0] if cause.args and isinstance(cause.args[0], BaseException) else None
+        cause = cause.__cause__ or cause.__context__ or (inner if isinstance(inner, BaseException) else first)
+    text = " ".join(str(c) for c in chain).lower()
+    if isinstance(exc, (requests.exceptions.InvalidSchema, requests.exceptions.MissingSchema,
+                        requests.exceptions.InvalidURL)):
+        why = "not an http(s) URL"
+    elif any(isinstance(c, ConnectionRefusedError) for c in chain) or "connection refused" in text:
+        why = "connection refused"
+    elif isinstance(exc, requests.exceptions.SSLError):
+        why = "TLS handshake failed"
+    elif isinstance(exc, requests.exceptions.Timeout) or "timed out" in text:
+        why = "timed out"
+    elif any(isinstance(c, socket.gaierror) for c in chain) or "name or service not known" in text \
+            or "failed to resolve" in text:
+        why = "host not found"
+    elif "reset by peer" in text or "remote end closed" in text or "aborted" in text:
+        why = "connection reset"
+    else:
+        why = _first_line(exc)[:120] or type(exc).__name__
+    return f"collector unreachable: {why} ({where})"
 
 
 def _first_line(exc: Exception) -> str:

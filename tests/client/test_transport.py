@@ -14,7 +14,7 @@ import time
 import pytest
 from collector_stub import CollectorStub, free_port
 
-from client.transport import Transport
+from client.transport import Transport, collector_url
 
 FAST = {"flush_interval": 0.1, "backoff_base": 0.05, "backoff_max": 0.5, "probe_interval": 0.5}
 
@@ -343,3 +343,35 @@ def test_a_portal_answering_200_keeps_the_batches(outbox):
     assert (status["sent_batches"], status["dropped"], status["pending_outbox"]) == (0, 0, 6)
     assert status["reachable"] is False
     assert len(outbox_rows(outbox)) == 6
+
+
+def test_an_outage_reads_as_one_human_line_cleared_once_delivery_works(outbox):
+    port = free_port()
+    t = Transport(f"http://127.0.0.1:{port}", outbox_path=outbox, **FAST)
+    try:
+        t.submit("m", records("m", 0, 5))
+        line = f"collector unreachable: connection refused (127.0.0.1:{port})"
+        wait_for(lambda: t.status()["last_error"] == line, what=line)
+        stub = CollectorStub(port=port).start()      # the collector comes back
+        try:
+            wait_for(lambda: t.status()["sent_batches"] == 1, what="the delivery")
+            assert t.status()["last_error"] == "" and t.status()["reachable"] is True
+        finally:
+            t.close(5)
+            stub.stop()
+    finally:
+        t.close(1)
+
+
+@pytest.mark.parametrize("typed, fixed", [
+    ("127.0.0.1:5055", "http://127.0.0.1:5055"),
+    ("https://lab.example:443", "https://lab.example:443"),
+    ("ftp://x", ValueError),
+    ("http://", ValueError),
+])
+def test_a_url_without_a_scheme_is_fixed_and_another_refused(typed, fixed):
+    if fixed is ValueError:
+        with pytest.raises(ValueError):
+            collector_url(typed)
+    else:
+        assert collector_url(typed) == fixed

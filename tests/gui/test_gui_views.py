@@ -230,3 +230,23 @@ def test_closing_the_window_stops_everything_and_restores_bpf_stats(qtbot, tmp_p
     assert fake.shut_down and fake.running() == []
     assert window.stats_switch.state == "off"
     assert window.sampler._thread is None
+
+
+def test_a_collector_url_without_a_scheme_is_fixed_and_another_refused_in_the_form(qtbot, tmp_path):
+    fake = FakeController()
+    window = make_window(qtbot, tmp_path, fake, show=True)
+    window.ui.server_url.setText("127.0.0.1:5055")
+    window.ui.apply_server_button.click()
+    assert fake.server == ("http://127.0.0.1:5055", None)
+    assert window.ui.server_url.text() == "http://127.0.0.1:5055"
+    window.ui.server_url.setText("ftp://127.0.0.1:5055")
+    window.ui.apply_server_button.click()
+    assert fake.server == ("http://127.0.0.1:5055", None)          # refused: not applied
+    assert "http://" in window.ui.server_url.toolTip() and window.ui.server_url.styleSheet()
+    # the transport's one line, then cleared once delivery works again
+    label = window.ui.transport_labels["last_error"]
+    fake.transport_status.emit({"last_error": "collector unreachable: connection refused (127.0.0.1:5055)",
+                                "reachable": False, "url": "http://127.0.0.1:5055"})
+    assert label.text() == "collector unreachable: connection refused (127.0.0.1:5055)"
+    fake.transport_status.emit({"last_error": "", "reachable": True, "url": "http://127.0.0.1:5055"})
+    assert label.text() == "none"
