@@ -24,7 +24,7 @@ from collector import create_app, httpserver, migrate
 from collector import settings as settings_mod
 from collector.state import EXTENSION
 from collector.store import make_engine
-from collector.tokens import load_tokens
+from collector.tokens import load_tokens, loose_permissions
 
 
 def _console_log() -> logging.handlers.QueueListener:
@@ -55,6 +55,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--log-file", help="also write one line per batch to this file")
     parser.add_argument("--token", help="require this upload token, named 'token' (visible in ps: prefer --tokens-file)")
     parser.add_argument("--tokens-file", help="require one of these tokens: lines 'name token', or JSON {name: token}")
+    parser.add_argument("--read-tokens-file", help="tokens that may read (the pages, /api, /metrics) but not post;"
+                        " once any token is configured, reading needs one")
+    parser.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                        help="a name clients reach this collector by, besides its IP addresses and this machine's"
+                             " names (repeatable)")
     parser.add_argument("--max-body", type=int, default=settings_mod.DEFAULT_MAX_BODY,
                         help="largest request body in bytes, before and after gunzip (default 8 MiB)")
     parser.add_argument("--max-streams", type=int, default=settings_mod.DEFAULT_MAX_STREAMS,
@@ -71,8 +76,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--threads must be at least 1")
     try:
         args.tokens = load_tokens(args.token, args.tokens_file)
+        args.read_tokens = load_tokens(None, args.read_tokens_file)
     except ValueError as e:
         parser.error(str(e))
+    for path in (args.tokens_file, args.read_tokens_file):
+        warning = loose_permissions(path) if path else None
+        if warning:
+            print(f"server.py: warning: {warning}", file=sys.stderr)
     return args
 
 
@@ -119,6 +129,7 @@ def _serve(args: argparse.Namespace) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)  # migrate logs the one line that matters
     try:
         app = create_app({"db_url": args.db, "log_file": args.log_file, "tokens": args.tokens,
+                          "read_tokens": args.read_tokens, "allowed_hosts": tuple(args.allowed_host),
                           "max_body": args.max_body, "max_streams": args.max_streams})
     except migrate.SchemaError as e:  # the URL may hold a password: not shown
         print(f"server.py: refusing the database: {e}", file=sys.stderr)

@@ -41,7 +41,12 @@ class Plot:
             counts = [b.get("count") for b in buckets if isinstance(b, dict)]
             return float(sum(c for c in counts if _is_number(c)))
         value = record.get(self.field)
-        return float(value) if _is_number(value) else None
+        if not _is_number(value):
+            return None
+        try:
+            return float(value)
+        except OverflowError:  # an integer past a double's range (a 310-digit one was stored as sent)
+            return None
 
     @property
     def title(self) -> str:

@@ -57,7 +57,8 @@ def _refusal(collector: Collector, parser: HTTPRequestParser, remote: str) -> Re
         return None
     query_token = parse_qs(parser.query).get(TOKEN_QUERY_PARAM, [None])[0]
     try:
-        ingest.authorize(collector.settings, parser.headers.get("AUTHORIZATION"), query_token)
+        ingest.authorize(collector.settings, lambda name: parser.headers.get(name.upper().replace("-", "_")),
+                         query_token)
     except Rejected as e:
         ingest.note_rejection(collector, e, remote)
         return e

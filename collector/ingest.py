@@ -3,6 +3,9 @@ gaps. A rejected request stores nothing (only a rejection counter moves) and get
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
 import orjson
 from flask import Blueprint, Response, request
 from sqlalchemy.exc import SQLAlchemyError
@@ -19,14 +22,25 @@ from collector.tokens import TOKEN_QUERY_PARAM, authenticate
 bp = Blueprint("ingest", __name__)
 
 
-def authorize(settings: Settings, authorization: str | None, query_token: str | None) -> str | None:
-    """The name of the request's token (None when no tokens are configured); raises Rejected(401).
-    Judged on the headers alone: the HTTP server calls it before reading the body (httpserver.py)."""
-    if not settings.auth_required:
-        return None
-    token_name = authenticate(authorization, query_token, settings.tokens)
-    if token_name is None:
-        raise Rejected(401, "unauthorized", "missing or unknown token (send Authorization: Bearer <token>)")
+# what a web page may post to any site without asking first (a CORS "simple request")
+FORM_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def authorize(settings: Settings, header: Callable[[str], str | None], query_token: str | None) -> str | None:
+    """The name of the request's token (None when no tokens are configured); raises Rejected. Judged on
+    the headers alone (header(name) gives one): the HTTP server calls it before reading the body
+    (httpserver.py). A post from a web page, one with another site's Origin or a form's content type,
+    is refused: with no tokens (the default) any page on the lab network could post otherwise."""
+    token_name = None
+    if settings.auth_required:
+        token_name = authenticate(header("Authorization"), query_token, settings.tokens)
+        if token_name is None:
+            raise Rejected(401, "unauthorized", "missing or unknown token (send Authorization: Bearer <token>)")
+    origin = header("Origin")
+    if origin is not None and urlsplit(origin).netloc.lower() != (header("Host") or "").lower():
+        raise Rejected(403, "forbidden", "a web page of another site may not post here")
+    if (header("Content-Type") or "").split(";")[0].strip().lower() in FORM_TYPES:
+        raise Rejected(415, "bad_content_type", "send the batch as application/json")
     return token_name
 
 
@@ -38,7 +52,7 @@ def note_rejection(app: Collector, e: Rejected, remote: str) -> None:
 
 def _read(app: Collector) -> tuple[Batch, str | None]:
     settings = app.settings
-    token_name = authorize(settings, request.headers.get("Authorization"), request.args.get(TOKEN_QUERY_PARAM))
+    token_name = authorize(settings, request.headers.get, request.args.get(TOKEN_QUERY_PARAM))
     try:
         raw = request.get_data(cache=False)
     except RequestEntityTooLarge:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import request
 
 from collector.state import error
+from collector.tokens import TOKEN_QUERY_PARAM
 
 STREAM_KEY = ("host", "run_id", "source")
 KNOWN = {
@@ -24,7 +25,7 @@ def refuse_unknown():
     known = KNOWN.get(request.endpoint or "")
     if known is None:
         return None
-    unknown = sorted(set(request.args) - known)
+    unknown = sorted(set(request.args) - known - {TOKEN_QUERY_PARAM})  # a reader's token may come in the URL
     if unknown:
         return error(400, "bad_query", "unknown parameter(s): " + ", ".join(k[:40] for k in unknown[:5])
                      + (f"; known: {', '.join(sorted(known))}" if known else "; this page takes none"))

@@ -12,8 +12,9 @@ import threading
 from collections import Counter
 
 # Reasons a request is rejected; a fixed set, because they label a Prometheus counter.
-REASONS = ("unauthorized", "forbidden", "too_large", "unsupported_encoding", "bad_gzip", "not_json", "too_deep",
-           "bad_unicode", "wrong_type", "missing_key", "bad_value", "bad_record", "too_many_streams")
+REASONS = ("unauthorized", "forbidden", "bad_host", "bad_content_type", "too_large", "unsupported_encoding",
+           "bad_gzip", "not_json", "too_deep", "bad_unicode", "wrong_type", "missing_key", "bad_value", "bad_record",
+           "too_many_streams")
 
 
 class Rejected(Exception):

@@ -20,6 +20,8 @@ class Settings:
     db_url: str = DEFAULT_DB
     log_file: str | None = None
     tokens: dict[str, str] = field(default_factory=dict)  # token -> name (student or machine)
+    read_tokens: dict[str, str] = field(default_factory=dict)  # token -> name, for reading only
+    allowed_hosts: tuple[str, ...] = ()  # names the Host header may carry besides this machine's
     max_streams: int = DEFAULT_MAX_STREAMS  # a batch that would make one more is refused (429)
     max_body: int = DEFAULT_MAX_BODY  # bytes, of the body and of its decompressed form
     legacy_slack_s: float = 2.0  # clock tolerance when placing an original-client batch in a run
@@ -62,6 +64,10 @@ def from_environment() -> dict[str, Any]:
         config["log_file"] = env["COLLECTOR_LOG_FILE"]
     if env.get("COLLECTOR_MAX_BODY"):
         config["max_body"] = int(env["COLLECTOR_MAX_BODY"])
+    if env.get("COLLECTOR_READ_TOKENS_FILE"):
+        config["read_tokens"] = load_tokens(None, env["COLLECTOR_READ_TOKENS_FILE"])
+    if env.get("COLLECTOR_ALLOWED_HOSTS"):
+        config["allowed_hosts"] = tuple(h.strip() for h in env["COLLECTOR_ALLOWED_HOSTS"].split(",") if h.strip())
     if env.get("COLLECTOR_TOKENS_FILE") or env.get("COLLECTOR_TOKEN"):
         config["tokens"] = load_tokens(env.get("COLLECTOR_TOKEN"), env.get("COLLECTOR_TOKENS_FILE"))
     return config

@@ -3,8 +3,10 @@ the batches it authorised. A file holds either lines `name token` or JSON ({"nam
 
 from __future__ import annotations
 
+import base64
 import hmac
 import json
+import os
 
 TOKEN_QUERY_PARAM = "token"  # the original client can set a URL but no header: /data?token=...
 
@@ -63,6 +65,17 @@ def load_tokens(token: str | None, tokens_file: str | None) -> dict[str, str]:
     return tokens
 
 
+def loose_permissions(path: str) -> str | None:
+    """A warning when a tokens file can be read by others than its owner (it should be 0600)."""
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except OSError:
+        return None
+    if mode & 0o077:
+        return f"tokens file {path} is readable by others (mode {mode:o}): chmod 600 {path}"
+    return None
+
+
 def authenticate(authorization: str | None, query_token: str | None, tokens: dict[str, str]) -> str | None:
     """The token's name, or None when the request carries no known token."""
     presented = None
@@ -70,6 +83,11 @@ def authenticate(authorization: str | None, query_token: str | None, tokens: dic
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() == "bearer":
             presented = value.strip()
+        elif scheme.lower() == "basic":  # a browser's prompt: any user name, the token as password
+            try:
+                presented = base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")[2]
+            except ValueError:
+                presented = None
     if not presented:
         presented = query_token
     if not presented:

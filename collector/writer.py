@@ -26,6 +26,7 @@ from collector.rejections import Rejections
 from collector.schema import counters
 from collector.stream import MISSING_LISTED, TOTALS, Stream
 
+MAX_TOTAL = 2**63 - 1  # a 64-bit column's largest: a sum of client-reported counts stops there
 GROUP_BATCHES = 64  # batches in one transaction at most
 GROUP_RECORDS = 50_000  # and records, past a group's first batch
 RECORDS_PER_INSERT = 500  # SQLite: rows of one INSERT, 4000 parameters (its limit is 32766)
@@ -298,7 +299,7 @@ class BatchWriter:
         stream_id, n, recs, received, highest, lowest, dropped, first_seen, last_seen, legacy, token = stream
         new_sequence = self._fill(cursor, stream_id, batch.sequence, highest)
         stream[1:] = (n + 1, recs + batch.n_records, received + new_sequence, max(highest, batch.sequence),
-                      min(lowest, batch.sequence) if n else batch.sequence, dropped + batch.dropped,
+                      min(lowest, batch.sequence) if n else batch.sequence, min(dropped + batch.dropped, MAX_TOTAL),
                       min(first_seen, now) if n else now, max(last_seen, now) if n else now,
                       bool(legacy) or batch.legacy, token)  # its owner, claimed in _may_post
         group.records += zip(repeat(row_id), repeat(stream_id), repeat(batch.sequence), count(), batch.ts, batch.kinds,

@@ -35,7 +35,7 @@ def test_transport_delivers_every_record_once(tmp_path):
         status = transport.status()
         assert status["dropped"] == 0 and status["pending_outbox"] == 0, status
         assert status["gzip"] is True  # learned from the collector's Accept-Encoding
-        streams = {s["source"]: s for s in requests.get(server.url + "/api/streams", timeout=10).json()["streams"]}
+        streams = {s["source"]: s for s in requests.get(server.url + "/api/streams", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).json()["streams"]}
         for source, count in sent.items():
             stream = streams[source]
             assert (stream["host"], stream["run_id"], stream["records"], stream["missing_count"]) == (

@@ -22,6 +22,7 @@ SCHEMAS = f"{ROOT}/tests/samples/collector_schemas"
 # each landed collector version's schema, by the commit that introduced it, and its Alembic revision
 VERSIONS = {"44efcbf": "0001", "429a250": "0002", "af34d32": "0003"}
 STACK_HASH = bytes(range(16))
+ALICE = {"Authorization": "Bearer tok-alice"}
 
 
 def _old_schema(commit: str):
@@ -94,17 +95,17 @@ def test_each_earlier_schema_is_upgraded_with_every_row(commit, db_url, make_col
         after = {"batches": _rows(conn, "batches", BATCH_COLUMNS), "records": _rows(conn, "records", RECORD_COLUMNS),
                  "counters": _rows(conn, "counters", "name, value")}
     assert after == before
-    streams = {(s["host"], s["source"]): s for s in client.get("/api/streams").get_json()["streams"]}
+    streams = {(s["host"], s["source"]): s for s in client.get("/api/streams", headers=ALICE).get_json()["streams"]}
     a = streams[("pc-a", "sysnest")]
     assert (a["batches"], a["records"], a["highest"], a["missing"], a["missing_count"]) == (3, 6, 3, [2], 1)
     assert streams[("10.0.0.9", "sysnest")]["legacy"] is True and streams[("pc-b", "offcpu")]["token_name"] == "bob"
-    records = client.get("/api/records?limit=100").get_json()["records"]
+    records = client.get("/api/records?limit=100", headers=ALICE).get_json()["records"]
     assert len(records) == 12 and {(r["host"], r["batch_id"]) for r in records if r["sequence"] == 3} == {("pc-a", "b-3")}
     if "stacks" in meta.tables:
         assert records[0]["record"]["frames"] == ["f1", "f2"]
     # the upgraded database takes new batches: the missing sequence fills its gap (alice's stream)
     reply = client.post("/data", json=ours(2, host="pc-a", run_id="run-1", source="sysnest"),
-                        headers={"Authorization": "Bearer tok-alice"})
+                        headers=ALICE)
     assert reply.status_code == 200 and reply.get_json()["missing_count"] == 0, reply.get_json()
 
 

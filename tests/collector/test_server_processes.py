@@ -71,7 +71,7 @@ def test_waitress_serves_gzip_tokens_and_json_413(tmp_path):
         chunked = (b"x" * 1000 for _ in range(100))  # no Content-Length: the limit holds while reading
         reply = requests.post(server.url + "/data", data=chunked, headers=auth, timeout=5)
         assert reply.status_code == 413 and reply.json()["reason"] == "too_large"
-        page = requests.get(server.url + "/", timeout=5)
+        page = requests.get(server.url + "/", headers=auth, timeout=5)
         assert page.status_code == 200 and "lab-pc-01" in page.text
     finally:
         status, err = server.stop()

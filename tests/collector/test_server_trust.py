@@ -3,6 +3,7 @@ that cost no database write (server.py as a process); streams owned by their tok
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
@@ -61,7 +62,8 @@ def test_tokenless_huge_posts_refused_before_their_bodies(tmp_path):
         answers = [_answer(s) for s in socks]
         assert answers == [(401, {"status": "error", "reason": "unauthorized", "detail": answers[0][1]["detail"]})] * 100
         assert _deleted_files(server.proc.pid) == 0  # no body buffered in temp space
-        samples = prometheus_samples(requests.get(server.url + "/metrics", timeout=10).text)
+        samples = prometheus_samples(requests.get(server.url + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"},
+                                                  timeout=10).text)
         assert samples['collector_rejected_total{reason="unauthorized"}'] == 100
         # counted in memory: not one database write for them
         with sqlite3.connect(db) as conn:
@@ -87,18 +89,18 @@ def test_a_stream_belongs_to_the_token_that_made_it(make_collector):
     client = make_collector(tokens={"tok-alice-1": "alice", "tok-bob-2": "bob"}).test_client()
     first = ours(0, host="pc-alice")
     assert client.post("/data", json=first, headers=alice).status_code == 200
-    before = client.get("/api/streams").get_json()["streams"]
+    before = client.get("/api/streams", headers=alice).get_json()["streams"]
     # bob may neither add to alice's stream, nor take her sequences, nor replay her batch
     for payload in (ours(1, host="pc-alice"), ours(5, host="pc-alice"), {**ours(0, host="pc-alice"), "batch_id": first["batch_id"]}):
         reply = client.post("/data", json=payload, headers=bob)
         assert (reply.status_code, reply.get_json()["reason"]) == (403, "forbidden"), reply.get_json()
-    assert client.get("/api/streams").get_json()["streams"] == before and stored(client) == (1, 2)
+    assert client.get("/api/streams", headers=alice).get_json()["streams"] == before
     assert before[0]["token_name"] == "alice" and before[0]["missing_count"] == 0
     assert client.post("/data", json=ours(1, host="pc-alice"), headers=alice).status_code == 200
     assert client.post("/data", json=ours(0, host="pc-bob"), headers=bob).status_code == 200
-    page = client.get("/").get_data(as_text=True)
+    page = client.get("/", headers=bob).get_data(as_text=True)
     assert "<th>owner</th>" in page and ">alice<" in page and ">bob<" in page
-    samples = prometheus_samples(client.get("/metrics").get_data(as_text=True))
+    samples = prometheus_samples(client.get("/metrics", headers=bob).get_data(as_text=True))
     assert samples['collector_rejected_total{reason="forbidden"}'] == 3
 
 
@@ -259,3 +261,82 @@ def test_the_number_of_streams_is_bounded(make_collector):
     assert (reply.status_code, reply.get_json()["reason"]) == (429, "too_many_streams")
     assert client.post("/data", json=ours(1, host="pc1")).status_code == 200
     assert sorted(s["host"] for s in client.get("/api/streams").get_json()["streams"]) == ["pc1", "pc2", "pc3"]
+
+
+def test_reading_needs_a_token_once_tokens_are_configured(make_collector):
+    client = make_collector(tokens={"tok-up": "pc1"}, read_tokens={"tok-read": "teacher"}).test_client()
+    assert client.post("/data", json=ours(0), headers={"Authorization": "Bearer tok-up"}).status_code == 200
+    for path in ("/", "/stream?host=lab-pc-01&run_id=run-a&source=sysnest", "/api/streams", "/api/records", "/metrics"):
+        refused = client.get(path)
+        assert refused.status_code == 401 and refused.get_json()["reason"] == "unauthorized", path
+        assert refused.headers["WWW-Authenticate"].startswith("Basic")  # a browser asks for it
+        basic = "Basic " + base64.b64encode(b"anyone:tok-read").decode()
+        assert client.get(path, headers={"Authorization": basic}).status_code == 200, path
+        assert client.get(path, headers={"Authorization": "Bearer tok-up"}).status_code == 200, path
+    assert client.get("/healthz").status_code == 200  # every client's probe
+    # a read token cannot post
+    reply = client.post("/data", json=ours(1), headers={"Authorization": "Bearer tok-read"})
+    assert reply.status_code == 401
+
+
+def test_pages_of_another_name_and_posts_from_web_pages_are_refused(make_collector):
+    client = make_collector(allowed_hosts=("lab-collector.example",)).test_client()
+    # DNS rebinding: a page of evil.example whose name now points here
+    reply = client.get("/api/streams", headers={"Host": "evil.example:5000"})
+    assert (reply.status_code, reply.get_json()["reason"]) == (400, "bad_host")
+    for host in ("10.1.2.3:5000", "[::1]:5000", "lab-collector.example", "localhost"):
+        assert client.get("/api/streams", headers={"Host": host}).status_code == 200, host
+    # with no tokens (the default), a page on the lab network must not be able to post
+    reply = client.post("/data", data=json.dumps(ours(0)), headers={"Origin": "http://evil.example",
+                                                                     "Content-Type": "application/json"})
+    assert (reply.status_code, reply.get_json()["reason"]) == (403, "forbidden")
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+        reply = client.post("/data", data=json.dumps(ours(0)), headers={"Content-Type": content_type})
+        assert (reply.status_code, reply.get_json()["reason"]) == (415, "bad_content_type"), content_type
+    assert stored(client) == (0, 0)
+    same_site = client.post("/data", data=json.dumps(ours(0)), headers={"Origin": "http://localhost",
+                                                                         "Content-Type": "application/json"})
+    assert same_site.status_code == 200
+
+
+def test_every_answer_carries_the_security_headers(collector_client):
+    collector_client.post("/data", json=ours(0))
+    for path in ("/", "/stream?host=lab-pc-01&run_id=run-a&source=sysnest", "/api/streams", "/metrics", "/nowhere"):
+        headers = collector_client.get(path).headers
+        assert "default-src 'none'" in headers["Content-Security-Policy"], path
+        assert (headers["X-Content-Type-Options"], headers["X-Frame-Options"], headers["Referrer-Policy"]) == (
+            "nosniff", "DENY", "no-referrer"), path
+
+
+def test_the_three_500s_are_gone(collector_client, db_url):
+    """limit=² (a digit to str.isdigit, not to int), a 310-digit integer in a record on its stream's chart,
+    and client-reported dropped counts summing past 64 bits."""
+    reply = collector_client.get("/api/records?limit=²")
+    assert (reply.status_code, reply.get_json()["reason"]) == (400, "bad_query")
+    huge = {"metric": "sysnest", "kind": "summary", "ts": 1.0, "per_sec": 10**309}
+    body = json.dumps({**ours(0, host="big"), "metrics": [huge, {**huge, "ts": 2.0, "per_sec": 5}]})
+    assert collector_client.post("/data", data=body, content_type="application/json").status_code == 200
+    assert collector_client.get("/stream?host=big&run_id=run-a&source=sysnest").status_code == 200
+    most = 2**53 - 1
+    assert collector_client.post("/data", json=ours(0, dropped=most)).status_code == 200
+    from collector.store import make_engine
+
+    with make_engine(db_url).begin() as conn:  # as after 1,024 posts of 2**53-1
+        conn.exec_driver_sql("UPDATE streams SET dropped = 1024 * 9007199254740991 WHERE host = 'lab-pc-01'")
+    reply = collector_client.post("/data", json=ours(1, dropped=most))
+    assert reply.status_code == 200, reply.get_json()
+    (stream,) = [s for s in collector_client.get("/api/streams").get_json()["streams"] if s["host"] == "lab-pc-01"]
+    assert stream["dropped"] == 2**63 - 1
+
+
+def test_a_tokens_file_others_can_read_is_warned_about(tmp_path, capsys):
+    import server
+
+    path = tmp_path / "tokens.txt"
+    path.write_text("alice tok-a-111\n")
+    os.chmod(path, 0o644)
+    server.parse_args(["--tokens-file", str(path)])
+    assert "readable by others (mode 644): chmod 600" in capsys.readouterr().err
+    os.chmod(path, 0o600)
+    server.parse_args(["--tokens-file", str(path)])
+    assert capsys.readouterr().err == ""

@@ -202,7 +202,7 @@ def test_fixed_corpus_over_real_http_never_5xx_server_stays_up(tmp_path):
             post(f"content-type {ct!r}", data=json.dumps(ours(len(statuses))).encode(),
                  headers={**auth, "Content-Type": ct}, valid=True)
         reply = requests.post(url + "/data", files={"file": ("b.json", json.dumps(ours(99)))}, headers=auth, timeout=30)
-        assert reply.status_code == 400 and reply.json()["reason"] == "not_json"
+        assert reply.status_code == 415 and reply.json()["reason"] == "bad_content_type"  # what a web form sends
         # malformed bodies that need real HTTP or exact bytes
         for name, body in [("BOM", b"\xef\xbb\xbf" + json.dumps(ours(50)).encode()),
                            ("UTF-16", json.dumps(ours(51)).encode("utf-16")),
@@ -246,7 +246,7 @@ def test_fixed_corpus_over_real_http_never_5xx_server_stays_up(tmp_path):
         assert statuses["right query token"] == 200
 
         assert requests.get(url + "/healthz", timeout=5).status_code == 200      # still up
-        streams = requests.get(url + "/api/streams", timeout=10).json()["streams"]
+        streams = requests.get(url + "/api/streams", headers=auth, timeout=10).json()["streams"]
         assert sum(s["batches"] for s in streams) == valid_sent
     finally:
         status, out = server.stop()
@@ -268,7 +268,8 @@ def test_headless_client_never_logs_its_token(tmp_path, which):
                                  "--arg", "sysnest.interval=0.5", "--duration", "4", "--progress", "1",
                                  "--server", server.url, "--state-dir", str(tmp_path / "state")],
                                 capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
-        stored = sum(s["batches"] for s in requests.get(server.url + "/api/streams", timeout=10).json()["streams"])
+        stored = sum(s["batches"] for s in requests.get(server.url + "/api/streams", timeout=10,
+                                                        headers={"Authorization": f"Bearer {TOKEN}"}).json()["streams"])
     finally:
         _, out = server.stop()
     assert client.returncode == 0, client.stderr[-2000:]

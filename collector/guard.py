@@ -1,0 +1,80 @@
+"""What every request to the collector passes before its endpoint runs, and what every answer carries:
+the Host header checked against the names this collector answers to (a DNS-rebinding page names its
+own), a token to read when tokens are configured, and headers that keep a browser from framing the
+pages, sniffing a download as HTML, running anything foreign or leaking the URL (tokens may be in it)."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+from flask import Flask, request
+
+from collector.settings import Settings
+from collector.state import error
+from collector.tokens import TOKEN_QUERY_PARAM, authenticate
+
+# /data checks its own (upload) token; /healthz is every client's probe; the stylesheet is no data
+OPEN_ENDPOINTS = frozenset({"ingest.receive", "api.healthz", "static"})
+SECURITY_HEADERS = {
+    # the pages are server-rendered HTML and inline SVG with no script; forms submit here only
+    "Content-Security-Policy": "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:;"
+                               " form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+# speedscope's viewer, served from its npm package (profile_api): scripts and the profile it fetches
+# come from this collector and nowhere else
+VIEWER_ENDPOINTS = frozenset({"profile_api.speedscope_file"})
+VIEWER_POLICY = ("default-src 'self'; script-src 'self' 'unsafe-eval' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline';"
+                 " img-src 'self' data: blob:; worker-src 'self' blob:; frame-ancestors 'none'; base-uri 'none'")
+
+
+def host_names(extra: tuple[str, ...]) -> frozenset[str]:
+    """The names a Host header may carry besides an IP address: localhost, this machine's names, and
+    those given with --allowed-host."""
+    return frozenset(name.lower() for name in ("localhost", socket.gethostname(), socket.getfqdn(), *extra) if name)
+
+
+def host_allowed(host: str, names: frozenset[str]) -> bool:
+    """host: a Host header (name or address, maybe with a port). An IP address is always allowed: DNS
+    rebinding needs a name the attacker controls."""
+    try:
+        name = urlsplit("//" + host).hostname or ""
+    except ValueError:
+        return False
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return name.rstrip(".") in names
+
+
+def install(app: Flask, settings: Settings) -> None:
+    names = host_names(settings.allowed_hosts)
+    readers = {**settings.read_tokens, **settings.tokens}  # an upload token may read too
+
+    @app.before_request
+    def _guard():
+        if not host_allowed(request.host, names):
+            return error(400, "bad_host", "the Host header is not a name of this collector (see --allowed-host)")
+        if settings.read_tokens or settings.tokens:
+            if request.endpoint not in OPEN_ENDPOINTS and authenticate(
+                    request.headers.get("Authorization"), request.args.get(TOKEN_QUERY_PARAM), readers) is None:
+                response, status = error(401, "unauthorized", "reading needs a token: Authorization: Bearer <token>,"
+                                         " or in a browser any user name and the token as password")
+                response.headers["WWW-Authenticate"] = 'Basic realm="collector", charset="UTF-8"'
+                return response, status
+        return None
+
+    @app.after_request
+    def _headers(response):
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        if request.endpoint in VIEWER_ENDPOINTS:  # speedscope's own app: its scripts, from here only
+            response.headers["Content-Security-Policy"] = VIEWER_POLICY
+        return response
