@@ -267,7 +267,7 @@ class Worker(QObject):
         said = [line for line in self._stderr_tail if self._elevation_said(line)]
         if not said:
             return ""
-        return refused_message(self.name, self.elevate, self.argv[len(self.elevate)], said[-1])
+        return refused_message(self.name, self.elevate, self.argv[len(self.elevate):], said[-1])
 
     def _elevation_said(self, line: str) -> bool:
         """A line from the elevation command itself (`sudo: ...`), before the script printed a record."""

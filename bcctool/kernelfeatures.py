@@ -27,6 +27,20 @@ def tracefs_root() -> str | None:
     return None
 
 
+def tracefs_hidden() -> str | None:
+    """A tracefs mount this process cannot read (it is mode 0700 on many systems), from the mount
+    table: the metric, run as root, will see it. None when there is none."""
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                if "-" in fields and fields[fields.index("-") + 1] == "tracefs" and not os.access(fields[4], os.R_OK):
+                    return fields[4]
+    except OSError:
+        pass
+    return None
+
+
 def tracepoint_exists(category: str, event: str) -> bool:
     """True when tracepoint category:event exists on this kernel (needs tracefs mounted)."""
     root = tracefs_root()

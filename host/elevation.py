@@ -62,11 +62,14 @@ def said_by_elevation(elevate: Sequence[str], line: str) -> bool:
     return bool(elevate) and line.startswith(f"{os.path.basename(elevate[0])}:")
 
 
-def refused_message(name: str, elevate: Sequence[str], script: str, said: str) -> str:
-    """One clear message when the elevation command refused (e.g. sudo wants a password)."""
-    tool = os.path.basename(elevate[0])
-    return (f"cannot start {name} as root: `{' '.join(elevate)}` refused ({said}). "
-            f"Run the app as root, or allow passwordless {tool} for {script}.")
+def refused_message(name: str, elevate: Sequence[str], command: Sequence[str], said: str) -> str:
+    """One clear message when the elevation command refused (e.g. sudo wants a password). command is
+    what it was asked to run: the interpreter and the metric script. The advice allows the metric
+    scripts only: passwordless sudo for the interpreter alone would be root for anything."""
+    interpreter, script = command[0], command[1] if len(command) > 1 else ""
+    return (f"cannot start {name} as root: `{' '.join(elevate)}` refused ({said}). Run the app as root, or let "
+            f"this user run the metric scripts only, with a sudoers rule like "
+            f"`{os.environ.get('USER') or 'USER'} ALL=(root) NOPASSWD: {interpreter} {os.path.dirname(script)}/*.py *`.")
 
 
 def missing_message(name: str, program: str) -> str:

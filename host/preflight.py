@@ -34,7 +34,11 @@ def metric_verdicts() -> list[Verdict]:
         elif not has_bcc:
             reason = "bcc is not importable"
         elif kf.tracefs_root() is None:
-            reason = "tracefs is not mounted"
+            hidden = kf.tracefs_hidden()
+            # judged with the privileges the metric will have: as root it reads tracefs (and checks its
+            # tracepoints when it starts)
+            reason = (f"needs root: tracefs at {hidden} is readable by root only; the app elevates with sudo -n"
+                      if hidden else "tracefs is not mounted")
         elif missing:
             reason = "missing tracepoints: " + ", ".join(missing)
         elif not privileged:
@@ -57,8 +61,8 @@ def report() -> tuple[list[str], int]:
             "fallback": "FALLBACK (another version): only tracepoint-based probes are trustworthy",
             "missing": "MISSING: BCC cannot compile"}[state]
     lines.append(f"headers       {path}: {note}")
-    root = kf.tracefs_root()
-    lines.append(f"tracefs       {root or 'NOT mounted (mount -t tracefs tracefs /sys/kernel/tracing)'}")
+    root, hidden = kf.tracefs_root(), kf.tracefs_hidden()
+    lines.append(f"tracefs       {root or (f'{hidden}, readable by root only (as the metrics run)' if hidden else 'NOT mounted (mount -t tracefs tracefs /sys/kernel/tracing)')}")
     lines.append(f"kprobes       {'available' if kf.kprobes_available() else 'unavailable (tracepoint paths only)'}")
     lines.append(f"btf           {'available' if kf.btf_available() else 'unavailable'}")
     lines.append(f"task storage  {'available' if kf.task_storage_available() else 'unavailable'}")

@@ -1,5 +1,7 @@
 """The kernel preflight on this machine, and on a kernel missing features (simulated)."""
 
+import os
+import shutil
 import subprocess
 import sys
 
@@ -50,3 +52,28 @@ def test_missing_tracepoint_is_named(monkeypatch):
     if kernelfeatures.tracefs_root() and kernelfeatures.bcc_version():
         assert not verdict.runnable
         assert "raw_syscalls:sys_enter" in verdict.reason
+
+
+NOBODY_VERDICTS = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from host import elevation, preflight
+verdicts = preflight.metric_verdicts()
+print(len(verdicts), sum(v.reason.startswith("needs root: tracefs at") for v in verdicts),
+      sum(v.runnable for v in elevation.with_elevation(verdicts, True)))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"), reason="needs root to become another user")
+def test_a_user_who_cannot_read_tracefs_is_told_the_metrics_need_root_not_that_it_is_missing():
+    """tracefs is mode 0700 here: the preflight, run as a user, said "tracefs is not mounted" for every
+    metric, even where sudo would run them. Judged with the privileges the metric will have, each needs
+    root, and runs once elevation works."""
+    if os.access(kernelfeatures.tracefs_root() or "/sys/kernel/tracing", os.R_OK, effective_ids=False) and \
+            os.stat("/sys/kernel/tracing").st_mode & 0o005:
+        pytest.skip("tracefs is readable by everyone on this machine")
+    out = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c", NOBODY_VERDICTS, ROOT],
+                         capture_output=True, text=True, timeout=60, cwd="/")
+    assert out.returncode == 0, out.stderr
+    total, hidden, runnable = map(int, out.stdout.split())
+    assert total == len(config.METRICS) and hidden == total and runnable == total

@@ -129,6 +129,8 @@ def test_elevation_failure_is_one_clear_message(qtbot, tmp_path, monkeypatch):
     assert status == 1
     assert error.startswith("cannot start flood as root:") and "sudo: a password is required" in error
     assert "\n" not in error
+    # the advice allows the metric scripts only, never the interpreter alone (that would be root for all)
+    assert f"NOPASSWD: {sys.executable} {os.path.dirname(FLOOD.path)}/*.py *" in error, error
     c.shutdown(5)
 
 
