@@ -72,6 +72,17 @@ class Arg:
     target: str = ""                     # what the value names, checked to exist before loading
     shortcuts: tuple[Shortcut, ...] = ()  # flags that set this argument to a value (-4: --family 4)
     form: bool = True                    # False: the script's option only, not on the app's form
+    label: str = ""                      # the form's label, when the name read as words says too little
+
+    @property
+    def title(self) -> str:
+        """The form's label for a person: `label`, else the name as words ("min_block_us": "Min block (us)")."""
+        if self.label:
+            return self.label
+        words = self.name.split("_")
+        unit = words.pop() if len(words) > 1 and words[-1] in ("us", "ms", "ns", "s", "kb", "mb") else ""
+        text = " ".join(words).capitalize().replace("Pid", "PID").replace("Tid", "TID").replace("Ppid", "PPID")
+        return f"{text} ({unit})" if unit else text
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -252,6 +263,7 @@ METRICS: list[MetricSpec] = [
             Arg("top", "--top", "int", "groups shown", default=10, minimum=1, maximum=1000, short="-T",
                 cli_help="groups shown (default 10)"),
             Arg("details_top", "--details-top", "int", "members under each group", default=5, minimum=1,
+                label="Members per group",
                 maximum=1000, cli_help="members shown under each group (default 5)"),
             Arg("sort", "--sort", "choice", "order by total time or count", default="time",
                 choices=("time", "count"), short="-s",

@@ -64,7 +64,7 @@ class ArgForm(QWidget):
             row.setContentsMargins(0, 0, 0, 0)
             row.addWidget(editor, 1)
             row.addWidget(error, 1)
-            label = QLabel(f"<b>{arg.name}</b> *" if arg.required else arg.name, self)
+            label = QLabel(f"<b>{arg.title}</b> *" if arg.required else arg.title, self)
             label.setToolTip(tip)
             layout.addRow(label, row)
             self.editors[arg.name] = editor

@@ -14,29 +14,50 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
 import config
-from bcctool import human_bytes
 
 SORT_ROLE = Qt.ItemDataRole.UserRole
-UNIT_SUFFIX = {"us": "µs", "ms": "ms", "ns": "ns", "bytes": "bytes", "pct": "%", "/s": "/s"}
+# bytes have no header suffix: their cells carry their own unit (512 B, 888.0 KiB)
+UNIT_SUFFIX = {"us": "µs", "ms": "ms", "ns": "ns", "pct": "%", "/s": "/s"}
+# fields that name things rather than count them: no thousands separators (pid 26712, port 5999)
+IDENTIFIERS = {"pid", "tid", "ppid", "tgid", "uid", "gid", "port", "lport", "dport", "sport", "cpu", "cgroup_id",
+               "id", "dev", "major", "minor", "inode", "syscall_nr", "nr"}
+
+
+def is_identifier(key: str, unit: str = "") -> bool:
+    return unit == "id" or key in IDENTIFIERS or key.endswith(("_pid", "_tid", "_port", "_id"))
 NUMERIC = (int, float)
 
 
 def header_label(label: str, unit: str) -> str:
+    """The column's label with its unit once: not added when the label says it already (CPU%)."""
     suffix = UNIT_SUFFIX.get(unit)
-    return f"{label} ({suffix})" if suffix else label
+    if not suffix or label.endswith(suffix) or f"({suffix})" in label:
+        return label
+    return f"{label} ({suffix})"
 
 
-def format_value(value: Any, unit: str = "") -> str:
-    """A cell's text: thousands separators, a few decimals, bytes in K/M/G, lists joined."""
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def format_value(value: Any, unit: str = "", key: str = "") -> str:
+    """A cell's text: thousands separators (not in identifiers), a few decimals, bytes with their unit
+    (B, KiB, MiB), lists joined."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):
-        return human_bytes(value) if unit == "bytes" and abs(value) >= 1024 else f"{value:,}"
+        if is_identifier(key, unit):
+            return str(value)
+        return _bytes(value) if unit == "bytes" else f"{value:,}"
     if isinstance(value, float):
         if unit == "bytes":
-            return human_bytes(value)
+            return _bytes(value)
         if value != value:  # NaN
             return ""
         if abs(value) >= 1000:
@@ -88,7 +109,7 @@ class ColumnsModel(QAbstractTableModel):
         key, _, unit = self.columns[index.column()]
         value = self.rows[index.row()].get(key)
         if role == Qt.ItemDataRole.DisplayRole:
-            return format_value(value, unit)
+            return format_value(value, unit, key)
         if role == SORT_ROLE:
             return _sort_key(value)
         if role == Qt.ItemDataRole.TextAlignmentRole and isinstance(value, NUMERIC):

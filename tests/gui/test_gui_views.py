@@ -14,8 +14,9 @@ from PySide6.QtCore import QSortFilterProxyModel, Qt
 
 import config
 from gui.charts import CHARTS, HistogramChart, ScatterChart, TimeSeriesChart, make_chart
+from gui.forms import ArgForm
 from gui.metric_tab import MetricTab
-from gui.models import SORT_ROLE, RecordTableModel, format_value
+from gui.models import SORT_ROLE, RecordTableModel, format_value, header_label
 from gui.profile_panel import ProfilePanel
 
 
@@ -119,8 +120,15 @@ def test_a_histogram_draws_the_latest_interval_of_its_named_histogram(qtbot):
 
 
 def test_values_are_formatted_by_unit():
+
     assert format_value(1234567) == "1,234,567"
-    assert format_value(3 * 1024 * 1024, "bytes") == "3.0M"
+    assert format_value(3 * 1024 * 1024, "bytes") == "3.0 MiB" and format_value(512, "bytes") == "512 B"
+    # identifiers are names, not quantities: no separators
+    assert format_value(26712, "", "pid") == "26712" and format_value(5999, "", "lport") == "5999"
+    assert format_value(26712, "count", "runs") == "26,712"
+    # each unit once: in the header, or in the cell for bytes, never both
+    assert header_label("CPU%", "pct") == "CPU%" and header_label("Share", "pct") == "Share (%)"
+    assert header_label("Read", "bytes") == "Read" and header_label("Run", "ms") == "Run (ms)"
     assert format_value(2.345) == "2.345" and format_value(12.34) == "12.3" and format_value(12345.6) == "12,346"
     assert format_value(None) == "" and format_value(True) == "yes"
 
@@ -250,3 +258,11 @@ def test_a_collector_url_without_a_scheme_is_fixed_and_another_refused_in_the_fo
     assert label.text() == "collector unreachable: connection refused (127.0.0.1:5055)"
     fake.transport_status.emit({"last_error": "", "reachable": True, "url": "http://127.0.0.1:5055"})
     assert label.text() == "none"
+
+
+def test_form_labels_are_written_for_people(qtbot):
+    form = ArgForm(config.get("sysnest"))
+    qtbot.addWidget(form)
+    texts = {name: label.text() for name, label in form.labels.items()}
+    assert texts["details_top"] == "Members per group" and texts["pid"] == "PID"
+    assert all("_" not in t for t in texts.values()), texts
