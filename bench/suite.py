@@ -5,6 +5,7 @@ tables(result) -> {marker: markdown} when one run fills several tables."""
 
 import app_memory
 import cpuprofile_overhead
+import dashboard_pages
 import ingest
 import metric_footprint
 import metric_overhead
@@ -23,4 +24,5 @@ BENCHES = [
     ("stack_storage", stack_storage),
     ("app_memory", app_memory),
     ("unwind", unwind),
+    ("dashboard_pages", dashboard_pages),
 ]

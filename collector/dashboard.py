@@ -101,15 +101,22 @@ def overview_hosts(streams: list) -> list[dict]:
 
 
 def _trend(host: str, run_id: str, source: str) -> dict | None:
+    """The stream's key figure over its newest records: one query for a registered metric (the records
+    its chart declares), two otherwise; none for a stacks chart (a flame graph has no trend)."""
     store = state().store
-    sample = [r for r in store.records(host, run_id, source, limit=50, newest=True, max_text=RECORD_SHOWN)
-              if r["data"] is not None]
+    spec = chart.registered(source)
+    if spec is not None and spec.chart.kind == "stacks":
+        return None
+    kind = spec.chart.record_kind if spec is not None else None
+    sample = [r for r in store.records(host, run_id, source, kind=kind, limit=TREND_POINTS * 2 if kind else 50,
+                                       newest=True, max_text=RECORD_SHOWN) if r["data"] is not None]
     plot = chart.choose(source, sample)
     if plot is None:
         return None
-    rows = store.records(host, run_id, source, kind=plot.kind, limit=TREND_POINTS * 4, newest=True,
-                         max_text=RECORD_SHOWN)
-    lines = chart.points(plot, [r for r in rows if r["data"] is not None])
+    rows = sample if plot.kind == kind else [
+        r for r in store.records(host, run_id, source, kind=plot.kind, limit=TREND_POINTS * 2, newest=True,
+                                 max_text=RECORD_SHOWN) if r["data"] is not None]
+    lines = chart.points(plot, rows)
     values = [v for pts in list(lines.values())[:1] for _t, v in pts][-TREND_POINTS:]
     if not values:
         return None
