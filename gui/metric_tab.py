@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QPushButton,
     QSizePolicy,
     QSplitter,
@@ -94,12 +95,25 @@ class MetricTab(QWidget):
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.horizontalHeader().setResizeContentsPrecision(30)    # size columns from 30 rows, not all
+        # a search over every column's text (a command, a pid, a syscall), as the rows arrive
+        self.filter_box = QLineEdit(self)
+        self.filter_box.setObjectName("table_filter")
+        self.filter_box.setPlaceholderText("Filter rows (any column)")
+        self.filter_box.setClearButtonEnabled(True)
+        self.proxy.setFilterKeyColumn(-1)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.filter_box.textChanged.connect(self.proxy.setFilterFixedString)
+        table_pane = QWidget(self)
+        table_layout = QVBoxLayout(table_pane)
+        table_layout.setContentsMargins(0, 0, 0, 0)
+        table_layout.addWidget(self.filter_box)
+        table_layout.addWidget(self.table, 1)
         self.footer = QLabel(self)
         self.footer.setStyleSheet(QUIET_STYLE)
 
         splitter = QSplitter(Qt.Orientation.Vertical, self)
         splitter.addWidget(self.chart)
-        splitter.addWidget(self.table)
+        splitter.addWidget(table_pane)
         splitter.setStretchFactor(0, 1)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([520, 160] if spec.chart.kind == "stacks" else [320, 280])   # a flame graph needs rows

@@ -266,3 +266,28 @@ def test_form_labels_are_written_for_people(qtbot):
     texts = {name: label.text() for name, label in form.labels.items()}
     assert texts["details_top"] == "Members per group" and texts["pid"] == "PID"
     assert all("_" not in t for t in texts.values()), texts
+
+
+def test_every_tab_has_a_filter_box_over_its_table(qtbot):
+    for spec in config.METRICS:
+        tab = MetricTab(spec)
+        qtbot.addWidget(tab)
+        assert tab.filter_box.placeholderText().startswith("Filter rows")
+    tab = MetricTab(config.get("sysnest"))
+    qtbot.addWidget(tab)
+    records = sample("sysnest")
+    tab.feed(records)
+    tab.refresh()
+    rows = tab.model.rows
+    assert len(rows) > 1
+    comm = rows[-1]["comm"]
+    qtbot.keyClicks(tab.filter_box, comm.upper())           # any column, any case
+    fields = config.get("sysnest").fields
+    wanted = [r for r in rows
+              if any(comm.lower() in format_value(r.get(f.name), f.unit, f.name).lower() for f in fields)]
+    assert tab.proxy.rowCount() == len(wanted) < len(rows)
+    column = [f.name for f in config.get("sysnest").fields].index("comm")
+    shown = {tab.proxy.data(tab.proxy.index(i, column)) for i in range(tab.proxy.rowCount())}
+    assert comm in shown
+    tab.filter_box.clear()
+    assert tab.proxy.rowCount() == len(rows)
