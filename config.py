@@ -600,6 +600,10 @@ METRICS.append(
         args=(
             *interval_args(),
             PID,
+            CGROUP,
+            Arg("group_by", "--group-by", "choice", "process rows per process or per cgroup", default="process",
+                choices=("process", "cgroup"), short="-g",
+                cli_help="the table: a row per process (level process) or per cgroup (level cgroup)"),
             Arg("top", "--top", "int", "processes shown", default=10, minimum=1, maximum=1000, short="-T",
                 cli_help="processes shown (default 10)"),
             Arg("stacks", "--stacks", "int", "outstanding-allocation stacks printed (the app gets every one; "
@@ -629,6 +633,7 @@ METRICS.append(
             Field("level", "Level"),
             Field("pid", "PID"),
             Field("comm", "Command"),
+            Field("cgroup", "Cgroup"),
             Field("outstanding_bytes", "Outstanding", "bytes"),
             Field("active_allocs", "Active", "count"),
             Field("alloc_bytes", "Allocated", "bytes"),

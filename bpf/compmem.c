@@ -24,6 +24,7 @@ struct pmem_t {
 
 struct comm_t {
     char comm[TASK_COMM_LEN];
+    u64 cgid;     /* the process's cgroup (v2) at its first allocation, and again at exec */
 };
 
 #ifndef MAX_ALLOCS
@@ -96,7 +97,7 @@ static __always_inline void on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site
             count_lost(LOST_PIDS_FULL);
             return;
         }
-        struct comm_t c = {};
+        struct comm_t c = {.cgid = bpf_get_current_cgroup_id()};
         bpf_get_current_comm(&c.comm, sizeof(c.comm));
         comms.update(&tgid, &c);
     }
@@ -136,7 +137,7 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
     u32 tgid = id >> 32;
     if (skip_task(id) || !comms.lookup(&tgid))
         return PASS_ON;
-    struct comm_t c = {};
+    struct comm_t c = {.cgid = bpf_get_current_cgroup_id()};
     bpf_get_current_comm(&c.comm, sizeof(c.comm));
     comms.update(&tgid, &c);
     return PASS_ON;

@@ -13,6 +13,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 from bcctool import Tool, human_bytes, percpu_totals, process_name, procmem
+from bcctool.cgroups import by_cgroup
 
 EXAMPLES = [
     ("compmem", "top 10 processes by outstanding kernel memory, 5 leak suspects, every second"),
@@ -47,11 +48,17 @@ def lost_counts() -> dict[int, int]:
     return {slot: sum(lost[lost.Key(slot)]) for slot in (*LOST_SOURCES, MISSED_FREE)}
 
 
+def cgroup_of(tgid: int) -> dict:
+    """The process's cgroup fields, as the probe kept them at its first allocation or exec."""
+    leaf = comms.get(comms.Key(tgid))
+    return tool.cgroup_fields(leaf.cgid if leaf else 0)
+
+
 def process_rows() -> list[dict]:
     """Every process with a kernel-memory record: lifetime totals and what is outstanding now."""
     rows = []
     for tgid, (_, t) in percpu_totals(proc_mem).items():
-        row = {"pid": tgid, "comm": process_name(tgid, comms), "alloc_bytes": t["alloc_bytes"],
+        row = {"pid": tgid, "comm": process_name(tgid, comms), **cgroup_of(tgid), "alloc_bytes": t["alloc_bytes"],
                "allocs": t["allocs"], "freed_bytes": t["freed_bytes"], "frees": t["frees"],
                "outstanding_bytes": t["alloc_bytes"] - t["freed_bytes"], "active_allocs": t["allocs"] - t["frees"]}
         user = procmem.process_memory(tgid)
@@ -93,7 +100,7 @@ def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
         g["oldest"] = min(g["oldest"], a.ts)
     order = {"oldest": lambda g: g["oldest"], "bytes": lambda g: -g["bytes"], "count": lambda g: -g["count"]}
     top = sorted(groups.items(), key=lambda kv: order[args.stack_sort](kv[1]))[:limit]
-    return [{"pid": tgid, "comm": process_name(tgid, comms), "stack_id": stack_id,
+    return [{"pid": tgid, "comm": process_name(tgid, comms), **cgroup_of(tgid), "stack_id": stack_id,
              "outstanding_bytes": g["bytes"], "active_allocs": g["count"],
              "oldest_age_s": round((now_ns - g["oldest"]) / 1e9, 3),
              "kernel_frames": frames(stack_id, g["call_site"])}
@@ -125,7 +132,9 @@ def print_report(summary: dict, top: list[dict], groups: list[dict], sysmem: dic
     print(f"\n{'PID':<7} {'COMM':<16} {'KERN_ALLOC':>10} {'ALLOCS':>8} {'OUTSTANDING':>11} {'ACTIVE':>7} "
           f"{'RSS':>9} {'VMSIZE':>9}")
     for r in top:
-        rss = human_bytes(r["rss_bytes"]) if r["alive"] else "[exited]"
+        if "pid" not in r:   # --group-by cgroup: processes, the group's path
+            r = {**r, "pid": r["processes"], "comm": r["cgroup"][-16:], "alive": False}
+        rss = human_bytes(r["rss_bytes"]) if r["alive"] else "[exited]" if "processes" not in r else ""
         vsz = human_bytes(r["vm_size_bytes"]) if r["alive"] else ""
         print(f"{r['pid']:<7} {r['comm'][:16]:<16} {human_bytes(r['alloc_bytes']):>10} {r['allocs']:>8} "
               f"{human_bytes(r['outstanding_bytes']):>11} {r['active_allocs']:>7} {rss:>9} {vsz:>9}".rstrip())
@@ -159,16 +168,20 @@ for _ in tool.intervals():
     previous = {r["pid"]: r for r in rows}
     forget_settled(rows)
     rows.sort(key=lambda r: (r["outstanding_bytes"], r["alloc_bytes"]), reverse=True)
+    if args.group_by == "cgroup":
+        rows = by_cgroup(rows, ("alloc_bytes", "allocs", "freed_bytes", "frees", "outstanding_bytes",
+                                "active_allocs"))
+        rows.sort(key=lambda r: (r["outstanding_bytes"], r["alloc_bytes"]), reverse=True)
     top = rows[: args.top]
     summary = {"outstanding_bytes": sum(r["outstanding_bytes"] for r in rows),
                "active_allocs": sum(r["active_allocs"] for r in rows), **delta,
-               "processes": len(rows), "missed_frees": counts[MISSED_FREE] - missed_before,
+               "processes": sum(r.get("processes", 1) for r in rows), "missed_frees": counts[MISSED_FREE] - missed_before,
                "interval_s": round(elapsed, 3)}
     missed_before = counts[MISSED_FREE]
     if tool.json:
         tool.emit("summary", **summary, **sysmem)
         for rank, r in enumerate(top, 1):
-            tool.emit("row", level="process", rank=rank, **r)
+            tool.emit("row", level=args.group_by, rank=rank, **r)
         for rank, g in enumerate(groups, 1):
             tool.emit("row", level="stack", rank=rank, **g)
     else:

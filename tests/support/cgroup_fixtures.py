@@ -232,3 +232,14 @@ for _ in range(n):
 print(json.dumps({"connects": n}), flush=True)
 sys.stdin.readline()
 """
+
+# Opens argv[1] pipes and holds them open until its last line (each pipe: a pipe_inode_info and its
+# buffer array from kmalloc, about 1 KB).
+PIPES = """
+import json, os, sys
+n = int(sys.argv[1])
+sys.stdin.readline()
+held = [os.pipe() for _ in range(n)]
+print(json.dumps({"pipes": len(held)}), flush=True)
+sys.stdin.readline()
+"""
