@@ -226,6 +226,16 @@ class MainWindow(QMainWindow):
             return False
         return True
 
+    def retry_metric(self, name: str) -> bool:
+        """Start a failed metric again with its form's values (refused beside the fields if invalid)."""
+        if name in self.running:
+            return False
+        values, errors = self.forms[name].validate()
+        if errors:
+            self.select_metric(name)
+            return False
+        return self.start_metric(name, values)
+
     def stop_metric(self, name: str) -> None:
         if name in self.running:
             self._set_state(name, "stopping")
@@ -241,6 +251,7 @@ class MainWindow(QMainWindow):
         if tab is None:
             tab = MetricTab(self.specs[name], parent=self.ui.metric_tabs)
             tab.stop_requested.connect(self.stop_metric)
+            tab.retry_requested.connect(self.retry_metric)
             self.tabs[name] = tab
             self.ui.metric_tabs.addTab(tab, name)
         return tab
@@ -286,8 +297,10 @@ class MainWindow(QMainWindow):
     def _on_finished(self, name: str, status: int, error: str) -> None:
         self.running.discard(name)
         if error:
+            # the reason once: in the tab (and beside the argument it names); the log says where to look
             self._set_state(name, "failed", f"exit status {status}: {error}")
-            self._log("", f"{name}: FAILED (exit status {status}): {error}")
+            self._log("", f"{name}: FAILED (exit status {status}); the reason is in its tab")
+            self.forms[name].mark_named_argument(error)
         else:
             self._set_state(name, "stopped")
             self._log("", f"{name}: stopped (exit status {status})")

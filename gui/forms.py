@@ -6,6 +6,7 @@ before anything starts). Values are kept between sessions in QSettings.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from PySide6.QtCore import QSettings, Signal
@@ -164,6 +165,17 @@ class ArgForm(QWidget):
         label.setText(text)
         label.setVisible(bool(text))
         editor.setStyleSheet(INVALID_STYLE if text else "")
+
+    def mark_named_argument(self, reason: str) -> str | None:
+        """A metric's failure that names one of its arguments ('argument --lport: ...', 'pid 99 does not
+        exist'): that field is marked with the reason. Returns the argument's name, if any."""
+        # its flags first (--lport), then a bare name (argparse's 'argument interval', 'pid 99')
+        for words in (lambda a: a.flags, lambda a: (a.name,)):
+            for arg in self.args:
+                if any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", reason) for w in words(arg)):
+                    self._show_error(arg.name, reason)
+                    return arg.name
+        return None
 
     def show_message(self, text: str) -> None:
         """An error about the whole start (e.g. the controller refused the values)."""

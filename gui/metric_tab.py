@@ -48,6 +48,7 @@ def summary_text(record: dict, limit: int = 7) -> str:
 
 class MetricTab(QWidget):
     stop_requested = Signal(str)
+    retry_requested = Signal(str)
 
     def __init__(self, spec: config.MetricSpec, max_pending: int = 2000, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -68,10 +69,15 @@ class MetricTab(QWidget):
         self.stop_button = QPushButton("Stop", self)
         self.stop_button.setToolTip(f"stop {spec.name} only")
         self.stop_button.clicked.connect(lambda: self.stop_requested.emit(self.name))
+        self.retry_button = QPushButton("Retry", self)
+        self.retry_button.setToolTip(f"start {spec.name} again with its form's values")
+        self.retry_button.clicked.connect(lambda: self.retry_requested.emit(self.name))
+        self.retry_button.hide()
         header = QHBoxLayout()
         header.addWidget(self.state_label)
         header.addWidget(self.summary_label, 1)
         self.chart = make_chart(spec, self)
+        header.addWidget(self.retry_button)
         header.addWidget(self.stop_button)
 
         self.error_label = QLabel(self)
@@ -186,5 +192,6 @@ class MetricTab(QWidget):
         self.state_label.setText(f"● {state}")
         self.state_label.setStyleSheet(STATE_STYLE.get(state, ""))
         self.stop_button.setEnabled(state in ("starting", "running"))
+        self.retry_button.setVisible(state == "failed")
         self.error_label.setText(message)
         self.error_label.setVisible(bool(message))

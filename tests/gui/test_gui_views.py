@@ -11,6 +11,7 @@ import pytest
 from gui_fakes import FakeController, make_window
 from helpers import ROOT
 from PySide6.QtCore import QSortFilterProxyModel, Qt
+from PySide6.QtWidgets import QLabel
 
 import config
 from gui.charts import CHARTS, HistogramChart, ScatterChart, TimeSeriesChart, make_chart
@@ -291,3 +292,22 @@ def test_every_tab_has_a_filter_box_over_its_table(qtbot):
     assert comm in shown
     tab.filter_box.clear()
     assert tab.proxy.rowCount() == len(rows)
+
+
+def test_a_failed_metric_shows_its_reason_once_marks_the_field_it_names_and_offers_retry(qtbot, tmp_path):
+    fake = FakeController()
+    window = make_window(qtbot, tmp_path, fake, show=True)
+    window.set_checked(["tcpconnlat"])
+    assert window.start_checked() == ["tcpconnlat"]
+    reason = "tcpconnlat: error: argument --lport: no socket listens on 5999"
+    fake.crash("tcpconnlat", 2, reason)
+    tab = window.tabs["tcpconnlat"]
+    window.log_panel.flush()
+    shown = [w.text() for w in tab.findChildren(QLabel) if w.isVisible()]
+    assert sum(reason in text for text in shown) == 1                        # once, in the tab
+    assert reason not in window.log_panel.view.toPlainText()                   # the log points to the tab
+    assert window.forms["tcpconnlat"].error_text("lport") == reason          # the field it names
+    assert tab.retry_button.isVisible()
+    started = len(fake.started)
+    tab.retry_button.click()
+    assert len(fake.started) == started + 1 and tab.state != "failed" and not tab.retry_button.isVisible()
