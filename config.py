@@ -173,6 +173,15 @@ class MetricSpec:
     table_kind: str = "row"                      # "row" (per interval) or "event" (per event)
     output_parser: Callable[[str], dict | None] = parse_ndjson
     doc: str = ""
+    # the one number headless progress shows per interval: (summary field, unit text, scale)
+    key_figure: tuple[str, str, float] | None = None
+
+    def key_figure_text(self, summary: dict) -> str:
+        """'33,374 syscalls/s' from an interval's summary record; '' when it lacks the field."""
+        if self.key_figure is None or not isinstance(summary.get(self.key_figure[0]), (int, float)):
+            return ""
+        field, unit, scale = self.key_figure
+        return f"{summary[field] * scale:,.0f} {unit}"
 
     @property
     def path(self) -> str:
@@ -292,6 +301,7 @@ METRICS: list[MetricSpec] = [
         ),
         chart=Chart("timeseries", y="per_sec", record_kind="summary", label="syscalls/s", unit="/s"),
         doc="docs/metrics/sysnest.md",
+        key_figure=("per_sec", "syscalls/s", 1),
     ),
     MetricSpec(
         name="tcpconnlat",
@@ -328,6 +338,7 @@ METRICS: list[MetricSpec] = [
         chart=Chart("scatter", y="latency_ms", record_kind="event", label="connect latency", unit="ms"),
         table_kind="event",
         doc="docs/metrics/tcpconnlat.md",
+        key_figure=("connects", "connects", 1),
     ),
     MetricSpec(
         name="netpack",
@@ -360,6 +371,7 @@ METRICS: list[MetricSpec] = [
         ),
         chart=Chart("scatter", y="latency_us", record_kind="event", label="packet transmit latency", unit="us"),
         doc="docs/metrics/netpack.md",
+        key_figure=("per_sec", "packets/s", 1),
     ),
     MetricSpec(
         name="pagefault",
@@ -393,6 +405,7 @@ METRICS: list[MetricSpec] = [
         ),
         chart=Chart("timeseries", y="faults_per_sec", record_kind="summary", label="page faults/s", unit="/s"),
         doc="docs/metrics/pagefault.md",
+        key_figure=("faults_per_sec", "faults/s", 1),
     ),
 ]
 
@@ -439,6 +452,7 @@ METRICS.append(
         ),
         chart=Chart("histogram", y="count", record_kind="hist", label="run time", unit="us", series="run_time"),
         doc="docs/metrics/cpuschedrun.md",
+        key_figure=("run_ms", "ms on CPU", 1),
     )
 )
 METRICS.append(
@@ -480,6 +494,7 @@ METRICS.append(
         ),
         chart=Chart("timeseries", y="bytes_per_s", record_kind="summary", label="block I/O bytes/s", unit="bytes"),
         doc="docs/metrics/biopwise.md",
+        key_figure=("bytes_per_s", "KiB/s", 1 / 1024),
     )
 )
 
@@ -541,6 +556,7 @@ METRICS.append(
         ),
         chart=Chart("stacks", y="total_ms", record_kind="row", label="blocked time", unit="ms"),
         doc="docs/metrics/offcpu.md",
+        key_figure=("total_time_ns", "ms blocked", 1e-6),
     )
 )
 
@@ -589,6 +605,7 @@ METRICS.append(
         ),
         chart=Chart("stacks", y="count", record_kind="stack", label="samples", unit="count"),
         doc="docs/metrics/cpuprofile.md",
+        key_figure=("samples", "samples", 1),
     )
 )
 
@@ -647,6 +664,7 @@ METRICS.append(
         chart=Chart("stacks", y="outstanding_bytes", record_kind="row", label="outstanding kernel bytes",
                     unit="bytes", snapshot=True),
         doc="docs/metrics/compmem.md",
+        key_figure=("outstanding_bytes", "KiB outstanding", 1 / 1024),
     )
 )
 
@@ -682,6 +700,7 @@ METRICS.append(
                     series="policy"),
         table_kind="event",
         doc="docs/metrics/schparm.md",
+        key_figure=("exits", "exits", 1),
     )
 )
 METRICS.append(
@@ -722,6 +741,7 @@ METRICS.append(
         chart=Chart("timeseries", y="read_hits_per_s", record_kind="summary", label="page-cache read hits/s",
                     unit="/s"),
         doc="docs/metrics/cacheraw.md",
+        key_figure=("read_hit_pct", "% read hits", 1),
     )
 )
 

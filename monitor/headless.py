@@ -126,8 +126,8 @@ class Run:
                                             elevate=shlex.split(args.elevate))
         self.controller.log.connect(self._on_log)
         self.controller.metric_finished.connect(self._on_finished)
-        if command is not None:
-            self.controller.records.connect(self._on_records)
+        self.latest: dict[str, dict] = {}       # each metric's newest summary record: its key figure
+        self.controller.records.connect(self._on_records)
         self.started = time.monotonic()
         self.stop_reason = ""
         self.signals = 0
@@ -172,7 +172,11 @@ class Run:
 
     def _on_records(self, name: str, records: list) -> None:
         """A metric's meta record says its probes are attached; the command runs once all have said so."""
-        if self.command.started or not any(r.get("kind") == "meta" for r in records):
+        for record in reversed(records):
+            if record.get("kind") == "summary":
+                self.latest[name] = record
+                break
+        if self.command is None or self.command.started or not any(r.get("kind") == "meta" for r in records):
             return
         self.attached.add(name)
         if self.attached >= set(self.args.metric):
@@ -205,11 +209,16 @@ class Run:
 
     def _progress(self) -> None:
         t = self.controller.transport.status()
-        per_metric = " | ".join(f"{name} {totals['records']} rec" for name, totals in self.controller.totals.items())
+        per_metric = " | ".join(f"{name} {self._figure(name) or str(totals['records']) + ' rec'}"
+                                for name, totals in self.controller.totals.items())
         reach = {True: "collector up", False: "collector DOWN", None: "collector ?"}[t["reachable"]]
         sending = (f"sent {t['sent_batches']} batches ({t['sent_records']} rec), buffered {t['buffered']}, "
                    f"pending {t['pending_outbox']}, dropped {t['dropped']}, {reach}") if t["url"] else "no collector"
         print(f"[{time.monotonic() - self.started:6.1f}s] {per_metric} | {sending}", flush=True)
+
+    def _figure(self, name: str) -> str:
+        spec = self.controller.registry.get(name)
+        return spec.key_figure_text(self.latest[name]) if spec and name in self.latest else ""
 
     def summary(self) -> dict[str, Any]:
         t = self.controller.transport.status()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -65,6 +66,7 @@ def test_sysnest_to_collector_then_sigterm(tmp_path):
     assert client.returncode == 0, err
     assert "stopping (SIGTERM)" in out and "summary:" in out and "Traceback" not in err
     assert out.count("collector up") >= 1                  # the progress lines
+    assert re.search(r"sysnest [\d,]+ syscalls/s", out), out     # one key figure per metric
     summary = json.loads(summary_file.read_text())["metrics"]["sysnest"]
     assert summary["error"] == "" and summary["pending"] == 0 and summary["dropped"] == 0
     # every batch the client reports sent was received, once
@@ -198,3 +200,14 @@ def test_refused_elevation_exits_1_with_one_message():
     assert "Traceback" not in result.stderr
     assert "every metric ended" in result.stdout
     shutil.rmtree(tmp_path)
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=lambda s: s.name)
+def test_every_metric_has_a_key_figure_its_summary_carries(spec):
+    """headless progress shows one number per metric: each entry declares it, and the field is in the
+    metric's own summary records (tests/samples, recorded from the real scripts)."""
+    path = os.path.join(ROOT, "tests", "samples", f"{spec.name}.ndjson")
+    with open(path) as f:
+        summary = next(r for r in map(json.loads, f) if r["kind"] == "summary")
+    text = spec.key_figure_text(summary)
+    assert re.fullmatch(r"[\d,]+ \S.*", text), text
