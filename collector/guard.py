@@ -18,9 +18,11 @@ from collector.tokens import TOKEN_QUERY_PARAM, authenticate
 # /data checks its own (upload) token; /healthz is every client's probe; the stylesheet is no data
 OPEN_ENDPOINTS = frozenset({"ingest.receive", "api.healthz", "static"})
 SECURITY_HEADERS = {
-    # the pages are server-rendered HTML and inline SVG with no script; forms submit here only
-    "Content-Security-Policy": "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self' data:;"
-                               " form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    # the pages are server-rendered HTML and inline SVG; their one script (static/live.js: auto-refresh,
+    # sorting) comes from here and fetches from here only; forms submit here only
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self' "
+                               "'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none';"
+                               " base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
