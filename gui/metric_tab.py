@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 
 from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
+from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -19,12 +20,15 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSizePolicy,
     QSplitter,
+    QStackedWidget,
     QTableView,
+    QTreeView,
     QVBoxLayout,
     QWidget,
 )
 
 import config
+from gui import group_tree
 from gui.charts import make_chart
 from gui.live import LiveChart
 from gui.models import SORT_ROLE, RecordTableModel, format_value
@@ -109,11 +113,28 @@ class MetricTab(QWidget):
         self.proxy.setFilterKeyColumn(-1)
         self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.filter_box.textChanged.connect(self.proxy.setFilterFixedString)
+        # group/detail rows (sysnest) as a tree: a sort orders the groups, and the details within each
+        self.tree_model = QStandardItemModel(self)
+        self.tree_proxy = QSortFilterProxyModel(self)
+        self.tree_proxy.setSourceModel(self.tree_model)
+        self.tree_proxy.setSortRole(SORT_ROLE)
+        self.tree_proxy.setFilterKeyColumn(-1)
+        self.tree_proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.tree_proxy.setRecursiveFilteringEnabled(True)     # a matching detail keeps its group shown
+        self.filter_box.textChanged.connect(self.tree_proxy.setFilterFixedString)
+        self.tree = QTreeView(self)
+        self.tree.setModel(self.tree_proxy)
+        self.tree.setSortingEnabled(True)
+        self.tree.sortByColumn(-1, Qt.SortOrder.AscendingOrder)
+        self.tree.setAlternatingRowColors(True)
+        self.views = QStackedWidget(self)
+        self.views.addWidget(self.table)
+        self.views.addWidget(self.tree)
         table_pane = QWidget(self)
         table_layout = QVBoxLayout(table_pane)
         table_layout.setContentsMargins(0, 0, 0, 0)
         table_layout.addWidget(self.filter_box)
-        table_layout.addWidget(self.table, 1)
+        table_layout.addWidget(self.views, 1)
         self.footer = QLabel(self)
         self.footer.setStyleSheet(QUIET_STYLE)
 
@@ -153,7 +174,10 @@ class MetricTab(QWidget):
                     self.last_summary = record
                 elif kind == "lost":
                     self.lost += int(record.get("count") or 0)
-            if self.model.add_records(batch) and not self._sized_columns:
+            changed = self.model.add_records(batch)
+            if changed and group_tree.has_groups(self.model.rows):
+                self._show_tree()
+            elif changed and not self._sized_columns:
                 self.table.resizeColumnsToContents()
                 self._sized_columns = True
             if isinstance(self.chart, LiveChart):
@@ -161,6 +185,16 @@ class MetricTab(QWidget):
             self._update_labels()
         if isinstance(self.chart, LiveChart):
             self.chart.redraw()
+
+    def _show_tree(self) -> None:
+        headers = [self.model.headerData(i, Qt.Orientation.Horizontal) for i in range(self.model.columnCount())]
+        first = self.views.currentWidget() is not self.tree
+        group_tree.fill(self.tree_model, self.model.rows, self.model.columns, headers)
+        self.views.setCurrentWidget(self.tree)
+        self.tree.expandAll()
+        if first:
+            for column in range(self.tree_model.columnCount()):
+                self.tree.resizeColumnToContents(column)
 
     def _update_labels(self) -> None:
         if self.last_summary:

@@ -70,7 +70,7 @@ def format_value(value: Any, unit: str = "", key: str = "") -> str:
     return str(value)
 
 
-def _sort_key(value: Any) -> Any:
+def sort_key(value: Any) -> Any:
     # Qt compares QVariants of one type; give every cell a comparable value (numbers, else text)
     if isinstance(value, bool):
         return int(value)
@@ -111,7 +111,7 @@ class ColumnsModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return format_value(value, unit, key)
         if role == SORT_ROLE:
-            return _sort_key(value)
+            return sort_key(value)
         if role == Qt.ItemDataRole.TextAlignmentRole and isinstance(value, NUMERIC):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.ToolTipRole and isinstance(value, (list, tuple, str)):

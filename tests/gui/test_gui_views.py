@@ -311,3 +311,27 @@ def test_a_failed_metric_shows_its_reason_once_marks_the_field_it_names_and_offe
     started = len(fake.started)
     tab.retry_button.click()
     assert len(fake.started) == started + 1 and tab.state != "failed" and not tab.retry_button.isVisible()
+
+
+def test_group_and_detail_rows_are_a_tree_sorted_within_levels(qtbot):
+    tab = MetricTab(config.get("sysnest"))
+    qtbot.addWidget(tab)
+    tab.feed(sample("sysnest"))
+    tab.refresh()
+    assert tab.views.currentWidget() is tab.tree
+    rows = tab.model.rows
+    groups = [r for r in rows if r["level"] == "group"]
+    column = [f.name for f in config.get("sysnest").fields].index("count")
+    tab.tree.sortByColumn(column, Qt.SortOrder.DescendingOrder)
+    proxy = tab.tree_proxy
+    assert proxy.rowCount() == len(groups)
+    top = [proxy.index(i, column).data(SORT_ROLE) for i in range(proxy.rowCount())]
+    assert top == sorted((g["count"] for g in groups), reverse=True)
+    pid_col = [f.name for f in config.get("sysnest").fields].index("pid")
+    for i in range(proxy.rowCount()):
+        parent = proxy.index(i, 0)
+        pid = proxy.index(i, pid_col).data(SORT_ROLE)
+        children = [proxy.index(j, column, parent).data(SORT_ROLE) for j in range(proxy.rowCount(parent))]
+        assert children == sorted(children, reverse=True)                     # sorted within its group
+        assert {proxy.index(j, pid_col, parent).data(SORT_ROLE) for j in range(proxy.rowCount(parent))} <= {pid}
+    assert sum(proxy.rowCount(proxy.index(i, 0)) for i in range(proxy.rowCount())) == len(rows) - len(groups)
