@@ -567,13 +567,34 @@ def process_alive(pid: int) -> bool:
 TARGET_CHECKS: dict[str, Callable[[Any], bool]] = {
     "process": process_alive,
     "thread": task_alive,
-    "network device": lambda name: _sys_entry("/sys/class/net", name),
+    "network device": lambda name: _sys_entry("/sys/class/net", name) or _in_any_netns(name),
     "block device": lambda name: _sys_entry("/sys/class/block", name),
 }
 
 
 def _sys_entry(directory: str, name: str) -> bool:
     return "/" not in name and name not in (".", "..") and os.path.exists(os.path.join(directory, name))
+
+
+def _in_any_netns(name: str) -> bool:
+    """A device of another network namespace: the tracepoints see every namespace's devices, so a
+    name is a real target if any namespace that has a process has it (/proc/PID/net/dev, one process
+    per namespace)."""
+    seen: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            ns = os.stat(f"/proc/{entry.name}/ns/net").st_ino
+            if ns in seen:
+                continue
+            seen.add(ns)
+            with open(f"/proc/{entry.name}/net/dev") as f:
+                if any(line.split(":", 1)[0].strip() == name for line in f if ":" in line):
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 # perf's own names for the events a metric may attach to, by (type, config)
