@@ -53,6 +53,7 @@ class MainWindow(QMainWindow):
         self.forms: dict[str, ArgForm] = {}
         self.items: dict[str, QTreeWidgetItem] = {}
         self.tabs: dict[str, MetricTab] = {}
+        self.drilled: int | None = None          # the process every tab shows (drill-down), if any
         self.running: set[str] = set()
         self._closed = False
         self.transport_panel = TransportPanel(self.ui.transport_labels)
@@ -226,6 +227,13 @@ class MainWindow(QMainWindow):
             return False
         return True
 
+    def show_process(self, pid: int | None) -> None:
+        """Drill-down: every metric's table shows this process only (None: everything again)."""
+        self.drilled = pid
+        for tab in self.tabs.values():
+            tab.show_process(pid)
+        self.statusBar().showMessage(f"Every tab shows process {pid} only." if pid else "Every tab shows all rows.", 5000)
+
     def retry_metric(self, name: str) -> bool:
         """Start a failed metric again with its form's values (refused beside the fields if invalid)."""
         if name in self.running:
@@ -252,6 +260,8 @@ class MainWindow(QMainWindow):
             tab = MetricTab(self.specs[name], parent=self.ui.metric_tabs)
             tab.stop_requested.connect(self.stop_metric)
             tab.retry_requested.connect(self.retry_metric)
+            tab.drill_requested.connect(self.show_process)
+            tab.show_process(self.drilled)
             self.tabs[name] = tab
             self.ui.metric_tabs.addTab(tab, name)
         return tab

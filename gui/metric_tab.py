@@ -32,6 +32,7 @@ from gui import group_tree
 from gui.charts import make_chart
 from gui.live import LiveChart
 from gui.models import SORT_ROLE, RecordTableModel, format_value
+from gui.pid_filter import PidFilterProxy
 from gui.style import BAD, ERROR_BANNER_STYLE, QUIET_STYLE, STATE_STYLE
 
 ENVELOPE = ("metric", "ts", "kind", "interval")
@@ -53,6 +54,7 @@ def summary_text(record: dict, limit: int = 7) -> str:
 class MetricTab(QWidget):
     stop_requested = Signal(str)
     retry_requested = Signal(str)
+    drill_requested = Signal(object)          # a pid: show this process in every tab (None: everything)
 
     def __init__(self, spec: config.MetricSpec, max_pending: int = 2000, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -91,11 +93,13 @@ class MetricTab(QWidget):
         self.error_label.hide()
 
         self.model = RecordTableModel(spec, parent=self)
-        self.proxy = QSortFilterProxyModel(self)
+        self.proxy = PidFilterProxy(self)
         self.proxy.setSourceModel(self.model)
         self.proxy.setSortRole(SORT_ROLE)
         self.table = QTableView(self)
         self.table.setModel(self.proxy)
+        self.table.doubleClicked.connect(self._drill)
+        self.table.setToolTip("double-click a row: this process in every metric's tab")
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(-1, Qt.SortOrder.AscendingOrder)   # the metric's own order until a click
         self.table.setAlternatingRowColors(True)
@@ -135,6 +139,10 @@ class MetricTab(QWidget):
         table_layout.setContentsMargins(0, 0, 0, 0)
         table_layout.addWidget(self.filter_box)
         table_layout.addWidget(self.views, 1)
+        self.drill_button = QPushButton(self)     # says which process every tab shows; click: all again
+        self.drill_button.clicked.connect(lambda: self.drill_requested.emit(None))
+        self.drill_button.hide()
+        table_layout.insertWidget(0, self.drill_button)
         self.footer = QLabel(self)
         self.footer.setStyleSheet(QUIET_STYLE)
 
@@ -186,7 +194,30 @@ class MetricTab(QWidget):
         if isinstance(self.chart, LiveChart):
             self.chart.redraw()
 
+    def _drill(self, index) -> None:
+        column = self._pid_column()
+        if column is not None:
+            pid = self.proxy.index(index.row(), column).data(SORT_ROLE)
+            if isinstance(pid, int) and pid > 0:
+                self.drill_requested.emit(pid)
+
+    def _pid_column(self) -> int | None:
+        names = [key for key, _, _ in self.model.columns]
+        return names.index("pid") if "pid" in names else None
+
+    def show_process(self, pid: int | None) -> None:
+        """Drill-down: only this process's rows (none for a metric whose rows name no process)."""
+        self.proxy.set_pid(pid, self._pid_column())
+        self.drill_button.setText(f"Showing process {pid} only — show all" if pid is not None else "")
+        self.drill_button.setVisible(pid is not None)
+        if pid is not None:
+            self.views.setCurrentWidget(self.table)     # the tree shows every group; the table filters
+        elif group_tree.has_groups(self.model.rows):
+            self.views.setCurrentWidget(self.tree)
+
     def _show_tree(self) -> None:
+        if self.proxy.pid is not None:
+            return
         headers = [self.model.headerData(i, Qt.Orientation.Horizontal) for i in range(self.model.columnCount())]
         first = self.views.currentWidget() is not self.tree
         group_tree.fill(self.tree_model, self.model.rows, self.model.columns, headers)

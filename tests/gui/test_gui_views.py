@@ -335,3 +335,26 @@ def test_group_and_detail_rows_are_a_tree_sorted_within_levels(qtbot):
         assert children == sorted(children, reverse=True)                     # sorted within its group
         assert {proxy.index(j, pid_col, parent).data(SORT_ROLE) for j in range(proxy.rowCount(parent))} <= {pid}
     assert sum(proxy.rowCount(proxy.index(i, 0)) for i in range(proxy.rowCount())) == len(rows) - len(groups)
+
+
+def test_a_process_drilled_into_in_one_tab_filters_every_tab(qtbot, tmp_path):
+    fake = FakeController()
+    window = make_window(qtbot, tmp_path, fake, show=True)
+    window.set_checked(["sysnest", "pagefault"])
+    assert window.start_checked() == ["sysnest", "pagefault"]
+    for name in ("sysnest", "pagefault"):
+        fake.records.emit(name, sample(name))
+    window.refresh()
+    sysnest, pagefault = window.tabs["sysnest"], window.tabs["pagefault"]
+    pid = sysnest.model.rows[-1]["pid"]        # the samples were recorded apart: pagefault may have none
+    column = [key for key, _, _ in sysnest.model.columns].index("pid")
+    row = next(i for i in range(sysnest.proxy.rowCount()) if sysnest.proxy.index(i, column).data(SORT_ROLE) == pid)
+    sysnest._drill(sysnest.proxy.index(row, column))            # as a double-click on that row
+    for tab in (sysnest, pagefault):
+        pid_col = [key for key, _, _ in tab.model.columns].index("pid")
+        shown = {tab.proxy.index(i, pid_col).data(SORT_ROLE) for i in range(tab.proxy.rowCount())}
+        assert shown <= {pid} and not tab.drill_button.isHidden()
+        assert tab.proxy.rowCount() == sum(r["pid"] == pid for r in tab.model.rows) < len(tab.model.rows)
+    assert sysnest.proxy.rowCount() > 0
+    pagefault.drill_button.click()                              # every tab back to every row
+    assert sysnest.proxy.rowCount() == len(sysnest.model.rows) and sysnest.drill_button.isHidden()
