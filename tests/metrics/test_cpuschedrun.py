@@ -2,7 +2,15 @@
 on-CPU ns (field 1) and the run-queue wait ns (field 2) of each thread."""
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, report_of, run_workload, settle_and_stop
+from helpers import (
+    MetricProcess,
+    end_workload,
+    human_output,
+    metric_on_report,
+    report_of,
+    run_workload,
+    settle_and_stop,
+)
 
 # Two threads pinned to one CPU, busy for ~2 s, so each waits on the run queue while the other runs.
 # hashlib releases the GIL while it hashes a large buffer, so both are runnable at once. The threads
@@ -123,15 +131,7 @@ sys.stdin.readline()
 
 
 def test_cpu_share_is_of_the_interval_wall_time():
-    child = run_workload(HALF_BUSY_CHILD)
-    tool = MetricProcess("cpuschedrun", "-P", "-p", str(child.pid), "--top", "1000", "0.5")
-    try:
-        tool.wait_meta()
-        truth = report_of(child)
-        settle_and_stop(tool)
-    finally:
-        tool.kill()
-        end_workload(child)
+    tool, truth = metric_on_report(HALF_BUSY_CHILD, "cpuschedrun", "-P", "--top", "1000", "0.5")
 
     interval_s = {s["interval"]: s["interval_s"] for s in tool.of_kind("summary")}
     mine = sorted((r for r in tool.of_kind("row") if r["tid"] == truth["tid"]), key=lambda r: r["interval"])

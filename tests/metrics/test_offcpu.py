@@ -3,7 +3,7 @@ the kernel's own books on itself (schedstat, voluntary context switches) while i
 
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, next_line, report_of, run_workload, settle_and_stop
+from helpers import MetricProcess, end_workload, human_output, metric_on_report, next_line, run_workload
 from workloads import SLEEPER_CHILD, offcpu_on_sleeper
 
 pytestmark = pytest.mark.bpf
@@ -112,15 +112,7 @@ sys.stdin.readline()
 
 
 def test_long_block_is_split_across_the_intervals_it_spans():
-    child = run_workload(LONG_SLEEP_CHILD)
-    tool = MetricProcess("offcpu", "-p", str(child.pid), "1")
-    try:
-        tool.wait_meta()
-        truth = report_of(child)
-        settle_and_stop(tool)
-    finally:
-        tool.kill()
-        end_workload(child)
+    tool, truth = metric_on_report(LONG_SLEEP_CHILD, "offcpu", "1")
 
     interval_s = {s["interval"]: s["interval_s"] for s in tool.of_kind("summary")}
     mine = sorted((r for r in tool.of_kind("row") if r["level"] == "thread" and r["tid"] == truth["tid"]),

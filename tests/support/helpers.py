@@ -212,3 +212,18 @@ def timed_bound(count: int, n: int) -> float:
     """Five standard deviations of how many of `count` calls a gap uniform in 1..2n-1 selects: a renewal
     count has variance count * var(gap) / mean(gap)^3."""
     return 5 * (count * ((2 * n - 1) ** 2 - 1) / 12 / n**3) ** 0.5
+
+
+def metric_on_report(code: str, metric: str, *args: str) -> tuple[MetricProcess, Any]:
+    """`metric *args -p CHILD` on a run_workload child that does its work once released and prints a
+    JSON report of its own books; (the stopped tool, that report)."""
+    child = run_workload(code)
+    tool = MetricProcess(metric, "-p", str(child.pid), *args)
+    try:
+        tool.wait_meta()
+        truth = report_of(child)
+        settle_and_stop(tool)
+    finally:
+        tool.kill()
+        end_workload(child)
+    return tool, truth
