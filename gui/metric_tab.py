@@ -40,12 +40,16 @@ BULK = ("row", "event", "hist", "stack")  # the many records; the few others car
 
 
 def summary_text(record: dict, limit: int = 7) -> str:
-    """'syscalls 742 · per_sec 741 · ...' from a summary record's own fields."""
+    """'syscalls 742 · per sec 741 · ...' from a summary record's own fields, nanoseconds as ms."""
     parts = []
     for key, value in record.items():
         if key in ENVELOPE or isinstance(value, (dict, list)):
             continue
-        parts.append(f"{key} {format_value(value)}")
+        if key.endswith("_ns") and isinstance(value, (int, float)):   # offcpu's totals: ns -> ms
+            key, value = key[:-3], value / 1e6
+            parts.append(f"{key.replace('_', ' ')} {format_value(value)} ms")
+        else:
+            parts.append(f"{key.replace('_', ' ')} {format_value(value, '', key)}")
         if len(parts) == limit:
             break
     return "  ·  ".join(parts)

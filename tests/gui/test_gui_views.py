@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QLabel
 import config
 from gui.charts import CHARTS, HistogramChart, ScatterChart, TimeSeriesChart, make_chart
 from gui.forms import ArgForm
-from gui.metric_tab import MetricTab
+from gui.metric_tab import MetricTab, summary_text
 from gui.models import SORT_ROLE, RecordTableModel, format_value, header_label
 from gui.profile_panel import ProfilePanel
 
@@ -358,3 +358,8 @@ def test_a_process_drilled_into_in_one_tab_filters_every_tab(qtbot, tmp_path):
     assert sysnest.proxy.rowCount() > 0
     pagefault.drill_button.click()                              # every tab back to every row
     assert sysnest.proxy.rowCount() == len(sysnest.model.rows) and sysnest.drill_button.isHidden()
+
+
+def test_a_summary_line_reads_nanoseconds_as_milliseconds():
+    text = summary_text({"kind": "summary", "total_time_ns": 23232972638, "total_events": 1583, "pid": 26712})
+    assert text == "total time 23,233 ms  ·  total events 1,583  ·  pid 26712"
