@@ -126,10 +126,10 @@ class ProcessMaps:
             return self.mappings[i]
         return None
 
-    def memo(self, name: str, limit: int = 1 << 16) -> dict:
+    def memo(self, name: str, limit: int = 1 << 12) -> dict:
         """A dict the stack libraries keep per snapshot (pc -> CFI row, pc -> frame): the same return
         addresses recur in every sample of a process, and a snapshot's addresses never change meaning.
-        Emptied when it reaches `limit` entries."""
+        Emptied when it reaches `limit` entries (~200 bytes each; kept small: thousands of snapshots live)."""
         d = self._memos.get(name)
         if d is None or len(d) >= limit:
             d = self._memos[name] = {}

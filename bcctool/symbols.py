@@ -75,7 +75,8 @@ class SymbolTable:
             if end == starts[i]:  # a size-0 symbol (hand-written asm) runs to the next one
                 ends[i] = starts[i + 1] if i + 1 < len(starts) else starts[i] + 1
         self.starts, self.ends, self.names = starts, ends, names
-        self.nbytes = 16 * len(names) + sum(len(n) + 50 for n in names) + 200
+        # two 8-byte array slots, an 8-byte list slot and a str object (49 bytes + its characters) per name
+        self.nbytes = 24 * len(names) + sum(len(n) + 49 for n in names) + 200
 
     def __len__(self) -> int:
         return len(self.names)
@@ -240,8 +241,8 @@ class Symbolizer:
 
     def __init__(
         self,
-        max_objects: int = 256,
-        max_bytes: int = 256 << 20,
+        max_objects: int = 128,
+        max_bytes: int = 40 << 20,  # system-wide cpuprofile/offcpu stay near 100 MB PSS with the Unwinder's 32 MB
         kallsyms: str = "/proc/kallsyms",
         debug_root: str = DEBUG_ROOT,
     ) -> None:
