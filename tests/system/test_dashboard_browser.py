@@ -50,6 +50,7 @@ def test_axis_labels_are_whole_inside_the_chart(served, browser):
 
 def test_range_picker_changes_what_is_shown(served, browser):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     base, client = served
     now = time.time()
@@ -62,17 +63,20 @@ def test_range_picker_changes_what_is_shown(served, browser):
     browser.get(f"{base}/stream?{KEY}")
     assert points() == 120
     browser.find_element(By.CSS_SELECTOR, "a.range[data-range='5m']").click()
+    WebDriverWait(browser, 20).until(lambda b: "range=5m" in b.current_url)
     assert browser.find_element(By.CSS_SELECTOR, "b.current").get_attribute("data-range") == "5m"
-    assert points() == 6                                   # the newest and the 5 minutes before it
+    WebDriverWait(browser, 20).until(lambda b: points() == 6)  # the newest and the 5 minutes before it
     browser.find_element(By.CSS_SELECTOR, "a.range[data-range='1h']").click()
-    assert points() == 61
+    WebDriverWait(browser, 20).until(lambda b: points() == 61)
     # custom: 20 minutes in the middle, typed in the picker's UTC fields
     since, until = now - 90 * 60, now - 70 * 60
     for field, ts in (("since-local", since), ("until-local", until)):
         text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts))
         browser.execute_script("arguments[0].value = arguments[1];", browser.find_element(By.ID, field), text)
     browser.find_element(By.ID, "apply-range").click()
-    assert "since=" in browser.current_url and points() in (20, 21)
+    # the form's GET navigates: wait for the new page rather than read the old one
+    WebDriverWait(browser, 20).until(lambda b: "since=" in b.current_url)
+    WebDriverWait(browser, 20).until(lambda b: points() in (20, 21))
     shown = [float(td.text) for td in browser.find_elements(By.XPATH, "//table[@id='records']/tbody/tr/td[9]")
              if td.text]
     assert shown and all(100 + 29 <= v <= 100 + 51 for v in shown), shown      # per_sec of those intervals only
