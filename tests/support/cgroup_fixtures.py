@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from helpers import block_device_dir
 
 from bcctool import cgroups
 
@@ -71,6 +74,14 @@ def test_cgroups() -> Iterator[MadeCgroups]:
         yield groups
     finally:
         groups.remove()
+
+
+@pytest.fixture
+def block_directory(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh directory on a real block device (not tmpfs), for workloads whose writes must reach it."""
+    path = tempfile.mkdtemp(dir=block_device_dir()[0], prefix=f"{request.module.__name__}-")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def workload_in(cgroup: str | None, code: str, *args: str) -> subprocess.Popen:
