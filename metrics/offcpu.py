@@ -193,6 +193,8 @@ class DwarfBlocks:
         self.parse_mark = 0.0
         self.deferred = 0   # blocks left with their frame-pointer stack for the parse budget
         self.began = 0      # when the interval being gathered began (bpf_ktime_get_ns)
+        self.cut = 0        # while the ring is drained at a cut: blocks ending from then on are the next interval's
+        self.after_cut: dict[tuple, dict[str, int]] = {}
 
     def on_block(self, ctx: object, data: object, size: int) -> int:
         raw = ctypes.string_at(data, size)
@@ -206,12 +208,25 @@ class DwarfBlocks:
             result = self.unwinder.unwind_ustack(symbols.sym.maps(tgid), memoryview(raw)[self.HEADER.size :])
             user = tuple(result.pcs) if result.pcs else ustack
         key = (tgid, tid, comm.split(b"\0", 1)[0].decode(errors="replace"), kstack, user, cgid)
-        merge(self.taken.setdefault(key, {}), {"total_ns": charged, "length_ns": delta, "count": 1,
+        merge((self.after_cut if self.cut and end >= self.cut else self.taken).setdefault(key, {}), {"total_ns": charged, "length_ns": delta, "count": 1,
                                                    "min_ns": delta, "max_ns": delta})
         return 0
 
+    def take_at(self, cut_ns: int) -> dict[tuple, dict[str, int]]:
+        """The blocks that ended before cut_ns. What waits in the ring is drained first: a block is
+        submitted when its syscall returns and served only while the harness waits, so one unwinding
+        slowly (a first CFI parse) or a stop would otherwise leave whole blocks for the next interval,
+        which charges them nothing (they ended before it began)."""
+        self.cut = cut_ns
+        try:
+            b.ring_buffer_consume()
+        finally:
+            self.cut = 0
+        self.began = cut_ns
+        return self.take()
+
     def take(self) -> dict[tuple, dict[str, int]]:
-        taken, self.taken = self.taken, {}
+        taken, self.taken, self.after_cut = self.taken, self.after_cut, {}
         self.parse_mark = self.unwinder.parse_seconds
         return taken
 
@@ -302,10 +317,11 @@ for _interval in tool.intervals():
     elapsed = max(now - began, 1) / 1e9
     cut[cut.Key(0)] = cut.Leaf(now)     # blocks ending from now on charge the next interval
     blocks = open_blocks(began, now)
-    began = dwarf_blocks.began = now
+    dwarf_taken = dwarf_blocks.take_at(now) if dwarf else {}
+    began = now
     for key, v in read_blocks().items():
         merge(blocks.setdefault(key, {}), v)
-    for key, v in dwarf_blocks.take().items():
+    for key, v in dwarf_taken.items():
         merge(blocks.setdefault(key, {}), v)
     per_thread: dict[tuple, dict] = {}
     for key, v in blocks.items():
