@@ -46,6 +46,28 @@ def _stream_filters() -> dict[str, str | None]:
     return {k: request.args.get(k) or None for k in ("host", "run_id", "source")}
 
 
+CGROUP_MATCHES = ("exact", "tree")
+CGROUP_MAX = 4096  # PATH_MAX
+
+
+def cgroup_filter(args) -> dict:
+    """cgroup=PATH (a v2 path as records carry it, '/' first) and cgroup_match=exact (default: that group
+    only) or tree (that group and every group below it), as RecordFilters fields."""
+    path, match = args.get("cgroup") or None, args.get("cgroup_match") or "exact"
+    if match not in CGROUP_MATCHES:
+        raise BadQuery("cgroup_match must be exact or tree")
+    if path is None:
+        if "cgroup_match" in args and args["cgroup_match"]:
+            raise BadQuery("cgroup_match needs a cgroup")
+        return {}
+    if not path.startswith("/") or len(path) > CGROUP_MAX or any(ord(c) < 32 for c in path):
+        raise BadQuery("cgroup must be a cgroup v2 path as records carry it, '/' first "
+                       "(e.g. /system.slice/nginx.service)")
+    if len(path) > 1:
+        path = path.rstrip("/") or "/"
+    return {"cgroup": path, "cgroup_tree": match == "tree"}
+
+
 def _cursor() -> Cursor | None:
     """The cursor query parameter: where the previous page ended, as its next_cursor gave it."""
     text = request.args.get("cursor")
@@ -83,7 +105,7 @@ def records():
         if fmt not in LIMIT_DEFAULT:
             raise BadQuery("format must be json, csv or ndjson")
         filters = RecordFilters(**_stream_filters(), kind=request.args.get("kind") or None,
-                                since=_number("since"), until=_number("until"))
+                                since=_number("since"), until=_number("until"), **cgroup_filter(request.args))
         after, limit = _cursor(), _limit(fmt)
     except BadQuery as e:
         return error(400, "bad_query", str(e))

@@ -12,6 +12,7 @@ from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
 from collector import chart
+from collector.api import BadQuery, cgroup_filter
 from collector.profile_api import speedscope_available
 from collector.profiles import RANGES, BadRange, bound, parse_range, range_profile
 from collector.rejections import REASONS
@@ -178,11 +179,13 @@ def stream():
     try:
         range_name, since, until = _page_window(store, key)
         page = _page_number()
-    except BadRange as e:
+        of_cgroup = cgroup_filter(request.args)
+    except (BadRange, BadQuery) as e:
         return error(400, "bad_query", str(e))
     window = {"since": since, "until": until}
     sample = store.records(**key, limit=TABLE_ROWS, newest=True, max_text=RECORD_SHOWN)
-    shown = store.records(**key, kind=kind, **window, limit=PAGE_ROWS * page + 1, newest=True, max_text=RECORD_SHOWN)
+    shown = store.records(**key, kind=kind, **window, **of_cgroup, limit=PAGE_ROWS * page + 1, newest=True,
+                          max_text=RECORD_SHOWN)
     shown.reverse()  # newest first
     more = len(shown) > PAGE_ROWS * page
     rows = shown[PAGE_ROWS * (page - 1):PAGE_ROWS * page]
@@ -204,10 +207,11 @@ def stream():
         flame = _flame(key, kind) if store.newest_stack_ts(**key) is not None else None
     except BadRange as e:
         return error(400, "bad_query", str(e))
-    view = {k: request.args[k] for k in ("range", "since", "until") if request.args.get(k)}
+    cgroup_args = {k: request.args[k] for k in ("cgroup", "cgroup_match") if request.args.get(k)}
+    view = {k: request.args[k] for k in ("range", "since", "until") if request.args.get(k)} | cgroup_args
     page_args = {**key, **({"kind": kind} if kind else {}), **view}
     ranges = [(r, None if r == range_name else url_for("dashboard.stream", **key, **({"kind": kind} if kind else {}),
-                                                       range=r)) for r in PAGE_RANGES]
+                                                       **cgroup_args, range=r)) for r in PAGE_RANGES]
     pages = {"page": page, "newer": url_for("dashboard.stream", **page_args, page=page - 1) if page > 1 else None,
              "older": url_for("dashboard.stream", **page_args, page=page + 1) if more and page < MAX_PAGES else None,
              "first": PAGE_ROWS * (page - 1) + 1}
@@ -216,7 +220,26 @@ def stream():
     return render_template("stream.html", stream=found, key=key, kind=kind, kind_links=kind_links, plot=plot,
                            chart_svg=Markup(svg), columns=columns_list, table=table, ranges_text=ranges_text,
                            flame=flame, ranges=ranges, range_name=range_name, window=window, view=view,
-                           pages=pages, live=range_name != "custom")
+                           pages=pages, live=range_name != "custom",
+                           cgroups=_cgroups_seen(key, sample, kind, view, cgroup_args), cgroup_args=cgroup_args,
+                           export_args=key | cgroup_args)
+
+
+def _cgroups_seen(key: dict[str, str], sample: list[dict], kind: str | None, view: dict[str, str],
+                  cgroup_args: dict[str, str]) -> dict:
+    """The stream page's cgroup filter: what is in force, the cgroups the newest records carry (each a
+    link showing its records), and a link that clears the filter."""
+    seen: dict[str, None] = {}
+    for r in sample:
+        if r["data"] is not None and '"cgroup":' in r["data"]:
+            path = json.loads(r["data"]).get("cgroup")
+            if isinstance(path, str) and path:
+                seen[path] = None
+    base = {**key, **({"kind": kind} if kind else {}), **{k: v for k, v in view.items() if k not in cgroup_args}}
+    return {"path": cgroup_args.get("cgroup", ""), "tree": cgroup_args.get("cgroup_match") == "tree",
+            "seen": [(path, url_for("dashboard.stream", **base, cgroup=path)) for path in sorted(seen)],
+            "clear": url_for("dashboard.stream", **base) if cgroup_args else None,
+            "hidden": base}
 
 
 def _flame(key: dict[str, str], kind: str | None) -> dict:

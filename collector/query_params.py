@@ -12,9 +12,11 @@ STREAM_KEY = ("host", "run_id", "source")
 KNOWN = {
     "dashboard.index": set(),
     "dashboard.overview": set(),
-    "dashboard.stream": {*STREAM_KEY, "kind", "range", "since", "until", "search", "focus", "page", "sort"},
+    "dashboard.stream": {*STREAM_KEY, "kind", "range", "since", "until", "search", "focus", "page", "sort",
+                         "cgroup", "cgroup_match"},
     "api.streams": set(STREAM_KEY),
-    "api.records": {*STREAM_KEY, "kind", "since", "until", "format", "cursor", "limit"},
+    "api.records": {*STREAM_KEY, "kind", "since", "until", "format", "cursor", "limit",
+                    "cgroup", "cgroup_match"},
     "api.metrics": set(),
     "api.healthz": set(),
 }

@@ -5,6 +5,7 @@ scan the batches; everything a reader sees comes from the database, never from o
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from sqlalchemy import (
     Select,
     and_,
     case,
+    cast,
     create_engine,
     event,
     func,
@@ -24,6 +26,7 @@ from sqlalchemy import (
     select,
     text,
 )
+from sqlalchemy.dialects import postgresql
 
 from collector import migrate
 from collector import stacks as stack_text
@@ -48,6 +51,8 @@ class RecordFilters:
     kind: str | None = None
     since: float | None = None
     until: float | None = None
+    cgroup: str | None = None  # the records' `cgroup` field: this path ...
+    cgroup_tree: bool = False  # ... or (True) this path and every group below it
 
 
 @dataclass(frozen=True)
@@ -160,14 +165,16 @@ class Store:
 
     def records(self, host: str | None = None, run_id: str | None = None, source: str | None = None,
                 kind: str | None = None, since: float | None = None, until: float | None = None,
-                limit: int = 1000, newest: bool = False, max_text: int | None = None) -> list[dict]:
+                limit: int = 1000, newest: bool = False, max_text: int | None = None,
+                cgroup: str | None = None, cgroup_tree: bool = False) -> list[dict]:
         """Records matching the filters, oldest first (newest=True: the latest `limit`, still oldest first).
         max_text: a record with more stored text comes with data None (a page showing a few hundred
         records must not parse megabytes of each)."""
         r = records.c
         order = (r.ts.desc(), r.id.desc()) if newest else (r.ts, r.id)
         with self.engine.connect() as conn:
-            where = self._record_filters(conn, RecordFilters(host, run_id, source, kind, since, until))
+            where = self._record_filters(conn, RecordFilters(host, run_id, source, kind, since, until,
+                                                             cgroup, cgroup_tree))
             if where is None:
                 return []
             query = _records_query(where, max_text).order_by(*order).limit(limit)
@@ -289,6 +296,8 @@ class Store:
             where.append(r.ts <= f.until)
         if after is not None:
             where.append(_after(after))
+        if f.cgroup is not None:
+            where.append(self._of_cgroup(f.cgroup, f.cgroup_tree))
         of_stream = [c == v for c, v in ((s.host, f.host), (s.run_id, f.run_id), (s.source, f.source)) if v is not None]
         if of_stream:
             # the streams' ids first: for one stream the (stream, ts) index then gives the rows in order
@@ -297,6 +306,23 @@ class Store:
                 return None
             where.append(r.stream == ids[0] if len(ids) == 1 else r.stream.in_(ids))
         return where
+
+    def _of_cgroup(self, path: str, tree: bool) -> ColumnElement:
+        """Records whose top-level `cgroup` field is `path` (tree: or a group below it). No column of its
+        own: a substring test on the stored text (compact JSON, so the field reads `"cgroup":"PATH`) skips
+        the other records before the JSON is parsed, and the parsed field settles it (the text may be
+        nested, a meta record's filters, or a longer path)."""
+        r = records.c
+        quoted = json.dumps(path, ensure_ascii=True)  # as the collector stored it (payload.py)
+        near = r.data.contains('"cgroup":' + (quoted[:-1] if tree else quoted), autoescape=True)
+        if self.dialect == "postgresql":
+            field = cast(r.data, postgresql.JSON)["cgroup"].astext
+        else:
+            field = func.json_extract(r.data, "$.cgroup")
+        if not tree:
+            return and_(near, field == path)
+        below = path if path.endswith("/") else path + "/"
+        return and_(near, or_(field == path, func.substr(field, 1, len(below)) == below))
 
 
 def _after(cursor: Cursor) -> ColumnElement:
