@@ -24,6 +24,7 @@ from PySide6.QtWidgets import QApplication, QMainWindow, QTreeWidgetItem
 
 import config
 from client.transport import collector_url
+from gui.command_panel import CommandPanel
 from gui.forms import ArgForm
 from gui.metric_tab import MetricTab
 from gui.panels import LogPanel, OverheadPanel, TransportPanel
@@ -65,6 +66,7 @@ class MainWindow(QMainWindow):
         self._build_metric_list()
         self._load_settings(server_url, token)
         self._connect()
+        self.command = CommandPanel(self, self.ui.command_line, self.ui.run_command_button, self.ui.command_status)
         self.refresh_timer = QTimer(self)
         self.refresh_timer.setInterval(self.REFRESH_MS)
         self.refresh_timer.timeout.connect(self.refresh)
@@ -202,10 +204,14 @@ class MainWindow(QMainWindow):
         self.save_settings()
         self.overhead.stats_on()
         started = [name for name, values in prepared.items() if self.start_metric(name, values)]
-        if started:
-            self.ui.right_stack.setCurrentWidget(self.ui.metric_tabs)
-            self.ui.metric_tabs.setCurrentWidget(self.tabs[started[0]])
+        self.show_tabs(started)
         return started
+
+    def show_tabs(self, names: list[str]) -> None:
+        """The tabs in front, the first of `names` shown."""
+        if names:
+            self.ui.right_stack.setCurrentWidget(self.ui.metric_tabs)
+            self.ui.metric_tabs.setCurrentWidget(self.tabs[names[0]])
 
     def start_metric(self, name: str, values: dict) -> bool:
         tab = self._tab(name)
@@ -380,6 +386,7 @@ class MainWindow(QMainWindow):
         self.refresh_timer.stop()
         self.overhead_timer.stop()
         try:
+            self.command.shutdown()       # a running command killed, its group removed (by its thread)
             self.controller.shutdown()
         finally:
             self.sampler.stop()

@@ -4,7 +4,8 @@ main_app.py (MainWindow), which calls Ui_MainWindow().setupUi(self) and connects
     +--------------------------+--------------------------------------------------+
     | Metrics (check to run)   |  [sysnest] [pagefault] ...  one tab per metric   |
     |  [Start checked][Stop all]|    state · summary                    [Stop]     |
-    | Arguments of the selected|    chart                                         |
+    | Run a command [    ][Run]|    chart                                         |
+    | Arguments of the selected|                                                  |
     |  metric                  |    table of the latest interval                  |
     | Collector: URL, token,   +--------------------------------------------------+
     |  reachable, sent, ...    |  Log | BPF overhead                              |
@@ -101,6 +102,7 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
         buttons.addWidget(self.stop_all_button)
         box_layout.addLayout(buttons)
         layout.addWidget(metrics_box, 0)
+        layout.addWidget(self._command_box(panel), 0)
 
         args_box = QGroupBox("Arguments", panel)
         self.args_box = args_box
@@ -125,6 +127,29 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
 
         layout.addWidget(self._transport_box(panel), 0)
         return panel
+
+    def _command_box(self, parent: QWidget) -> QGroupBox:
+        box = QGroupBox("Run a command", parent)
+        box.setToolTip("start the checked metrics limited to a new cgroup, run the command in it once every "
+                       "metric is attached, and stop them when it exits")
+        layout = QVBoxLayout(box)
+        row = QHBoxLayout()
+        self.command_line = QLineEdit(box)
+        self.command_line.setObjectName("command_line")
+        self.command_line.setPlaceholderText("a command, e.g. make -j2 (under the checked metrics)")
+        self.command_line.setClearButtonEnabled(True)
+        self.run_command_button = QPushButton("Run", box)
+        self.run_command_button.setObjectName("run_command_button")
+        row.addWidget(self.command_line, 1)
+        row.addWidget(self.run_command_button)
+        layout.addLayout(row)
+        self.command_status = QLabel(box)
+        self.command_status.setObjectName("command_status")
+        self.command_status.setWordWrap(True)
+        self.command_status.setTextFormat(Qt.TextFormat.PlainText)   # the command's own text: never markup
+        self.command_status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.command_status)
+        return box
 
     def _transport_box(self, parent: QWidget) -> QGroupBox:
         box = QGroupBox("Collector", parent)
