@@ -133,10 +133,14 @@ class Chart:
 
     kind: "timeseries" (y over time, one point per record of `kind`), "histogram" (log2 buckets from
     `hist` records named `series`), "scatter" (y per event), "stacks" (a flame graph of the stack records,
-    each weighted by its field y: see profile_data.stack_of).
+    each weighted by its field y: see profile_data.stack_of), "heatmap" (log2 buckets over time: one
+    column per interval, from `hist` records named `series`, or from each event's y times `scale`).
     series: field whose value splits lines (e.g. per-device), or the hist name for histograms.
     snapshot (stacks): each interval's stacks restate the whole state (outstanding bytes), so a range
-    shows the newest interval instead of a sum."""
+    shows the newest interval instead of a sum.
+    lines (timeseries): several fields of one record, each its own line: ((field, legend name), ...).
+    per: a record field each value is divided by (interval_s: an interval's total becomes a rate).
+    scale (heatmap of events): y times scale is binned (latency_ms x 1000: log2 buckets of us)."""
 
     kind: str
     y: str
@@ -145,6 +149,9 @@ class Chart:
     unit: str = ""
     series: str | None = None
     snapshot: bool = False
+    lines: tuple[tuple[str, str], ...] = ()
+    per: str = ""
+    scale: float = 1.0
 
 
 def parse_ndjson(line: str) -> dict | None:
@@ -175,6 +182,12 @@ class MetricSpec:
     doc: str = ""
     # the one number headless progress shows per interval: (summary field, unit text, scale)
     key_figure: tuple[str, str, float] | None = None
+    # the window's further charts of this metric, each in its own tab beside `chart` (the collector's)
+    more_charts: tuple[Chart, ...] = ()
+
+    @property
+    def charts(self) -> tuple[Chart, ...]:
+        return (self.chart, *self.more_charts)
 
     def key_figure_text(self, summary: dict) -> str:
         """'33,374 syscalls/s' from an interval's summary record; '' when it lacks the field."""
@@ -335,7 +348,12 @@ METRICS: list[MetricSpec] = [
             Field("latency_ms", "Latency", "ms"),
             Field("status", "Status"),
         ),
-        chart=Chart("scatter", y="latency_ms", record_kind="event", label="connect latency", unit="ms"),
+        chart=Chart("scatter", y="latency_ms", record_kind="event", label="connect latency", unit="ms",
+                    series="status"),
+        more_charts=(
+            Chart("heatmap", y="latency_ms", record_kind="event", label="connect latency over time", unit="us",
+                  scale=1000),
+        ),
         table_kind="event",
         doc="docs/metrics/tcpconnlat.md",
         key_figure=("connects", "connects", 1),
@@ -451,6 +469,12 @@ METRICS.append(
             Field("waits", "Waits", "count"),
         ),
         chart=Chart("histogram", y="count", record_kind="hist", label="run time", unit="us", series="run_time"),
+        more_charts=(
+            Chart("heatmap", y="count", record_kind="hist", label="run-queue latency over time", unit="us",
+                  series="runq_latency"),
+            Chart("heatmap", y="count", record_kind="hist", label="run time over time", unit="us",
+                  series="run_time"),
+        ),
         doc="docs/metrics/cpuschedrun.md",
         key_figure=("run_ms", "ms on CPU", 1),
     )
@@ -493,6 +517,13 @@ METRICS.append(
             Field("avg_lat_us", "Avg latency", "us"),
         ),
         chart=Chart("timeseries", y="bytes_per_s", record_kind="summary", label="block I/O bytes/s", unit="bytes"),
+        more_charts=(
+            Chart("timeseries", y="read_bytes", record_kind="summary", label="read and write", unit="bytes/s",
+                  lines=(("read_bytes", "read"), ("write_bytes", "write")), per="interval_s"),
+            Chart("timeseries", y="read_ios", record_kind="summary", label="IOPS", unit="/s",
+                  lines=(("read_ios", "read"), ("write_ios", "write")), per="interval_s"),
+            Chart("timeseries", y="avg_lat_us", record_kind="summary", label="average latency", unit="us"),
+        ),
         doc="docs/metrics/biopwise.md",
         key_figure=("bytes_per_s", "KiB/s", 1 / 1024),
     )

@@ -1,5 +1,6 @@
-"""One running metric's tab: its state (running, stopped, failed with the error), its chart, a sortable
-table of its latest interval or events, and a line with the interval's summary and lost counts.
+"""One running metric's tab: its state (running, stopped, failed with the error), its charts (several
+in tabs), a sortable table of its latest interval or events, and a line with the interval's summary and
+lost counts. "Export CSV" writes the rows the table shows; "Save PNG" the chart on screen (gui/export.py).
 
 Records are queued by feed() (cheap, any thread-side batch size) and applied by refresh(), which the
 window calls from one timer for all tabs; the queue is bounded, so a burst costs memory once at most.
@@ -7,12 +8,15 @@ window calls from one timer for all tabs; the queue is bounded, so a burst costs
 
 from __future__ import annotations
 
+import html
+import os
 from collections import deque
 
 from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -29,7 +33,8 @@ from PySide6.QtWidgets import (
 
 import config
 from gui import group_tree
-from gui.charts import make_chart
+from gui.charts import make_charts
+from gui.export import Exporter, csv_header, shown_rows, write_csv, write_png
 from gui.live import LiveChart
 from gui.models import SORT_ROLE, RecordTableModel, format_value
 from gui.pid_filter import PidFilterProxy
@@ -86,7 +91,19 @@ class MetricTab(QWidget):
         header = QHBoxLayout()
         header.addWidget(self.state_label)
         header.addWidget(self.summary_label, 1)
-        self.chart = make_chart(spec, self)
+        self.chart_area, self.charts = make_charts(spec, self)
+        self.chart = self.charts[0]           # the registry's own chart; the others follow in tabs
+        self.csv_button = QPushButton("Export CSV…", self)
+        self.csv_button.setToolTip("the rows the table shows (filtered, in its order), raw values")
+        self.csv_button.clicked.connect(lambda: self.ask_export("csv"))
+        self.png_button = QPushButton("Save PNG…", self)
+        self.png_button.setToolTip("the chart on screen, as a PNG image")
+        self.png_button.clicked.connect(lambda: self.ask_export("png"))
+        self.exporter = Exporter(self)
+        self.exporter.finished.connect(self._exported)
+        self.export_note = ""
+        header.addWidget(self.csv_button)
+        header.addWidget(self.png_button)
         header.addWidget(self.retry_button)
         header.addWidget(self.stop_button)
 
@@ -151,7 +168,7 @@ class MetricTab(QWidget):
         self.footer.setStyleSheet(QUIET_STYLE)
 
         splitter = QSplitter(Qt.Orientation.Vertical, self)
-        splitter.addWidget(self.chart)
+        splitter.addWidget(self.chart_area)
         splitter.addWidget(table_pane)
         splitter.setStretchFactor(0, 1)
         splitter.setStretchFactor(1, 1)
@@ -192,11 +209,48 @@ class MetricTab(QWidget):
             elif changed and not self._sized_columns:
                 self.table.resizeColumnsToContents()
                 self._sized_columns = True
-            if isinstance(self.chart, LiveChart):
-                self.chart.add_records(batch)
+            for chart in self.live_charts():
+                chart.add_records(batch)
             self._update_labels()
-        if isinstance(self.chart, LiveChart):
-            self.chart.redraw()
+        for chart in self.live_charts():
+            chart.redraw()
+
+    def live_charts(self) -> list[LiveChart]:
+        return [chart for chart in self.charts if isinstance(chart, LiveChart)]
+
+    # --- export -----------------------------------------------------------------------------------
+    def shown_chart(self) -> QWidget:
+        area = self.chart_area
+        return area.currentWidget() if hasattr(area, "currentWidget") else area
+
+    def ask_export(self, what: str) -> None:
+        """Ask where (the dialog is the only wait on the GUI thread), then write off it."""
+        name = self.spec.name if what == "csv" else f"{self.spec.name}-chart"
+        path, _ = QFileDialog.getSaveFileName(self, f"Export {self.spec.name}", os.path.join(os.getcwd(), f"{name}.{what}"),
+                                              "CSV (*.csv)" if what == "csv" else "PNG image (*.png)")
+        if path and what == "csv":
+            self.export_csv(path)
+        elif path:
+            self.export_png(path)
+
+    def table_export(self) -> tuple[list[str], list[list]]:
+        """The header and the rows the current view shows (the tree's groups each before its details)."""
+        model = self.tree_proxy if self.views.currentWidget() is self.tree else self.proxy
+        header = [csv_header(label, unit) for _, label, unit in self.model.columns]
+        return header, shown_rows(model)
+
+    def export_csv(self, path: str) -> None:
+        header, rows = self.table_export()
+        self.exporter.start(lambda: write_csv(path, header, rows))
+
+    def export_png(self, path: str) -> None:
+        image = self.shown_chart().grab().toImage()        # pixels on the GUI thread, the file off it
+        self.exporter.start(lambda: write_png(path, image))
+
+    def _exported(self, message: str, ok: bool) -> None:
+        message = html.escape(message)
+        self.export_note = message if ok else f"<span style='color:{BAD}'>{message}</span>"
+        self._update_labels()
 
     def _drill(self, index) -> None:
         column = self._pid_column()
@@ -242,6 +296,8 @@ class MetricTab(QWidget):
         parts.append(f"{self.records_seen:,} records received")
         if self.lost:
             parts.append(f"<span style='color:{BAD}'>{self.lost:,} events lost in the kernel</span>")
+        if self.export_note:
+            parts.append(self.export_note)
         self.footer.setText("  ·  ".join(parts))
 
     def reset(self) -> None:
@@ -250,8 +306,8 @@ class MetricTab(QWidget):
         self.records_seen = self.lost = 0
         self.pid, self.last_summary = None, None
         self.model.clear()
-        if isinstance(self.chart, LiveChart):
-            self.chart.clear()
+        for chart in self.live_charts():
+            chart.clear()
         self.summary_label.clear()
         self._update_labels()
 

@@ -32,3 +32,5 @@ SHRANK = "#2323ff"
 
 # chart series, in turn; as many series as colours
 PALETTE = ("#1565c0", "#e65100", GOOD, "#6a1b9a", BAD, "#00838f", "#9e9d24", "#4e342e")
+# series whose name says what they are keep one colour in every chart: a failed connect is always red
+SERIES_COLOURS = {"failed": BAD, "ok": PALETTE[0], "read": PALETTE[0], "write": PALETTE[1]}

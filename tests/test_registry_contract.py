@@ -43,6 +43,8 @@ def test_entry_is_complete(spec):
     assert os.path.isfile(bpf_c), f"{spec.name}: bpf/{spec.name}.c does not exist"
     assert spec.description and spec.fields and spec.probes, f"{spec.name}: description, fields, probes"
     assert spec.chart.kind in ("timeseries", "histogram", "scatter", "stacks"), spec.chart.kind
+    for more in spec.more_charts:     # the window's own further charts (the collector draws spec.chart)
+        assert more.kind in ("timeseries", "histogram", "scatter", "heatmap"), f"{spec.name}: {more.kind}"
     assert spec.table_kind in ("row", "event"), f"{spec.name}: table_kind {spec.table_kind}"
     for arg in spec.args:
         assert arg.type in ("int", "float", "str", "choice", "flag"), f"{spec.name}.{arg.name}: type {arg.type}"
@@ -147,6 +149,14 @@ def test_parser_reads_recorded_output(spec):
         assert charted and all(chart.y in r for r in charted), f"{spec.name}: chart field {chart.y} missing"
     if chart.kind == "histogram":
         assert any(r["kind"] == "hist" for r in records), f"{spec.name}: histogram chart but no hist records"
+    for more in spec.more_charts:
+        charted = [r for r in records if r["kind"] == more.record_kind
+                   and (more.record_kind != "hist" or r.get("name") == more.series)]
+        assert charted, f"{spec.name}: a {more.kind} chart of {more.record_kind} records {more.series or ''} but none"
+        for field in [f for f, _ in more.lines] or [more.y] if more.record_kind != "hist" else []:
+            assert all(field in r for r in charted), f"{spec.name}: chart field {field} missing"
+        if more.per:
+            assert all(r.get(more.per) for r in charted), f"{spec.name}: no {more.per} to divide by"
 
 
 def test_parser_ignores_non_records():
