@@ -16,6 +16,7 @@ from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
@@ -32,11 +33,11 @@ from PySide6.QtWidgets import (
 )
 
 import config
-from gui import group_tree
+from gui import cgroup_groups, group_tree
 from gui.charts import make_charts
 from gui.export import Exporter, csv_header, shown_rows, write_csv, write_png
 from gui.live import LiveChart
-from gui.models import SORT_ROLE, RecordTableModel, format_value
+from gui.models import SORT_ROLE, ColumnsModel, RecordTableModel, format_value
 from gui.pid_filter import PidFilterProxy
 from gui.style import BAD, ERROR_BANNER_STYLE, QUIET_STYLE, STATE_STYLE
 
@@ -152,13 +153,40 @@ class MetricTab(QWidget):
         self.tree.setSortingEnabled(True)
         self.tree.sortByColumn(-1, Qt.SortOrder.AscendingOrder)
         self.tree.setAlternatingRowColors(True)
+        # the same rows summed per cgroup (gui/cgroup_groups.py), when the metric's rows carry one
+        self.cgroup_model = ColumnsModel(cgroup_groups.columns(self.model.columns), self)
+        self.cgroup_proxy = QSortFilterProxyModel(self)
+        self.cgroup_proxy.setSourceModel(self.cgroup_model)
+        self.cgroup_proxy.setSortRole(SORT_ROLE)
+        self.cgroup_proxy.setFilterKeyColumn(-1)
+        self.cgroup_proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.filter_box.textChanged.connect(self.cgroup_proxy.setFilterFixedString)
+        self.cgroup_table = QTableView(self)
+        self.cgroup_table.setObjectName("cgroup_table")
+        self.cgroup_table.setModel(self.cgroup_proxy)
+        self.cgroup_table.setSortingEnabled(True)
+        self.cgroup_table.sortByColumn(-1, Qt.SortOrder.AscendingOrder)
+        self.cgroup_table.setAlternatingRowColors(True)
+        self.cgroup_table.verticalHeader().setVisible(False)
+        self.cgroup_table.horizontalHeader().setStretchLastSection(True)
+        self.cgroup_table.setToolTip("double-click a cgroup: its rows, ungrouped")
+        self.cgroup_table.doubleClicked.connect(self._open_cgroup)
+        self.group_by_cgroup = QCheckBox("Group by cgroup", self)
+        self.group_by_cgroup.setObjectName("group_by_cgroup")
+        self.group_by_cgroup.setToolTip("a row per cgroup: its processes and the sum of each additive column")
+        self.group_by_cgroup.setVisible(any(key == "cgroup" for key, _, _ in self.model.columns))
+        self.group_by_cgroup.toggled.connect(self._group_toggled)
         self.views = QStackedWidget(self)
         self.views.addWidget(self.table)
         self.views.addWidget(self.tree)
+        self.views.addWidget(self.cgroup_table)
         table_pane = QWidget(self)
         table_layout = QVBoxLayout(table_pane)
         table_layout.setContentsMargins(0, 0, 0, 0)
-        table_layout.addWidget(self.filter_box)
+        filter_row = QHBoxLayout()
+        filter_row.addWidget(self.filter_box, 1)
+        filter_row.addWidget(self.group_by_cgroup)
+        table_layout.addLayout(filter_row)
         table_layout.addWidget(self.views, 1)
         self.drill_button = QPushButton(self)     # says which process every tab shows; click: all again
         self.drill_button.clicked.connect(lambda: self.drill_requested.emit(None))
@@ -204,6 +232,8 @@ class MetricTab(QWidget):
                 elif kind == "lost":
                     self.lost += int(record.get("count") or 0)
             changed = self.model.add_records(batch)
+            if changed and self.group_by_cgroup.isChecked():
+                self._fill_cgroups()
             if changed and group_tree.has_groups(self.model.rows):
                 self._show_tree()
             elif changed and not self._sized_columns:
@@ -235,6 +265,9 @@ class MetricTab(QWidget):
 
     def table_export(self) -> tuple[list[str], list[list]]:
         """The header and the rows the current view shows (the tree's groups each before its details)."""
+        if self.views.currentWidget() is self.cgroup_table:     # grouped by cgroup: those rows
+            return [csv_header(label, unit) for _, label, unit in self.cgroup_model.columns], \
+                shown_rows(self.cgroup_proxy)
         model = self.tree_proxy if self.views.currentWidget() is self.tree else self.proxy
         header = [csv_header(label, unit) for _, label, unit in self.model.columns]
         return header, shown_rows(model)
@@ -268,10 +301,35 @@ class MetricTab(QWidget):
         self.proxy.set_pid(pid, self._pid_column())
         self.drill_button.setText(f"Showing process {pid} only — show all" if pid is not None else "")
         self.drill_button.setVisible(pid is not None)
-        if pid is not None:
-            self.views.setCurrentWidget(self.table)     # the tree shows every group; the table filters
+        self._choose_view()
+
+    def _choose_view(self) -> None:
+        """A drilled process: the table (the tree shows every group; the table filters); else the
+        cgroup table when grouping by cgroup, the tree for group/detail rows, the table otherwise."""
+        if self.proxy.pid is not None:
+            self.views.setCurrentWidget(self.table)
+        elif self.group_by_cgroup.isChecked():
+            self.views.setCurrentWidget(self.cgroup_table)
         elif group_tree.has_groups(self.model.rows):
             self.views.setCurrentWidget(self.tree)
+        else:
+            self.views.setCurrentWidget(self.table)
+
+    def _group_toggled(self, on: bool) -> None:
+        if on:
+            self._fill_cgroups()
+            self.cgroup_table.resizeColumnsToContents()
+        self._choose_view()
+
+    def _fill_cgroups(self) -> None:
+        self.cgroup_model.set_rows(cgroup_groups.aggregate(self.model.rows, self.model.columns))
+
+    def _open_cgroup(self, index) -> None:
+        """A cgroup's own rows: the filter box holds its path, the grouping is off."""
+        path = self.cgroup_proxy.index(index.row(), 0).data()
+        if path:
+            self.filter_box.setText(path)
+            self.group_by_cgroup.setChecked(False)
 
     def _show_tree(self) -> None:
         if self.proxy.pid is not None:
@@ -279,7 +337,7 @@ class MetricTab(QWidget):
         headers = [self.model.headerData(i, Qt.Orientation.Horizontal) for i in range(self.model.columnCount())]
         first = self.views.currentWidget() is not self.tree
         group_tree.fill(self.tree_model, self.model.rows, self.model.columns, headers)
-        self.views.setCurrentWidget(self.tree)
+        self._choose_view()
         self.tree.expandAll()
         if first:
             for column in range(self.tree_model.columnCount()):
@@ -306,6 +364,7 @@ class MetricTab(QWidget):
         self.records_seen = self.lost = 0
         self.pid, self.last_summary = None, None
         self.model.clear()
+        self.cgroup_model.set_rows([])
         for chart in self.live_charts():
             chart.clear()
         self.summary_label.clear()
