@@ -32,6 +32,13 @@ class Plot:
     registered: bool = False
     dots: bool = False  # events and per-row values: points, not a line
     hist: str | None = None  # draw the event count of the hist records with this name
+    hist_unit: str = ""  # the unit of its buckets' bounds
+
+    @property
+    def field_sql(self) -> tuple[str, str | None]:
+        """(the record field the database reads for this plot's value, the hist name its records must
+        carry): a hist record's event count is its total, the sum of its buckets' counts."""
+        return ("total", self.hist) if self.hist is not None else (self.field, None)
 
     def value(self, record: dict) -> float | None:
         if self.hist is not None:
@@ -67,17 +74,25 @@ def registered(source: str):
         return None
 
 
+def declared(source: str) -> Plot | None:
+    """The chart the registry declares for a source (None: not registered); a stacks chart's points
+    are its records' weights."""
+    spec = registered(source)
+    if spec is None:
+        return None
+    c = spec.chart
+    if c.kind == "histogram":
+        return Plot("count", c.record_kind, f"{c.label or c.series} events", "", registered=True, hist=c.series,
+                    hist_unit=c.unit)
+    return Plot(c.y, c.record_kind, c.label or c.y, c.unit, c.series if c.kind == "timeseries" else None,
+                registered=True, dots=c.kind != "timeseries")
+
+
 def choose(source: str, sample: list[dict]) -> Plot | None:
     """What to chart for a stream, given a sample of its stored rows (with the record as JSON text)."""
     records = [(row["kind"], json.loads(row["data"])) for row in sample]
-    spec = registered(source)
-    if spec is not None:
-        c = spec.chart
-        if c.kind == "histogram":
-            plot = Plot("count", c.record_kind, f"{c.label or c.series} events", "", registered=True, hist=c.series)
-        else:
-            plot = Plot(c.y, c.record_kind, c.label or c.y, c.unit, c.series if c.kind == "timeseries" else None,
-                        registered=True, dots=c.kind != "timeseries")
+    plot = declared(source)
+    if plot is not None:
         if any(k == plot.kind and plot.value(r) is not None for k, r in records):
             return plot
     for kind, record in records:
@@ -215,6 +230,7 @@ def sparkline(values: list[float], width: int = 120, height: int = 24) -> str:
     lo, hi = min(0.0, min(values)), max(values)
     span = (hi - lo) or 1.0
     step = width / max(1, len(values) - 1)
-    coords = " ".join(f"{i * step:.1f},{height - 2 - (v - lo) / span * (height - 4):.1f}" for i, v in enumerate(values))
+    scale = (height - 4) / span
+    coords = " ".join(f"{i * step:.1f},{height - 2 - (v - lo) * scale:.1f}" for i, v in enumerate(values))
     return (f'<svg class="spark" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
             f'height="{height}"><polyline fill="none" stroke="#1f77b4" stroke-width="1.5" points="{coords}"/></svg>')

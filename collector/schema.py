@@ -95,6 +95,9 @@ records = Table(
     # a stack record's frames, cut out of data (NULL: the record has none)
     Column("stack", LargeBinary(16), ForeignKey("stacks.hash")),
     Index("ix_records_stream_ts", "stream", "ts"),
+    # a stream's newest records of one kind (the overview's trend lines, a chart's points) without
+    # walking past its other kinds: a sysnest stream holds 5 process rows per summary
+    Index("ix_records_stream_kind_ts", "stream", "kind", "ts"),
     Index("ix_records_ts", "ts"),
 )
 

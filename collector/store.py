@@ -5,7 +5,9 @@ scan the batches; everything a reader sees comes from the database, never from o
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ from sqlalchemy import (
     Engine,
     Select,
     and_,
+    bindparam,
     case,
     cast,
     create_engine,
@@ -25,20 +28,22 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    union_all,
 )
 from sqlalchemy.dialects import postgresql
 
-from collector import migrate
+from collector import json_sql, migrate
 from collector import stacks as stack_text
 from collector.payload import Batch
 from collector.rejections import Rejections
-from collector.schema import batches, counters, gaps, records, stacks, streams
+from collector.schema import ID, batches, counters, gaps, records, stacks, streams
 from collector.stream import MISSING_LISTED, TOTALS, Stream
 from collector.writer import BUSY_TIMEOUT_MS, BatchWriter, Ingest, IngestResult
 
 __all__ = ["MISSING_LISTED", "IngestResult", "Store", "Stream", "make_engine"]
 
 STACKS_PER_QUERY = 500  # hashes in one IN (...) list
+STREAMS_PER_QUERY = 200  # streams in one UNION ALL (SQLite allows 500 compound terms)
 READ_CHUNK = 1000  # records read per query by iter_records ...
 CHUNK_BYTES = 4 * 2**20  # ... or this much of their stored text (but at least one record)
 
@@ -180,6 +185,32 @@ class Store:
             query = _records_query(where, max_text).order_by(*order).limit(limit)
             rows = [_record_row(row) for row in conn.execute(query)]
         return rows[::-1] if newest else rows
+
+    def field_values(self, source: str, keys: list[tuple[str, str]], kind: str, field: str, name: str | None = None,
+                     since: float | None = None, until: float | None = None,
+                     limit: int = 40) -> dict[tuple[str, str], list[tuple[float, float]]]:
+        """Per (host, run_id) stream of `source`, the numeric `field` of its newest `limit` records of `kind`
+        (of the hist records called `name`) in [since, until], oldest first. One query for all the streams:
+        a UNION ALL of one walk down each stream's (stream, kind, ts) index, the numbers read out of the
+        JSON by the database (the overview's trend lines once took a query and a JSON parse per record)."""
+        s = streams.c
+        wanted = set(keys)
+        found: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        with self.engine.connect() as conn:
+            ids = {row.id: (row.host, row.run_id) for row in
+                   conn.execute(select(s.id, s.host, s.run_id).where(s.source == source))
+                   if (row.host, row.run_id) in wanted}
+            stream_ids = sorted(ids)
+            for start in range(0, len(stream_ids), STREAMS_PER_QUERY):
+                chunk = stream_ids[start:start + STREAMS_PER_QUERY]
+                query = _walks(self.dialect, len(chunk), kind, field, name, since is not None, until is not None)
+                params = {f"s{i}": stream_id for i, stream_id in enumerate(chunk)}
+                params.update(since=since, until=until, limit=limit)
+                for stream_id, ts, value in conn.execute(query, params):
+                    number = _float(value)
+                    if number is not None:
+                        found.setdefault(ids[stream_id], []).append((float(ts), number))
+        return {key: pts[::-1] for key, pts in found.items()}
 
     def records_after_id(self, host: str, run_id: str, source: str, kind: str, after_id: int,
                          limit: int) -> list[tuple[int, float, str]]:
@@ -323,6 +354,38 @@ class Store:
             return and_(near, field == path)
         below = path if path.endswith("/") else path + "/"
         return and_(near, or_(field == path, func.substr(field, 1, len(below)) == below))
+
+
+@functools.lru_cache(maxsize=128)
+def _walks(dialect: str, n: int, kind: str, field: str, name: str | None, since: bool, until: bool) -> Select:
+    """field_values' query for n streams (bound as s0..s{n-1}, since, until, limit), built once per shape:
+    building 50 subqueries took longer than running them."""
+    r = records.c
+    where = [r.kind == kind]
+    if name is not None:
+        where.append(json_sql.field_text(dialect, r.data, "name") == name)
+    if since:
+        where.append(r.ts >= bindparam("since"))
+    if until:
+        where.append(r.ts <= bindparam("until"))
+    value = json_sql.field_json(dialect, r.data, field).label("v")
+    walks = []
+    for i in range(n):
+        stream_id = bindparam(f"s{i}", type_=ID)
+        walks.append(select(stream_id.label("stream"), r.ts, value).where(r.stream == stream_id, *where)
+                     .order_by(r.ts.desc(), r.id.desc()).limit(bindparam("limit")).subquery())
+    return union_all(*(select(w) for w in walks))
+
+
+def _float(value: object) -> float | None:
+    """A number the database read out of a record (PostgreSQL gives its text), if finite."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _after(cursor: Cursor) -> ColumnElement:

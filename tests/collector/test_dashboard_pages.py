@@ -98,3 +98,63 @@ def test_overview_json_lists_hosts_with_trends(collector_client):
     assert metric["source"] == "sysnest" and metric["records"] == 3 and metric["dropped"] == 0
     assert metric["trend"]["values"] == [10.0, 20.0, 30.0] and metric["trend"]["last"] == "30/s"
     assert metric["running"] and not hosts["pc-a"]["quiet"]
+
+
+def _post(client, host: str, source: str, records: list[dict], run_id: str = "run-a") -> None:
+    for start in range(0, len(records), 50):
+        reply = client.post("/data", json=ours(start // 50, host=host, run_id=run_id, source=source,
+                                               records=records[start:start + 50]))
+        assert reply.status_code == 200, reply.get_json()
+
+
+def _hist(t: float, i: int, name: str, counts: list[int]) -> dict:
+    buckets = [{"lo": 2 ** b, "hi": 2 ** (b + 1) - 1, "count": c} for b, c in enumerate(counts)]
+    return envelope("cpuschedrun", t, i, "hist", name=name, unit="us", total=sum(counts), buckets=buckets)
+
+
+def test_overview_trends_are_each_streams_newest_key_figures(collector_client):
+    """The trends the database reads for every host at once: each stream's newest TREND_POINTS values of
+    records' chart field, in time order, other kinds and other hists' records left out, non-numbers skipped."""
+    t0, n = 1_750_000_000.0, dashboard.TREND_POINTS + 15
+    expected: dict[tuple[str, str], list[float]] = {}
+    for h, host in enumerate(("pc-a", "pc-b", "pc-c")):
+        sysnest, sched, connects = [], [], []
+        for i in range(n):
+            per_sec = 1000.0 * h + i * 1.5
+            sysnest += [envelope("sysnest", t0 + i, i + 1, "row", pid=7, comm="x", syscall="read", count=99,
+                                 total_us=5.0, per_sec=-1.0),
+                        envelope("sysnest", t0 + i, i + 1, "summary", syscalls=int(per_sec), per_sec=per_sec,
+                                 processes=1, errors=0, interval_s=1.0)]
+            sched += [_hist(t0 + i, i + 1, "run_time", [i, h, 3]), _hist(t0 + i, i + 1, "runq_latency", [500, 1])]
+            latency = "slow" if i == n - 1 else True if i == n - 2 else 0.25 * (i + h)   # no numbers: skipped
+            connects.append(envelope("tcpconnlat", t0 + i, i + 1, "event", latency_ms=latency, pid=1, comm="c"))
+        _post(collector_client, host, "sysnest", sysnest)
+        _post(collector_client, host, "cpuschedrun", sched)
+        _post(collector_client, host, "tcpconnlat", connects)
+        newest = range(n - dashboard.TREND_POINTS, n)
+        expected[(host, "sysnest")] = [1000.0 * h + i * 1.5 for i in newest]
+        expected[(host, "cpuschedrun")] = [float(i + h + 3) for i in newest]
+        expected[(host, "tcpconnlat")] = [0.25 * (i + h) for i in range(n - dashboard.TREND_POINTS, n - 2)]
+    # an older run of pc-a's sysnest: the overview shows the newest run's only
+    _post(collector_client, "pc-a", "sysnest", [envelope("sysnest", t0 - 9000, 1, "summary", per_sec=7.0)],
+          run_id="run-0")
+    _post(collector_client, "pc-a", "sysnest", [envelope("sysnest", t0 + n, n + 1, "summary", per_sec=99999.0)])
+    expected[("pc-a", "sysnest")] = expected[("pc-a", "sysnest")][1:] + [99999.0]
+    hosts = {h["host"]: h for h in collector_client.get("/api/overview").get_json()["hosts"]}
+    found = {(host, m["source"]): m["trend"]["values"] for host, h in hosts.items() for m in h["metrics"]}
+    assert found == expected
+    assert {m["run_id"] for m in hosts["pc-a"]["metrics"]} == {"run-a"}
+
+
+def test_overview_trend_of_an_unregistered_metric_or_field(collector_client):
+    """A metric the registry does not know, or whose records lack the declared field: the first numeric
+    field of its newest records, as the stream page charts it."""
+    t0 = 1_750_000_000.0
+    _post(collector_client, "pc-x", "homemade", [envelope("homemade", t0 + i, i + 1, "row", label="a", depth=2.0 * i)
+                                                 for i in range(5)])
+    _post(collector_client, "pc-x", "sysnest", [envelope("sysnest", t0 + i, i + 1, "summary", calls=3 * i)
+                                                for i in range(4)])
+    (host,) = collector_client.get("/api/overview").get_json()["hosts"]
+    trends = {m["source"]: m["trend"] for m in host["metrics"]}
+    assert trends["homemade"]["values"] == [0.0, 2.0, 4.0, 6.0, 8.0]
+    assert trends["sysnest"]["values"] == [0.0, 3.0, 6.0, 9.0]
