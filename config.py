@@ -601,6 +601,10 @@ METRICS.append(
             PID,
             TID,
             CGROUP,
+            Arg("group_by", "--group-by", "choice", "top functions per process or per cgroup", default="process",
+                choices=("process", "cgroup"), short="-g",
+                cli_help="top functions per process or per cgroup; with --folded, each stack's root is its "
+                         "cgroup instead of its command (default process)"),
             Arg("frequency", "--frequency", "int", "samples per second per CPU", default=49, minimum=1,
                 maximum=1000, short="-F", metavar="HZ", cli_help="samples per second per CPU (1..1000, default 49)"),
             Arg("user_only", "--user-only", "flag", "user stacks only", default=False, short="-U"),
@@ -627,6 +631,7 @@ METRICS.append(
         fields=(
             Field("pid", "PID"),
             Field("comm", "Command"),
+            Field("cgroup", "Cgroup"),
             Field("function", "Function"),
             Field("module", "Module"),
             Field("self_samples", "Self", "count"),

@@ -1,5 +1,5 @@
 /* cpuprofile: sampled on-CPU stacks. A CPU-clock perf event fires HZ times a second on every CPU; each
- * firing sends one sample of the task it interrupted to a ring buffer: process, thread, command, its
+ * firing sends one sample of the task it interrupted to a ring buffer: process, thread, command, cgroup, its
  * kernel stack (the kernel's frame walk, bpf_get_stack) and its user stack — with -DUSER_FP the frame
  * pointer walk, with -DUSER_DWARF the user registers and a copy of the top of the user stack
  * (ustack.h), unwound in user space with CFI.
@@ -28,6 +28,7 @@ struct sample_t {
     char comm[TASK_COMM_LEN];
     s32 kdepth;            /* frames in kips, or the walk's negative error */
     s32 udepth;            /* frames in uips (frame pointers), or the walk's negative error */
+    u64 cgid;              /* the task's cgroup (v2): a helper, no struct read */
     u64 kips[STACK_DEPTH]; /* innermost first */
 #ifdef USER_DWARF
     struct ustack_t user;
@@ -60,6 +61,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
     s->tgid = id >> 32;
     s->tid = (u32)id;
     bpf_get_current_comm(&s->comm, sizeof(s->comm));
+    s->cgid = bpf_get_current_cgroup_id();
     s->kdepth = 0;
     s->udepth = 0;
 #ifndef USER_ONLY

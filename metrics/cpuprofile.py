@@ -4,7 +4,8 @@
 A CPU-clock perf event fires HZ times a second on every CPU (or on the threads of -p/--tid) and sends
 the interrupted task's stacks to a ring buffer. Each interval prints the top functions per process
 (self and total samples) and, with --json, every distinct stack with its count; --folded prints the
-whole run as folded stacks.
+whole run as folded stacks. Rows and stacks carry the sampled task's cgroup; --group-by cgroup ranks
+the top functions per cgroup instead of per process.
 """
 
 import argparse
@@ -27,6 +28,7 @@ EXAMPLES = [
     ("cpuprofile --user-stacks fp", "user stacks by frame pointers (no stack copy)"),
     ("cpuprofile --folded --duration 30 > out.folded", "30 s of folded stacks for flamegraph.pl / speedscope"),
     ("cpuprofile --json", "NDJSON: summary, top-function rows and every stack, each interval"),
+    ("cpuprofile --cgroup lab/job-7 --group-by cgroup", "one cgroup v2 group and those below, top functions per group"),
 ]
 PAGE = 4096
 
@@ -50,7 +52,7 @@ if args.user_only and args.kernel_only:
 # --- probes ----------------------------------------------------------------------------------------
 POLL_S = 0.1                         # the longest the user side leaves the ring buffer unread
 DEPTH = 127                          # frames of one kernel walk (bpf/cpuprofile.c STACK_DEPTH)
-HEADER = struct.Struct("<II16sii")   # struct sample_t: tgid, tid, comm, kdepth, udepth
+HEADER = struct.Struct("<II16siiQ")  # struct sample_t: tgid, tid, comm, kdepth, udepth, cgid
 KIPS = HEADER.size                   # then kips[127]; then uips[127] (fp) or struct ustack_t (dwarf)
 USER = KIPS + DEPTH * 8
 USTACK_HEAD = 40                     # bpf/ustack.h: ip, sp, bp, base, size, err
@@ -95,8 +97,8 @@ unwinder = Unwinder(cache_dir=default_cache_dir())
 dwarf = args.user_stacks == "dwarf" and not args.kernel_only and not tool.variant
 BACKLOG_BYTES = 64 << 20         # dwarf: stack copies waiting to be unwound, at most
 lock = threading.Lock()          # pending and backlog are filled on the reader thread
-pending: dict[tuple, int] = {}   # (tgid, comm, kernel addrs, user addrs) -> samples, this interval
-backlog: list[tuple] = []        # dwarf: (tgid, comm, kernel addrs, the ustack_t record)
+pending: dict[tuple, int] = {}   # (tgid, comm, cgroup id, kernel addrs, user addrs) -> samples, this interval
+backlog: list[tuple] = []        # dwarf: (tgid, comm, cgroup id, kernel addrs, the ustack_t record)
 backlog_bytes = 0
 walk_errors = {"kernel_stack": 0, "user_stack": 0, "unwind_backlog": 0}
 seen: set[int] = set()           # processes whose maps are snapshot (at their first sample's interval)
@@ -106,7 +108,7 @@ def on_record(raw: bytes) -> None:
     """On the reader thread, per sample: keep its raw addresses (named once per distinct stack when
     the interval ends), or in dwarf mode its stack copy (unwound then)."""
     global backlog_bytes
-    tgid, _tid, comm, kdepth, udepth = HEADER.unpack_from(raw)
+    tgid, _tid, comm, kdepth, udepth, cgid = HEADER.unpack_from(raw)
     kernel = raw[KIPS: KIPS + 8 * kdepth] if kdepth > 0 else kdepth
     with lock:
         if dwarf and udepth >= 0:
@@ -114,11 +116,11 @@ def on_record(raw: bytes) -> None:
             if backlog_bytes + size > BACKLOG_BYTES:
                 walk_errors["unwind_backlog"] += 1
                 return
-            backlog.append((tgid, comm, kernel, raw[USER: USER + USTACK_HEAD + size]))
+            backlog.append((tgid, comm, cgid, kernel, raw[USER: USER + USTACK_HEAD + size]))
             backlog_bytes += size
             return
         user = raw[USER: USER + 8 * udepth] if udepth > 0 else udepth
-        key = (tgid, comm, kernel, user)
+        key = (tgid, comm, cgid, kernel, user)
         pending[key] = pending.get(key, 0) + 1
 
 
@@ -164,7 +166,7 @@ elif args.tid and taskinfo.tgid_of(args.tid):
 user_stacks = "none" if args.kernel_only else ("dwarf" if dwarf else "fp")
 note = "bpf_task_pt_regs() refused: frame pointers instead" if args.user_stacks == "dwarf" and tool.variant else ""
 _ = sym.kernel_symbols   # /proc/kallsyms read now (about a second), not in the first interval
-tool.meta(frequency_hz=args.frequency, cpus=os.cpu_count(), user_stacks=user_stacks,
+tool.meta(frequency_hz=args.frequency, cpus=os.cpu_count(), user_stacks=user_stacks, group_by=args.group_by,
           stack_size=args.stack_size if dwarf else 0, **({"note": note} if note else {}))
 if not args.folded:
     tool.say(f"Sampling on-CPU stacks at {args.frequency} Hz ({user_stacks} user stacks)... Hit Ctrl-C to end.")
@@ -204,7 +206,7 @@ LOST = {"kernel": ("[lost]", "", "kernel"), "user": ("[lost]", "", "user")}
 
 
 def take_interval() -> dict[tuple, int]:
-    """The samples since the last call, named: {(tgid, comm, frames root first): samples}, each frame a
+    """The samples since the last call, named: {(tgid, comm, cgroup id, frames root first): samples}, each frame a
     (name, module, kind) tuple; a walk that failed is one "[lost]" frame."""
     global pending, backlog, backlog_bytes
     reader.sync()
@@ -215,16 +217,16 @@ def take_interval() -> dict[tuple, int]:
         if tgid and tgid not in seen:
             seen.add(tgid)
             sym.snapshot(tgid)
-    for tgid, comm, kernel, record in copies:
+    for tgid, comm, cgid, kernel, record in copies:
         if hurried():
             pcs = [struct.unpack_from("<Q", record)[0]]   # the ip only
         else:
             pcs = unwinder.unwind_ustack(sym.maps(tgid) if tgid else None, record).pcs
-        key = (tgid, comm, kernel, tuple(pcs) if pcs else NO_STACK)
+        key = (tgid, comm, cgid, kernel, tuple(pcs) if pcs else NO_STACK)
         taken[key] = taken.get(key, 0) + 1
     out: dict[tuple, int] = {}
     global unnamed
-    for (tgid, comm, kernel, user), n in taken.items():
+    for (tgid, comm, cgid, kernel, user), n in taken.items():
         quick = hurried()
         unnamed += n if quick else 0
         for source, depth in (("kernel_stack", kernel), ("user_stack", user)):
@@ -243,31 +245,37 @@ def take_interval() -> dict[tuple, int]:
             frames.append(LOST["kernel"])
         if not frames:
             frames.append(("[no stack]", "", "user"))
-        key = (tgid, comm.split(b"\0", 1)[0].decode(errors="replace"), tuple(frames))
+        key = (tgid, comm.split(b"\0", 1)[0].decode(errors="replace"), cgid, tuple(frames))
         out[key] = out.get(key, 0) + n
     return out
 
 
 def top_functions(stacks: dict[tuple, int]) -> list[dict]:
-    """Per process, most samples first: its top functions by self samples, with total samples (the
-    samples whose stack holds the function anywhere, each sample once)."""
-    per_process: dict[int, dict] = {}
-    for (tgid, comm, stack), n in stacks.items():
-        p = per_process.setdefault(tgid, {"comm": comm, "samples": 0, "self": {}, "total": {}})
-        p["samples"] += n
-        p["self"][stack[-1]] = p["self"].get(stack[-1], 0) + n
+    """Per process (per cgroup with --group-by cgroup), most samples first: its top functions by self
+    samples, with total samples (the samples whose stack holds the function anywhere, each sample
+    once). A process sampled in two cgroups (moved while running) is a row set in each."""
+    by_cgroup = args.group_by == "cgroup"
+    groups: dict[tuple, dict] = {}
+    for (tgid, comm, cgid, stack), n in stacks.items():
+        g = groups.setdefault((cgid,) if by_cgroup else (tgid, cgid),
+                              {"comm": comm, "samples": 0, "self": {}, "total": {}, "pids": set()})
+        g["samples"] += n
+        g["pids"].add(tgid)
+        g["self"][stack[-1]] = g["self"].get(stack[-1], 0) + n
         for fn in set(stack):
-            p["total"][fn] = p["total"].get(fn, 0) + n
+            g["total"][fn] = g["total"].get(fn, 0) + n
     rows = []
-    ranked = sorted(per_process.items(), key=lambda kv: kv[1]["samples"], reverse=True)
-    for tgid, p in ranked[: args.processes]:
-        best = sorted(p["total"], key=lambda fn: (p["self"].get(fn, 0), p["total"][fn]), reverse=True)
+    ranked = sorted(groups.items(), key=lambda kv: kv[1]["samples"], reverse=True)
+    for key, g in ranked[: args.processes]:
+        who = ({**tool.cgroup_fields(key[0]), "processes": len(g["pids"]), "cgroup_samples": g["samples"]}
+               if by_cgroup else
+               {"pid": key[0], "comm": g["comm"], **tool.cgroup_fields(key[1]), "process_samples": g["samples"]})
+        best = sorted(g["total"], key=lambda fn: (g["self"].get(fn, 0), g["total"][fn]), reverse=True)
         for rank, fn in enumerate(best[: args.top], 1):
-            own, total = p["self"].get(fn, 0), p["total"][fn]
-            rows.append({"pid": tgid, "comm": p["comm"], "rank": rank, "function": fn[0], "module": fn[1],
-                         "frame_kind": fn[2], "self_samples": own, "self_pct": round(100.0 * own / p["samples"], 2),
-                         "total_samples": total, "total_pct": round(100.0 * total / p["samples"], 2),
-                         "process_samples": p["samples"]})
+            own, total = g["self"].get(fn, 0), g["total"][fn]
+            rows.append({**who, "rank": rank, "function": fn[0], "module": fn[1], "frame_kind": fn[2],
+                         "self_samples": own, "self_pct": round(100.0 * own / g["samples"], 2),
+                         "total_samples": total, "total_pct": round(100.0 * total / g["samples"], 2)})
     return rows
 
 
@@ -283,12 +291,16 @@ def shorten(name: str, width: int = 60) -> str:
 
 def print_tables(summary: dict, rows: list[dict]) -> None:
     print(f"\n[{time.strftime('%H:%M:%S')}] {summary['samples']} samples, {summary['processes']} processes"
+          + (f" in {summary['cgroups']} cgroups" if args.group_by == "cgroup" else "")
           + (f", {summary['lost']} lost" if summary["lost"] else ""))
-    columns = [("PID", 7), ("COMM", -16), ("SELF", 6), ("SELF%", 6), ("TOTAL", 6), ("TOTAL%", 6), ("FUNCTION", -40)]
+    by_cgroup = args.group_by == "cgroup"
+    who = [("CGROUP", -24), ("PROCS", 5)] if by_cgroup else [("PID", 7), ("COMM", -16)]
+    columns = [*who, ("SELF", 6), ("SELF%", 6), ("TOTAL", 6), ("TOTAL%", 6), ("FUNCTION", -40)]
     lines = []
     for r in rows:
         where = f" [{r['module']}]" if r["module"] else (" [k]" if r["frame_kind"] == "kernel" else "")
-        lines.append([r["pid"], r["comm"], r["self_samples"], f"{r['self_pct']:.1f}", r["total_samples"],
+        ident = [(r["cgroup"] or str(r["cgroup_id"]))[-24:], r["processes"]] if by_cgroup else [r["pid"], r["comm"]]
+        lines.append([*ident, r["self_samples"], f"{r['self_pct']:.1f}", r["total_samples"],
                       f"{r['total_pct']:.1f}", shorten(r["function"]) + where])
     print(bcctool.table(columns, lines))
 
@@ -321,7 +333,8 @@ for _interval in tool.intervals():
         tool.set_lost_total(source, total)
     lost_total = sum(lost_totals.values())
     samples = sum(stacks.values())
-    summary = {"samples": samples, "processes": len({k[0] for k in stacks}), "lost": lost_total - lost_seen,
+    summary = {"samples": samples, "processes": len({k[0] for k in stacks}), "cgroups": len({k[2] for k in stacks}),
+               "lost": lost_total - lost_seen,
                "interval_s": round(elapsed, 3), "frequency_hz": args.frequency,
                "perf_map_lines_skipped": sym.stats()["perf_map_garbage"], "unnamed": unnamed}
     if dwarf:
@@ -332,15 +345,17 @@ for _interval in tool.intervals():
     lost_seen = lost_total
     rows = top_functions(stacks)
     if args.folded:
-        for (_, comm, stack), n in stacks.items():
-            line = ";".join([comm.replace(";", ":"), *map(folded_name, stack)])
+        for (_, comm, cgid, stack), n in stacks.items():
+            # the root frame: the command, or with --group-by cgroup the cgroup's path (a flame graph per group)
+            root = (tool.cgroup_fields(cgid)["cgroup"] or str(cgid)) if args.group_by == "cgroup" else comm
+            line = ";".join([root.replace(";", ":"), *map(folded_name, stack)])
             whole_run[line] = whole_run.get(line, 0) + n
     if tool.json:
         tool.emit("summary", **summary)
         for r in rows:
             tool.emit("row", **r)
-        for (tgid, comm, stack), n in sorted(stacks.items(), key=lambda kv: kv[1], reverse=True):
-            tool.emit("stack", pid=tgid, comm=comm, count=n,
+        for (tgid, comm, cgid, stack), n in sorted(stacks.items(), key=lambda kv: kv[1], reverse=True):
+            tool.emit("stack", pid=tgid, comm=comm, **tool.cgroup_fields(cgid), count=n,
                       frames=[{"name": f[0], "module": f[1], "kind": f[2]} for f in stack])
     elif not args.folded:
         print_tables(summary, rows)

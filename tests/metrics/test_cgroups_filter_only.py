@@ -1,6 +1,6 @@
-"""--cgroup on metrics that take it from the harness's BPF filter alone (bpf/common.h skip_task), with no
-cgroup in their records yet: cpuprofile samples only threads of the group and of a group made below it
-after start, and each group's burning thread is sampled in proportion to its CPU time."""
+"""--cgroup on cpuprofile through the harness's BPF filter (bpf/common.h skip_task): it samples only
+threads of the group and of a group made below it after start, and each group's burning thread is
+sampled in proportion to its CPU time (the records' cgroups: test_cgroups_cpuprofile.py)."""
 
 import pytest
 from cgroup_fixtures import BURN, traced_in_cgroups

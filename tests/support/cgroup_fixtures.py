@@ -171,7 +171,8 @@ print(json.dumps(truth), flush=True)
 sys.stdin.readline()
 """
 
-# A thread that burns argv[1] ms of wall time on a CPU, then parks; its schedstat run and wait ns.
+# A thread that burns argv[1] ms of wall time on a CPU, then parks; its schedstat run and wait ns, and
+# the whole process's run ns (every thread's, interpreter start-up included) as proc_run_ns.
 BURN = """
 import json, os, sys, threading, time
 ms = int(sys.argv[1])
@@ -190,6 +191,8 @@ parked.wait()
 time.sleep(0.05)
 with open(f"/proc/self/task/{out['tid']}/schedstat") as f:
     out["run_ns"], out["wait_ns"] = (int(x) for x in f.read().split()[:2])
+out["proc_run_ns"] = sum(int(open(f"/proc/self/task/{t}/schedstat").read().split()[0])
+                         for t in os.listdir("/proc/self/task"))
 print(json.dumps(out), flush=True)
 sys.stdin.readline()
 leave.set()
