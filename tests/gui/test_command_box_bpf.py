@@ -1,0 +1,74 @@
+"""The window's "Run a command" box end to end, with the real controller and real BPF: sysnest started
+on the command's own cgroup counts the getppid calls of the command and its three children (a known
+number), nothing of a workload outside, and the box shows the command's exit status 3."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from cgroup_fixtures import GETPPID, workload_in
+from collector_stub import CollectorStub
+from gui_fakes import make_window
+from helpers import PYTHON, end_workload
+
+from bcctool import cgroups
+from host import preflight
+
+pytestmark = [pytest.mark.bpf, pytest.mark.slow]
+
+N = 5_000
+FORK_THREE = f"""
+import os, sys
+for _ in range(3):
+    if os.fork() == 0:
+        for _ in range({N}):
+            os.getppid()
+        os._exit(3)
+for _ in range(3):
+    os.wait()
+for _ in range({N}):
+    os.getppid()
+sys.exit(3)
+"""
+
+
+def test_the_box_counts_the_command_and_its_children_only(qtbot, tmp_path):
+    from monitor.controller import MonitorController
+
+    script = tmp_path / "fork_three.py"
+    script.write_text(FORK_THREE)
+    stub = CollectorStub().start()
+    outside = workload_in(None, GETPPID, "200000")     # getppid all through the run, outside the command
+    outside.stdin.write("\n")
+    outside.stdin.flush()
+    try:
+        controller = MonitorController(server_url=stub.url, state_dir=str(tmp_path / "state"))
+        window = make_window(qtbot, tmp_path, controller, verdicts=preflight.metric_verdicts(), server_url=stub.url)
+        form = window.forms["sysnest"]
+        form.editors["interval"].setText("0.5")
+        for key in ("top", "details_top"):
+            form.editors[key].setValue(1000)
+        window.set_checked(["sysnest"])
+        window.ui.command_line.setText(f"{PYTHON} {script}")
+        assert window.command.start()
+        qtbot.waitUntil(lambda: window.command.run is None, timeout=150_000)
+        status = window.ui.command_status.text()
+        outcome = window.command.last_outcome
+        assert status.startswith("exit status 3 · "), status
+        assert outcome["exit"] == 3 and not os.path.exists(outcome["cgroup"])
+        qtbot.waitUntil(lambda: "sysnest" not in window.running, timeout=30_000)
+        window.close()                       # flushes the transport: every record at the stub
+        records = stub.records("sysnest")
+    finally:
+        end_workload(outside, timeout=120)
+        stub.stop()
+    rows = [r for r in records if r["kind"] == "row" and r["level"] == "detail"]
+    getppid = [r for r in rows if r["syscall"] == "getppid"]
+    counted = sum(r["count"] for r in getppid)
+    print("getppid counted", counted, "of", 4 * N, "in", len({r["pid"] for r in getppid}), "processes")
+    assert abs(counted - 4 * N) <= 4 * N * 0.001, counted
+    assert len({r["pid"] for r in getppid}) == 4          # the command and its three children
+    assert outside.pid not in {r["pid"] for r in rows}
+    rel = "/" + os.path.relpath(outcome["cgroup"], cgroups.v2_mount())
+    assert {r["cgroup"] for r in rows} <= {rel, ""}, {r["cgroup"] for r in rows}
