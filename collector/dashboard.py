@@ -280,7 +280,7 @@ def _cgroups_seen(key: dict[str, str], sample: list[dict], kind: str | None, vie
     base = {**key, **({"kind": kind} if kind else {}), **{k: v for k, v in view.items() if k not in cgroup_args}}
     return {"path": cgroup_args.get("cgroup", ""), "tree": cgroup_args.get("cgroup_match") == "tree",
             "seen": [(path, url_for("dashboard.stream", **base, cgroup=path)) for path in sorted(seen)],
-            "clear": url_for("dashboard.stream", **base) if cgroup_args else None,
+            "everything": url_for("dashboard.stream", **base) if cgroup_args else None,
             "hidden": base}
 
 

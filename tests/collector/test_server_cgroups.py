@@ -130,6 +130,8 @@ def test_stream_page_filters_its_table_by_cgroup(loaded):
     cells = [c for c in ("/lab/a/job1/t", "/lab/a/job1", "/lab/ab", "/lab/b") if f">{c}<" in table]
     assert cells == ["/lab/a/job1/t", "/lab/a/job1"] and table.count("<tr>") == 1 + 9
     assert 'id="clear-cgroup"' in page and 'value="tree" selected' in page
+    everything = page.split('id="clear-cgroup"', 1)[0].rsplit('href="', 1)[1].split('"', 1)[0]
+    assert everything.startswith("/stream?") and "cgroup" not in everything
     # the kind links and the export keep the filter
     assert "cgroup=/lab/a&amp;cgroup_match=tree" in page.split('class="kinds"', 1)[1].split("</p>", 1)[0]
     page = loaded.get("/stream", query_string={**key, "cgroup": "/lab/a"}).get_data(as_text=True)
