@@ -42,6 +42,7 @@ PAGES = {"overview page (/)": "/", "overview JSON (/api/overview)": "/api/overvi
          "stream page, whole run, page 2": "/stream?host=lab-pc-00&run_id=run-bench&source=sysnest&page=2",
          "cpuschedrun stream page (heatmap), last hour":
              "/stream?host=lab-pc-00&run_id=run-bench&source=cpuschedrun&range=1h",
+         "sysnest across every host, last hour": "/compare?source=sysnest&range=1h",
          "/metrics": "/metrics"}
 UNTARGETED = {"/metrics"}
 

@@ -15,7 +15,7 @@ from flask import Flask, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
-from collector import api, dashboard, guard, ingest, profile_api, query_params
+from collector import api, compare, dashboard, guard, ingest, profile_api, query_params
 from collector import settings as settings_mod
 from collector.state import EXTENSION, Collector, error
 from collector.store import Store
@@ -45,7 +45,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
                 static_folder="static")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body
     app.extensions[EXTENSION] = Collector(settings, Store(settings.db_url, settings.max_streams), _batch_log(settings.log_file))
-    for blueprint in (ingest.bp, api.bp, profile_api.bp, dashboard.bp):
+    for blueprint in (ingest.bp, api.bp, profile_api.bp, dashboard.bp, compare.bp):
         app.register_blueprint(blueprint)
     guard.install(app, settings)
 

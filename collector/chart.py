@@ -168,8 +168,16 @@ def time_ticks(t0: float, t1: float, count: int = X_TICKS) -> list[float]:
     return [first + i * step for i in range(int((t1 - first) // step) + 1)]
 
 
-def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> str:
-    """The chart as an <svg> element (escaped; safe to embed)."""
+def colour(i: int, n: int) -> str:
+    """The i-th of n lines' colour: the palette's for up to 8, else n hues around the wheel."""
+    if n <= len(COLOURS):
+        return COLOURS[i % len(COLOURS)]
+    return f"hsl({round(i * 360 / n)}, 70%, 40%)"
+
+
+def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = True) -> str:
+    """The chart as an <svg> element (escaped; safe to embed). legend: each line's name in the chart
+    (the page draws its own otherwise)."""
     all_pts = [p for pts in lines.values() for p in pts]
     if not all_pts:
         return ""
@@ -205,19 +213,19 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> str:
     parts.append(f'<text x="{PAD_L + plot_w / 2:.0f}" y="{HEIGHT - 4}" text-anchor="middle" font-size="12">'
                  f'{escape(title)} over time (UTC)</text>')
     for i, (name, pts) in enumerate(lines.items()):
-        colour = COLOURS[i % len(COLOURS)]
+        paint = colour(i, len(lines))
         if plot.dots:
-            parts.append(f'<g class="series" fill="{colour}"><title>{escape(name)}</title>'
+            parts.append(f'<g class="series" fill="{paint}"><title>{escape(name)}</title>'
                          + "".join(f'<circle class="point" cx="{x(t):.1f}" cy="{y(v):.1f}" r="2.5"/>' for t, v in pts)
                          + "</g>")
         else:
             coords = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
-            parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="1.5" '
+            parts.append(f'<polyline class="series" fill="none" stroke="{paint}" stroke-width="1.5" '
                          f'points="{coords}"><title>{escape(name)}</title></polyline>')
         if len(pts) == 1 and not plot.dots:
-            parts.append(f'<circle cx="{x(pts[0][0]):.1f}" cy="{y(pts[0][1]):.1f}" r="3" fill="{colour}"/>')
-        if len(lines) > 1:
-            parts.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 14 + 14 * i}" font-size="11" fill="{colour}">'
+            parts.append(f'<circle cx="{x(pts[0][0]):.1f}" cy="{y(pts[0][1]):.1f}" r="3" fill="{paint}"/>')
+        if len(lines) > 1 and legend:
+            parts.append(f'<text x="{PAD_L + 8}" y="{PAD_T + 14 + 14 * i}" font-size="11" fill="{paint}">'
                          f'{escape(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)

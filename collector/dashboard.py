@@ -12,7 +12,7 @@ from flask import Blueprint, abort, current_app, jsonify, render_template, reque
 from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
-from collector import chart
+from collector import chart, heatmap
 from collector.api import BadQuery, cgroup_filter
 from collector.profile_api import speedscope_available
 from collector.profiles import RANGES, BadRange, bound, parse_range, range_profile
@@ -77,10 +77,13 @@ def index():
     batches, records = store.totals()
     counters = store.counters()
     rejected = {r: counters.get("rejected:" + r, 0) for r in REASONS if counters.get("rejected:" + r)}
+    sources = {s.source for s in streams}
     return render_template("index.html", streams=streams, batches=batches, records=records,
                            duplicates=counters.get("duplicates", 0), rejected=rejected,
                            hosts=len({s.host for s in streams}), runs=len({(s.host, s.run_id) for s in streams}),
-                           ranges_text=ranges_text, overview=overview_hosts(streams), quiet_s=QUIET_S)
+                           ranges_text=ranges_text, overview=overview_hosts(streams), quiet_s=QUIET_S,
+                           sources=sorted(sources), compare_urls={source: url_for("compare.page", source=source)
+                                                                   for source in sources})
 
 
 @bp.get("/api/overview")
@@ -232,10 +235,13 @@ def stream():
     more = len(shown) > PAGE_ROWS * page
     rows = shown[PAGE_ROWS * (page - 1):PAGE_ROWS * page]
     plot = chart.choose(source, [r for r in sample if r["data"] is not None])
-    svg = ""
+    svg = heat = ""
     if plot is not None:
         charted = store.records(**key, kind=plot.kind, **window, limit=CHART_ROWS, newest=True, max_text=RECORD_SHOWN)
         svg = chart.svg(plot, chart.points(plot, [r for r in charted if r["data"] is not None]))
+        if plot.hist is not None:  # the declared histogram's heatmap, then any other the records carry
+            heat = "".join(heatmap.svg(*heatmap.grid(charted, name), name, unit)
+                           for name, unit in heatmap.names(charted, plot.hist, plot.hist_unit))
     records = [json.loads(r["data"]) if r["data"] is not None else {"record": TOO_LARGE} for r in rows]
     columns: dict[str, None] = {}
     for record in records:
@@ -260,7 +266,7 @@ def stream():
     kind_links = [(k or "all", url_for("dashboard.stream", **key, **view, **({"kind": k} if k else {})))
                   for k in [None, *kinds]]
     return render_template("stream.html", stream=found, key=key, kind=kind, kind_links=kind_links, plot=plot,
-                           chart_svg=Markup(svg), columns=columns_list, table=table, ranges_text=ranges_text,
+                           chart_svg=Markup(svg), heatmap_svg=Markup(heat), columns=columns_list, table=table, ranges_text=ranges_text,
                            flame=flame, ranges=ranges, range_name=range_name, window=window, view=view,
                            pages=pages, live=range_name != "custom",
                            cgroups=_cgroups_seen(key, sample, kind, view, cgroup_args), cgroup_args=cgroup_args,

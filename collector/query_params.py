@@ -12,6 +12,7 @@ STREAM_KEY = ("host", "run_id", "source")
 KNOWN = {
     "dashboard.index": set(),
     "dashboard.overview": set(),
+    "compare.page": {"source", "host", "range"},
     "dashboard.stream": {*STREAM_KEY, "kind", "range", "since", "until", "search", "focus", "page", "sort",
                          "cgroup", "cgroup_match"},
     "api.streams": set(STREAM_KEY),

@@ -109,3 +109,76 @@ def test_overview_marks_quiet_hosts_and_refreshes_without_reload(served, browser
     WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.CSS_SELECTOR, ".host-card[data-host='pc-new']"))
     assert browser.execute_script("return window.notReloaded === true;")
     assert console_problems(browser) == []
+
+
+def test_overlay_of_hosts_chosen_on_the_overview(served, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    base, client = served
+    now = time.time()
+    for n, host in enumerate(("pc-a", "pc-b", "pc-c")):
+        post_summaries(client, [1000.0 * (n + 1) + i for i in range(30)], now - 30, host=host)
+    browser.get(base + "/")
+    Select(browser.find_element(By.ID, "compare-source")).select_by_value("sysnest")
+    for host in ("pc-a", "pc-c"):
+        browser.find_element(By.CSS_SELECTOR, f"#compare-form input[name='host'][value='{host}']").click()
+    browser.find_element(By.ID, "compare-go").click()
+    WebDriverWait(browser, 20).until(lambda b: "/compare?" in b.current_url)
+    lines = WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.CSS_SELECTOR, "svg.chart polyline.series"))
+    drawn = {line.find_element(By.TAG_NAME, "title").get_attribute("textContent"): line for line in lines}
+    assert sorted(drawn) == ["pc-a", "pc-c"]
+    chart = browser.find_element(By.CSS_SELECTOR, "svg.chart")
+    for line in drawn.values():
+        assert len(line.get_attribute("points").split()) == 30
+        box = browser.execute_script("const b = arguments[0].getBBox(); return [b.x, b.y, b.width, b.height];", line)
+        assert box[2] > 100 and 0 <= box[0] and box[0] + box[2] <= float(chart.get_attribute("width")), box
+    # pc-c's values are three times pc-a's: its line is drawn higher, on the same scale
+    tops = {h: browser.execute_script("return arguments[0].getBBox().y;", line) for h, line in drawn.items()}
+    assert tops["pc-c"] < tops["pc-a"]
+    # the legend's swatch has the colour of the host's line
+    for row in browser.find_elements(By.CSS_SELECTOR, "#legend tbody tr"):
+        host = row.get_attribute("data-host")
+        swatch = browser.execute_script("return getComputedStyle(arguments[0]).backgroundColor;",
+                                        row.find_element(By.CSS_SELECTOR, ".swatch"))
+        stroke = browser.execute_script("return getComputedStyle(arguments[0]).stroke;", drawn[host])
+        assert swatch == stroke, (host, swatch, stroke)
+    assert console_problems(browser) == []
+
+
+def test_histogram_heatmap_on_the_stream_page(served, browser):
+    from selenium.webdriver.common.by import By
+
+    base, client = served
+    now = time.time()
+    records = []
+    for i in range(20):
+        for name, counts in (("run_time", [0, 3, 50 + i, 2, 0, 1]), ("runq_latency", [9, 1])):
+            buckets = [{"lo": 0 if b == 0 else 2 ** b, "hi": 2 ** (b + 1) - 1, "count": c} for b, c in enumerate(counts)]
+            records.append(envelope("cpuschedrun", now - 20 + i, i + 1, "hist", name=name, unit="us",
+                                    total=sum(counts), buckets=buckets))
+    reply = client.post("/data", json=ours(0, host="pc-h", run_id="run-h", source="cpuschedrun", records=records))
+    assert reply.status_code == 200
+    browser.get(f"{base}/stream?host=pc-h&run_id=run-h&source=cpuschedrun")
+    heat = browser.find_element(By.CSS_SELECTOR, "svg.heatmap[data-hist='run_time']")
+    cells = browser.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('rect.cell')).map(r => { const b = r.getBBox();"
+        " return [+r.dataset.lo, +r.dataset.count, b.x, b.y, b.width, b.height, getComputedStyle(r).fill]; });", heat)
+    assert len(cells) == 20 * 4                                       # 20 intervals x 4 non-empty buckets
+    totals: dict[int, int] = {}
+    for lo, count, *_box, _fill in cells:
+        totals[lo] = totals.get(lo, 0) + count
+    assert totals == {2: 60, 4: sum(50 + i for i in range(20)), 8: 40, 32: 20}
+    width, height = float(heat.get_attribute("width")), float(heat.get_attribute("height"))
+    assert all(0 <= x and x + w <= width + 0.01 and 0 <= y and y + h <= height for _l, _c, x, y, w, h, _f in cells)
+    # bigger buckets are drawn higher up; the busiest bucket darkest
+    rows = {lo: y for lo, _c, _x, y, *_rest in cells}
+    assert rows[2] > rows[4] > rows[8] > rows[32]
+
+    def lightness(fill: str) -> int:
+        return sum(int(v) for v in fill[fill.index("(") + 1:-1].split(","))
+
+    darkest = min(cells, key=lambda c: lightness(c[6]))
+    assert darkest[0] == 4 and darkest[1] == 69
+    assert browser.find_elements(By.CSS_SELECTOR, "svg.heatmap[data-hist='runq_latency'] rect.cell")
+    assert console_problems(browser) == []
