@@ -115,11 +115,15 @@ def points(plot: Plot, rows: list[dict]) -> dict[str, list[tuple[float, float]]]
         name = str(record.get(plot.series, "")) if plot.series else plot.label
         if name in lines or len(lines) < MAX_SERIES:
             lines.setdefault(name, []).append((row["ts"], value))
-    for name, pts in lines.items():
-        if len(pts) > MAX_POINTS:
-            step = len(pts) / MAX_POINTS
-            lines[name] = [pts[int(i * step)] for i in range(MAX_POINTS)] + [pts[-1]]
-    return lines
+    return {name: thin(pts, MAX_POINTS) for name, pts in lines.items()}
+
+
+def thin(pts: list[tuple[float, float]], most: int) -> list[tuple[float, float]]:
+    """At most about `most` of the points, evenly spread, the newest kept."""
+    if len(pts) <= most:
+        return pts
+    step = len(pts) / most
+    return [pts[int(i * step)] for i in range(most)] + [pts[-1]]
 
 
 SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
