@@ -19,6 +19,7 @@ from gui.style import BAD, GOOD
 from monitor.command_run import CommandRun
 
 RUN_TEXT, STOP_TEXT = "Run", "Stop command"
+SETTING = "command/line"  # the last command run, offered again next time
 
 
 def outcome_text(outcome: dict) -> str:
@@ -46,6 +47,7 @@ class CommandPanel(QObject):
         self.running_pid: int | None = None
         self.last_outcome: dict | None = None
         self.reason = ""                    # why it was not run, when the panel gave up at the gate
+        line.setText(str(window.settings.value(SETTING, "") or ""))
         button.clicked.connect(self.toggle)
         line.returnPressed.connect(self.toggle)
         window.controller.records.connect(self._on_records)
@@ -93,6 +95,7 @@ class CommandPanel(QObject):
             return False
         self.names, self.values, self.attached = names, values, set()
         self.running_pid, self.last_outcome, self.reason = None, None, ""
+        self.window.settings.setValue(SETTING, text)
         self.window.save_settings()
         self.run = self.make_run(text)
         self.run.spawned.connect(self._on_spawned)

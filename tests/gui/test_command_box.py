@@ -61,6 +61,8 @@ def test_the_command_runs_gated_in_its_own_group_and_its_exit_status_is_shown(qt
     assert not os.path.exists(group)                              # removed once the metrics stopped
     assert window.ui.run_command_button.text() == "Run" and window.ui.command_line.isEnabled()
     assert window.command.last_outcome["exit"] == 3 and window.command.last_outcome["signal"] is None
+    again = make_window(qtbot, tmp_path, FakeController())               # the same settings file
+    assert again.ui.command_line.text().endswith("exit 3'")          # the last command is offered again
 
 
 def test_stop_kills_the_running_command_and_says_so(qtbot, window):
