@@ -182,6 +182,8 @@ class CommandPanel(QObject):
     def stop(self) -> None:
         """Kill the command (or cancel it at the gate); its metrics are stopped when it has ended."""
         if self.run is not None:
+            if self.running_pid is None:
+                self.reason = "stopped before every metric had attached"
             self._show("stopping the command…")
             self.run.abort()
 

@@ -125,3 +125,38 @@ def test_closing_the_window_kills_the_command_and_removes_its_group(qtbot, tmp_p
     pid, group = window.command.running_pid, started_cgroups(window)["sysnest"]
     window.close()
     assert not os.path.exists(f"/proc/{pid}") and not os.path.exists(group)
+
+
+def test_the_fork_and_the_group_are_never_on_the_gui_thread(qtbot, window, monkeypatch):
+    """GatedCommand's work (mkdir of the group, fork, waitpid, cgroup.kill, rmdir) runs on CommandRun's thread."""
+    import threading
+
+    from monitor import command
+
+    seen = []
+    for method in ("__init__", "spawn", "release", "poll", "finish"):
+        original = getattr(command.GatedCommand, method)
+
+        def spy(self, *args, _original=original, _method=method, **kwargs):
+            seen.append((_method, threading.current_thread() is threading.main_thread()))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(command.GatedCommand, method, spy)
+    run(qtbot, window, "true", names=("sysnest",))
+    qtbot.waitUntil(lambda: bool(window.controller.started), timeout=10000)
+    window.controller.records.emit("sysnest", meta("sysnest"))
+    qtbot.waitUntil(lambda: window.command.run is None, timeout=10000)
+    assert window.ui.command_status.text().startswith("exit status 0")
+    assert {m for m, _ in seen} == {"__init__", "spawn", "release", "poll", "finish"}
+    assert not any(on_main for _, on_main in seen), seen
+
+
+def test_stop_at_the_gate_never_runs_the_command(qtbot, window, tmp_path):
+    out = tmp_path / "ran"
+    run(qtbot, window, f"touch {out}", names=("sysnest",))
+    qtbot.waitUntil(lambda: bool(window.controller.started), timeout=10000)
+    group = started_cgroups(window)["sysnest"]
+    window.ui.run_command_button.click()       # Stop command, before the metric has attached
+    qtbot.waitUntil(lambda: window.command.run is None, timeout=10000)
+    assert window.ui.command_status.text() == "not run: stopped before every metric had attached"
+    assert not out.exists() and not os.path.exists(group) and window.controller.stopped == ["sysnest"]
