@@ -5,10 +5,12 @@ PostgreSQL). A database of the schema before the stacks table starts and takes s
 from __future__ import annotations
 
 import json
+import runpy
 
 import pytest
 from collector_payloads import ours
-from sqlalchemy import Index, MetaData, Table, UniqueConstraint, create_engine, text
+from helpers import ROOT
+from sqlalchemy import MetaData, create_engine, text
 from stack_posts import cpuprofile_stacks, post_intervals, sample
 
 
@@ -64,18 +66,9 @@ def test_a_stack_field_of_any_shape_round_trips(collector_client):
 
 
 def previous_schema() -> MetaData:
-    """The tables as they were before the stacks table: no stacks, no records.stack."""
-    from collector import schema
-
-    old = MetaData()
-    for table in schema.metadata.sorted_tables:
-        if table.name == "stacks":
-            continue
-        Table(table.name, old, *(c._copy() for c in table.columns if c.name != "stack"),
-              *(Index(i.name, *(c.name for c in i.columns)) for i in table.indexes),
-              *(UniqueConstraint(*c.columns.keys(), name=c.name) for c in table.constraints
-                if isinstance(c, UniqueConstraint) and c.name))
-    return old
+    """The tables as they were before the stacks table (frozen from commit 429a250: no stacks, no
+    records.stack, nor anything added since)."""
+    return runpy.run_path(f"{ROOT}/tests/samples/collector_schemas/429a250.py")["metadata"]
 
 
 def test_database_of_the_previous_schema_starts_and_keeps_its_records(make_collector, db_url):
