@@ -2,7 +2,7 @@
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup run test test-quick bench lint doctor clean screenshot
+.PHONY: setup run test test-quick bench lint doctor clean screenshot sudoers
 
 setup:
 	@bash scripts/setup.sh
@@ -32,6 +32,12 @@ screenshot: setup
 
 doctor: setup
 	$(PY) main_app.py --doctor
+
+# as root: a sudoers rule letting user FOR (default: whoever ran sudo) run the privilege helper as root,
+# and nothing else (docs/privileges.md); `host/privhelper.py sudoers USER` only prints it
+FOR ?= $(SUDO_USER)
+sudoers:
+	/usr/bin/python3 -I host/privhelper.py sudoers $(FOR) --install
 
 lint: setup
 	$(PY) -m ruff check .

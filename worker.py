@@ -35,9 +35,9 @@ MAX_LINE = 8 * 2**20
 
 def build_argv(spec: config.MetricSpec, values: dict[str, Any], python: str,
                elevate: list[str] | tuple[str, ...] | None, elevated: bool | None = None) -> list[str]:
-    """The metric's command line, through the elevation command when the app is not root.
-    Raises ValueError with the reason when a value is invalid."""
-    return elevated_argv(spec.command(values, python=python), elevate, elevated)
+    """The metric's command line, through the elevation command and the privilege helper when the app
+    is not root. Raises ValueError with the reason when a value is invalid."""
+    return elevated_argv(spec.name, spec.command(values, python=python), elevate, elevated)
 
 
 class Worker(QObject):
@@ -267,7 +267,7 @@ class Worker(QObject):
         said = [line for line in self._stderr_tail if self._elevation_said(line)]
         if not said:
             return ""
-        return refused_message(self.name, self.elevate, self.argv[len(self.elevate):], said[-1])
+        return refused_message(self.name, self.elevate, said[-1])
 
     def _elevation_said(self, line: str) -> bool:
         """A line from the elevation command itself (`sudo: ...`), before the script printed a record."""

@@ -2,8 +2,10 @@
 (`sudo -n` unless told otherwise), when it is needed, whether it works here, and how its refusals read.
 
 Loading BPF needs root, and capabilities of a non-root app are not inherited across exec, so a metric
-of a non-root app starts as `sudo -n python metrics/NAME.py ...`; `-n` makes sudo refuse at once rather
-than wait for a password nobody can type.
+of a non-root app starts as `sudo -n host/privhelper.py run NAME ARGS...`: the privilege helper, which
+runs only the registry's scripts with arguments checked against their declarations, is the one command
+a sudoers rule needs to allow (docs/privileges.md); `-n` makes sudo refuse at once rather than wait for
+a password nobody can type.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import subprocess
 from collections.abc import Sequence
 
 from host.preflight import Verdict
+from host.privhelper import HELPER
 
 DEFAULT_ELEVATE = ("sudo", "-n")
 
@@ -28,19 +31,24 @@ def command_for_this_user(elevate: Sequence[str] = DEFAULT_ELEVATE) -> list[str]
     return list(elevate) if needs_elevation() else []
 
 
-def elevated_argv(argv: list[str], elevate: Sequence[str] | None, elevated: bool | None = None) -> list[str]:
-    """argv through the elevation command when the app is not root (or `elevated` says so)."""
+def elevated_argv(name: str, argv: list[str], elevate: Sequence[str] | None,
+                  elevated: bool | None = None) -> list[str]:
+    """Metric `name`'s argv ([python, script, args...]) as it starts: as is for root, else the same
+    arguments through the elevation command and the privilege helper, which runs that script itself."""
     if elevated is None:
         elevated = needs_elevation()
-    return [*elevate, *argv] if elevated and elevate else argv
+    return [*elevate, HELPER, "run", name, *argv[2:]] if elevated and elevate else argv
 
 
 def elevation_works(command: Sequence[str] = DEFAULT_ELEVATE) -> bool:
-    """Whether this user can start a metric as root without a password (always, when already root)."""
+    """Whether this user can start a metric as root without a password (always, when already root):
+    asks the privilege helper itself, as the metrics will start, so a rule that allows only the helper
+    counts as working and one that allows anything but it does not."""
     if not needs_elevation():
         return True
     try:
-        return subprocess.run([*command, "true"], capture_output=True, timeout=5).returncode == 0
+        return subprocess.run([*command, HELPER, "check"], capture_output=True, timeout=10,
+                              stdin=subprocess.DEVNULL).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
 
@@ -51,7 +59,8 @@ def with_elevation(verdicts: list[Verdict], elevation_ok: bool) -> list[Verdict]
     adjusted = []
     for verdict in verdicts:
         if not verdict.runnable and verdict.reason.startswith("needs root"):
-            reason = "" if elevation_ok else "needs root, and `sudo -n` is refused: run the app as root or allow sudo"
+            reason = "" if elevation_ok else ("needs root, and `sudo -n` refuses the privilege helper: run the app as "
+                                              f"root, or allow the helper alone: {install_advice()}")
             verdict = dataclasses.replace(verdict, runnable=not reason, reason=reason)
         adjusted.append(verdict)
     return adjusted
@@ -62,14 +71,17 @@ def said_by_elevation(elevate: Sequence[str], line: str) -> bool:
     return bool(elevate) and line.startswith(f"{os.path.basename(elevate[0])}:")
 
 
-def refused_message(name: str, elevate: Sequence[str], command: Sequence[str], said: str) -> str:
-    """One clear message when the elevation command refused (e.g. sudo wants a password). command is
-    what it was asked to run: the interpreter and the metric script. The advice allows the metric
-    scripts only: passwordless sudo for the interpreter alone would be root for anything."""
-    interpreter, script = command[0], command[1] if len(command) > 1 else ""
-    return (f"cannot start {name} as root: `{' '.join(elevate)}` refused ({said}). Run the app as root, or let "
-            f"this user run the metric scripts only, with a sudoers rule like "
-            f"`{os.environ.get('USER') or 'USER'} ALL=(root) NOPASSWD: {interpreter} {os.path.dirname(script)}/*.py *`.")
+def install_advice() -> str:
+    """What a user types to allow this user the privilege helper and nothing else."""
+    user = os.environ.get("USER") or "USER"
+    return f"`sudo {HELPER} sudoers {user} --install` (or `sudo make sudoers FOR={user}`; docs/privileges.md)"
+
+
+def refused_message(name: str, elevate: Sequence[str], said: str) -> str:
+    """One clear message when the elevation command refused (e.g. sudo wants a password). The advice
+    allows the privilege helper only, never the interpreter: sudo for python would be root for anything."""
+    return (f"cannot start {name} as root: `{' '.join(elevate)}` refused the privilege helper ({said}). "
+            f"Run the app as root, or allow this user the helper alone: {install_advice()}.")
 
 
 def missing_message(name: str, program: str) -> str:

@@ -17,6 +17,8 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from host.privhelper import HELPER
+
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 _prctl = _libc.prctl   # resolved now: the pre-exec hook must not load anything after fork
@@ -183,10 +185,12 @@ class ChildRegistry:
         except ProcessLookupError:
             return f"{what} was already gone"
         except PermissionError:
-            # a group started through sudo runs as root: end it the same way it was started
+            # a group started through sudo runs as root: the privilege helper that started it ends it (it
+            # ends only a group whose leader is sudo running the helper's `run` for this user)
             if not elevate:
                 return f"cannot end {what}: not permitted"
-            subprocess.run([*elevate, "kill", "-KILL", "--", f"-{pgid}"], capture_output=True, timeout=10)
+            subprocess.run([*elevate, HELPER, "stop", str(pgid)], capture_output=True, timeout=10,
+                           stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + wait
         while group_members(pgid) and time.monotonic() < deadline:
             time.sleep(0.05)

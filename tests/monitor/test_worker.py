@@ -21,6 +21,7 @@ from PySide6.QtCore import QObject, QThread  # noqa: E402
 
 import monitor.controller as controller_module  # noqa: E402
 from host import procs  # noqa: E402
+from host.privhelper import HELPER  # noqa: E402
 from monitor.controller import MonitorController  # noqa: E402
 from worker import Worker, build_argv  # noqa: E402
 
@@ -129,8 +130,8 @@ def test_elevation_failure_is_one_clear_message(qtbot, tmp_path, monkeypatch):
     assert status == 1
     assert error.startswith("cannot start flood as root:") and "sudo: a password is required" in error
     assert "\n" not in error
-    # the advice allows the metric scripts only, never the interpreter alone (that would be root for all)
-    assert f"NOPASSWD: {sys.executable} {os.path.dirname(FLOOD.path)}/*.py *" in error, error
+    # the advice allows the privilege helper only, never the interpreter (that would be root for all)
+    assert f"{HELPER} sudoers" in error and sys.executable not in error, error
     c.shutdown(5)
 
 
