@@ -142,11 +142,22 @@ def test_the_fork_and_the_group_are_never_on_the_gui_thread(qtbot, window, monke
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(command.GatedCommand, method, spy)
+    panel_slots = []        # and the panel's slots, which start metrics and touch widgets, run on the GUI thread
+    for slot in ("_on_spawned", "_on_released", "_on_exited", "_on_finished"):
+        original = getattr(window.command, slot)
+
+        def slot_spy(*args, _original=original, _slot=slot):
+            panel_slots.append((_slot, threading.current_thread() is threading.main_thread()))
+            return _original(*args)
+
+        monkeypatch.setattr(window.command, slot, slot_spy)
     run(qtbot, window, "true", names=("sysnest",))
     qtbot.waitUntil(lambda: bool(window.controller.started), timeout=10000)
     window.controller.records.emit("sysnest", meta("sysnest"))
     qtbot.waitUntil(lambda: window.command.run is None, timeout=10000)
     assert window.ui.command_status.text().startswith("exit status 0")
+    assert [s for s, _ in panel_slots] == ["_on_spawned", "_on_released", "_on_exited", "_on_finished"]
+    assert all(on_main for _, on_main in panel_slots), panel_slots
     assert {m for m, _ in seen} == {"__init__", "spawn", "release", "poll", "finish"}
     assert not any(on_main for _, on_main in seen), seen
 
