@@ -523,6 +523,7 @@ METRICS.append(
             Chart("timeseries", y="read_ios", record_kind="summary", label="IOPS", unit="/s",
                   lines=(("read_ios", "read"), ("write_ios", "write")), per="interval_s"),
             Chart("timeseries", y="avg_lat_us", record_kind="summary", label="average latency", unit="us"),
+            Chart("heatmap", y="count", record_kind="hist", label="latency over time", unit="us", series="latency"),
         ),
         doc="docs/metrics/biopwise.md",
         key_figure=("bytes_per_s", "KiB/s", 1 / 1024),

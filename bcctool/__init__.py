@@ -728,6 +728,19 @@ def percpu_array_sums(table: Any) -> dict[int, int]:
     return out
 
 
+class HistDeltas:
+    """Per-interval counts of a per-CPU log2 histogram (BPF_PERCPU_ARRAY of slots) the probes only add to."""
+
+    def __init__(self, table: Any) -> None:
+        self.table, self.seen = table, {}
+
+    def step(self) -> dict[int, int]:
+        now = percpu_array_sums(self.table)
+        delta = {slot: n - self.seen.get(slot, 0) for slot, n in now.items() if n != self.seen.get(slot, 0)}
+        self.seen = now
+        return delta
+
+
 def insert_new(table: Any, key: Any, leaf: Any) -> bool:
     """Add key -> leaf unless the key is there already (BPF_NOEXIST): seeding from /proc must not
     overwrite what a probe has stored since it attached. False when the key existed or the map is full."""

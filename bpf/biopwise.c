@@ -4,7 +4,8 @@
  * request, so it names the owner. block:block_rq_issue counts the request once, with its final size
  * (back-merged bios included), and stamps the issue time; a re-issue after the device was busy (it
  * happens here: virtio returns BLK_STS_RESOURCE and kblockd retries) only moves the stamp, so nothing
- * is counted twice nor credited to the kworker that retried. block:block_rq_complete adds the latency.
+ * is counted twice nor credited to the kworker that retried. block:block_rq_complete adds the latency
+ * (and a log2 slot of it: the latency histogram over every request counted).
  * Requests are keyed by (dev, sector) — tracepoint fields only. Totals are never cleared while the
  * process lives: the user side takes deltas. */
 #include "common.h"
@@ -53,6 +54,7 @@ struct comm_t {
 
 BPF_HASH(comms, u32, struct comm_t, 16384);    /* for processes gone before the user side looks */
 LOST_COUNTER(full);    /* requests not counted because `stats` was full */
+BPF_PERCPU_ARRAY(lat_hist, u64, 64);    /* log2 slots of device latency (us) of the requests counted */
 
 /* 1 = read, 2 = write, 0 = neither (flush, discard); *sync set from the 'S' flag. See blk_fill_rwbs. */
 static __always_inline int rwbs_kind(const char *rwbs, int *sync)
@@ -168,8 +170,13 @@ TRACEPOINT_PROBE(block, block_rq_complete)
         return PASS_ON;
     struct val_t *v = stats.lookup(&key);
     if (v) {
-        v->lat_ns += bpf_ktime_get_ns() - issued;
+        u64 lat = bpf_ktime_get_ns() - issued;
+        v->lat_ns += lat;
         v->lat_count++;
+        u32 slot = bpf_log2l(lat / 1000);
+        u64 *bucket = lat_hist.lookup(&slot);
+        if (bucket)
+            (*bucket)++;
     }
     return PASS_ON;
 }

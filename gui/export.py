@@ -76,4 +76,7 @@ class Exporter(QObject):
             message, ok = f"export failed: {e.strerror or e}" if isinstance(e, OSError) else f"export failed: {e}", False
             if isinstance(e, OSError) and e.filename:
                 message += f" ({e.filename})"
-        self.finished.emit(message, ok)       # queued to the GUI thread: this object lives there
+        try:
+            self.finished.emit(message, ok)   # queued to the GUI thread: this object lives there
+        except RuntimeError:
+            pass                              # the tab was closed meanwhile: nobody to tell

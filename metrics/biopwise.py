@@ -2,7 +2,8 @@
 """biopwise: block I/O per process — bytes, I/Os, sync/async and device latency, per interval.
 
 Traces block:block_io_start (who submitted), block:block_rq_issue (size, read/write, sync) and
-block:block_rq_complete (latency); per (process, device) the kernel keeps never-cleared totals.
+block:block_rq_complete (latency); per (process, device) the kernel keeps never-cleared totals, and
+one log2 histogram of the latency of every request counted (a `hist` record per interval with --json).
 """
 
 import os
@@ -11,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import CounterDeltas, Tool, human_bytes, kernelfeatures, process_name
+from bcctool import CounterDeltas, HistDeltas, Tool, human_bytes, kernelfeatures, log2_buckets, process_name
 
 EXAMPLES = [
     ("biopwise", "per-process block I/O every second, top 20"),
@@ -140,6 +141,7 @@ def print_human(interval: int, rows: list[dict], t: dict) -> None:
 
 # --- loop ------------------------------------------------------------------------------------------
 deltas = CounterDeltas(stats, comms)
+latency = HistDeltas(b["lat_hist"])
 last = time.monotonic()
 for interval in tool.intervals():
     now = time.monotonic()
@@ -147,8 +149,11 @@ for interval in tool.intervals():
     changed = deltas.step()
     rows = per_process(changed)
     t = totals(changed, sum(r.get("processes", 1) for r in rows), elapsed)
+    latency_buckets = log2_buckets(latency.step())
     if tool.json:
         tool.emit("summary", **t)
+        tool.emit("hist", name="latency", unit="us", total=sum(x["count"] for x in latency_buckets),
+                  buckets=latency_buckets)
         for rank, r in enumerate(rows[: args.maxrows], 1):
             tool.emit("row", rank=rank, top=rank <= args.top, **r)
     else:

@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 import bcctool
-from bcctool import CounterDeltas, Tool, cgroups, taskinfo
+from bcctool import CounterDeltas, HistDeltas, Tool, cgroups, taskinfo
 
 EXAMPLES = [
     ("cpuschedrun", "run-time and run-queue histograms, every second"),
@@ -47,19 +47,6 @@ thread_cgroups = b["cgroups"] if args.per_process else None
 hist_unit = "ms" if args.milliseconds else "us"
 tool.meta(per_thread=args.per_process, hist_unit=hist_unit, group_by=args.group_by)
 tool.say("Tracing run time and run-queue latency... Hit Ctrl-C to end.")
-
-
-class HistDeltas:
-    """Per-interval counts of a per-CPU log2 histogram the probes only add to."""
-
-    def __init__(self, table) -> None:
-        self.table, self.seen = table, {}
-
-    def step(self) -> dict[int, int]:
-        now = bcctool.percpu_array_sums(self.table)
-        delta = {slot: n - self.seen.get(slot, 0) for slot, n in now.items() if n != self.seen.get(slot, 0)}
-        self.seen = now
-        return delta
 
 
 def identity(tid: int, exited) -> tuple[int, str, int]:

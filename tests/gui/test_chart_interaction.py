@@ -126,7 +126,7 @@ def test_biopwise_charts_read_and_write_rates_iops_and_latency_with_units_in_the
     tab.feed(records)
     tab.refresh()
     labels = [tab.chart_area.tabText(i) for i in range(tab.chart_area.count())]
-    assert labels == ["block I/O bytes/s", "read and write", "IOPS", "average latency"]
+    assert labels == ["block I/O bytes/s", "read and write", "IOPS", "average latency", "latency over time"]
     by_label = dict(zip(labels, tab.charts, strict=True))
     summaries_ = [r for r in records if r["kind"] == "summary"]
     for label, fields, unit in (("read and write", ("read_bytes", "write_bytes"), "bytes/s"),
@@ -143,6 +143,11 @@ def test_biopwise_charts_read_and_write_rates_iops_and_latency_with_units_in_the
     latency.redraw(force=True)
     assert list(latency.lines["average latency"].getData()[1]) == [r["avg_lat_us"] for r in summaries_]
     assert [item[1].text for item in latency.legend.items] == ["average latency (µs)"]
+    heat = by_label["latency over time"]
+    heat.redraw(force=True)
+    for hist in (r for r in records if r["kind"] == "hist" and r["name"] == "latency"):
+        got = {0 if row == 0 else 1 << row: n for row, n in heat.counts[hist["interval"]].items()}
+        assert got == {b["lo"]: b["count"] for b in hist["buckets"] if b["count"]}
 
 
 def test_tcpconnlat_draws_failed_connects_in_their_own_colour(qtbot):

@@ -116,3 +116,58 @@ def test_human_output_has_columns():
     for column in ("PID", "COMM", "DEVICES", "READ", "WRITE", "R_IOS", "W_IOS", "AVG_SZ", "SYNC", "ASYNC",
                    "AVG_LAT(ms)", "Totals: R:"):
         assert column in out
+
+
+TIMED_READS = 200
+TIMED_CHILD = f"""
+import mmap, os, sys, time
+path = sys.argv[1]
+with open(path, "wb") as f:            # the file is on disk before tracing starts
+    f.write(os.urandom({TIMED_READS} * 4096))
+    f.flush()
+    os.fsync(f.fileno())
+buf = mmap.mmap(-1, 4096)
+print("ready", flush=True)
+sys.stdin.readline()
+fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+spent = 0
+for i in range({TIMED_READS}):
+    start = time.perf_counter_ns()
+    assert os.preadv(fd, [buf], i * 4096) == 4096
+    spent += time.perf_counter_ns() - start
+os.close(fd)
+print("done", spent, flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_latency_histogram_counts_each_direct_read_within_the_time_the_reads_took():
+    """200 O_DIRECT 4 KiB reads, each timed by the child: the `latency` hist records of `-p CHILD` hold
+    exactly 200 requests (the rows' read I/Os), and the device time they give (each bucket's lower bound)
+    fits in the time the child measured around its reads."""
+    directory, _ = block_device_dir()
+    with tempfile.TemporaryDirectory(dir=directory, prefix="biopwise-lat-") as tmp:
+        child = run_workload(TIMED_CHILD, os.path.join(tmp, "timed.bin"))
+        try:
+            assert child.stdout.readline().split() == ["ready"]
+            tool = MetricProcess("biopwise", "0.5", "-p", str(child.pid))
+            try:
+                tool.wait_meta()
+                word, spent_ns = go(child)
+                assert word == "done"
+                settle_and_stop(tool)
+            finally:
+                tool.kill()
+        finally:
+            child.stdin.close()
+            child.wait()
+    hists = [r for r in tool.of_kind("hist") if r["name"] == "latency"]
+    assert hists and all(r["unit"] == "us" for r in hists)
+    assert all(r["total"] == sum(b["count"] for b in r["buckets"]) for r in hists)
+    requests = sum(r["total"] for r in hists)
+    rows = rows_of(tool, child.pid)
+    assert sum(r["read_ios"] for r in rows) == TIMED_READS
+    assert sum(r["write_ios"] for r in rows) == 0
+    assert requests == TIMED_READS
+    floor_us = sum(b["lo"] * b["count"] for r in hists for b in r["buckets"])
+    assert 0 < floor_us <= int(spent_ns) / 1000, (floor_us, int(spent_ns) / 1000)
