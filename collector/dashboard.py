@@ -251,11 +251,11 @@ def stream():
               "cells": [(_cell(rec[c]) if c in rec else "", c in rec and _is_number(rec[c])) for c in columns_list]}
              for r, rec in zip(rows, records, strict=True)]
     kinds = sorted({r["kind"] for r in sample} | ({kind} if kind else set()))
+    cgroup_args = {k: request.args[k] for k in ("cgroup", "cgroup_match") if request.args.get(k)}
     try:
-        flame = _flame(key, kind) if store.newest_stack_ts(**key) is not None else None
+        flame = _flame(key, kind, of_cgroup, cgroup_args) if store.newest_stack_ts(**key) is not None else None
     except BadRange as e:
         return error(400, "bad_query", str(e))
-    cgroup_args = {k: request.args[k] for k in ("cgroup", "cgroup_match") if request.args.get(k)}
     view = {k: request.args[k] for k in ("range", "since", "until") if request.args.get(k)} | cgroup_args
     page_args = {**key, **({"kind": kind} if kind else {}), **view}
     ranges = [(r, None if r == range_name else url_for("dashboard.stream", **key, **({"kind": kind} if kind else {}),
@@ -290,9 +290,9 @@ def _cgroups_seen(key: dict[str, str], sample: list[dict], kind: str | None, vie
             "hidden": base}
 
 
-def _flame(key: dict[str, str], kind: str | None) -> dict:
-    """The stream's flame graph for the page's range, zoom (focus: the frames' path, ';'-joined) and
-    search, with what the page shows around it."""
+def _flame(key: dict[str, str], kind: str | None, of_cgroup: dict, cgroup_args: dict[str, str]) -> dict:
+    """The stream's flame graph for the page's range, zoom (focus: the frames' path, ';'-joined), search
+    and cgroup filter (of_cgroup, as the page's cgroup_args ask), with what the page shows around it."""
     args = request.args
     range_text = args.get("range") or FLAME_RANGE
     since, until = bound("since", args.get("since")), bound("until", args.get("until"))
@@ -300,8 +300,8 @@ def _flame(key: dict[str, str], kind: str | None) -> dict:
     focus = [f for f in args.get("focus", "").split(flame_svg.PATH_SEP) if f]
     view = {"range": range_text, **({"since": args["since"]} if since is not None else {}),
             **({"until": args["until"]} if until is not None else {})}
-    result = range_profile(state().store, **key, range_text=range_text, since=since, until=until)
-    page = {**key, **({"kind": kind} if kind else {})}
+    result = range_profile(state().store, **key, range_text=range_text, since=since, until=until, **of_cgroup)
+    page = {**key, **({"kind": kind} if kind else {}), **cgroup_args}
 
     def zoom(path: list[str], search: str | None = search or None) -> str:
         return url_for("dashboard.stream", **page, **view, search=search, focus=flame_svg.PATH_SEP.join(path) or None,
@@ -319,9 +319,10 @@ def _flame(key: dict[str, str], kind: str | None) -> dict:
             "total": format_weight(result.profile.total, unit), "focused": format_weight(graph.total, unit),
             "matched": format_weight(graph.matched, unit),
             "matched_pct": graph.matched / graph.total * 100 if graph.total else 0.0,
-            "exports": {fmt: url_for("profile_api.profile", **key, **view, format=fmt)
+            "exports": {fmt: url_for("profile_api.profile", **key, **view, **cgroup_args, format=fmt)
                         for fmt in ("folded", "speedscope", "pprof")},
-            "viewer": speedscope_link(key, view) if speedscope_available() else None}
+            "viewer": speedscope_link(key, view | cgroup_args) if speedscope_available() else None,
+            "cgroup": of_cgroup}
 
 
 def speedscope_link(key: dict[str, str], view: dict[str, str]) -> str:

@@ -1,7 +1,8 @@
 """GET /api/profile: a stream's stack records over a time range as one profile, exported as folded text
 (flamegraph.pl, speedscope), speedscope JSON, or pprof (gzipped profile.proto: go tool pprof, Pyroscope,
 Grafana). Query: host, run_id, source (the stream), range (run, latest, 90s, 5m, 1h: the stream's last
-seconds) or since/until (unix seconds), format. Anything else is refused with a 400 naming it."""
+seconds) or since/until (unix seconds), cgroup and cgroup_match (a cgroup's records, or its tree's, as
+/api/records takes them), format. Anything else is refused with a 400 naming it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 import orjson
 from flask import Blueprint, Response, request, send_from_directory
 
+from collector.api import BadQuery, cgroup_filter
 from collector.profiles import BadRange, RangeProfile, bound, range_profile
 from collector.state import error, state
 from profile_data import to_folded
@@ -23,7 +25,7 @@ FORMATS = ("folded", "speedscope", "pprof")
 # speedscope's own viewer, as the npm package ships it (setup installs it): served here, it opens an
 # export with no network beyond the collector
 SPEEDSCOPE_DIR = os.path.join(os.path.dirname(__file__), "vendor", "node_modules", "speedscope", "dist", "release")
-PARAMS = frozenset({"host", "run_id", "source", "range", "since", "until", "format"})
+PARAMS = frozenset({"host", "run_id", "source", "range", "since", "until", "format", "cgroup", "cgroup_match"})
 _FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -40,7 +42,11 @@ def read_profile(args) -> tuple[RangeProfile, dict[str, str]]:
     if store.stream(**key) is None:
         raise LookupError("no such stream")
     since, until = bound("since", args.get("since")), bound("until", args.get("until"))
-    return range_profile(store, **key, range_text=args.get("range"), since=since, until=until), key
+    try:
+        of_cgroup = cgroup_filter(args)
+    except BadQuery as e:
+        raise BadRange(str(e)) from None
+    return range_profile(store, **key, range_text=args.get("range"), since=since, until=until, **of_cgroup), key
 
 
 @bp.get("/api/profile")

@@ -77,9 +77,11 @@ def bound(name: str, value: str | None) -> float | None:
 
 
 def range_profile(store, host: str, run_id: str, source: str, range_text: str | None = None,
-                  since: float | None = None, until: float | None = None) -> RangeProfile:
+                  since: float | None = None, until: float | None = None, cgroup: str | None = None,
+                  cgroup_tree: bool = False) -> RangeProfile:
     """The profile of the stream's stack records in the range: since/until (unix seconds) if given,
-    else range_text relative to the stream's newest stack record."""
+    else range_text relative to the stream's newest stack record; only a cgroup's (or its tree's)
+    records when one is given."""
     name, seconds = parse_range(range_text)
     if since is not None and until is not None and since > until:
         raise BadRange("since is after until")
@@ -89,7 +91,8 @@ def range_profile(store, host: str, run_id: str, source: str, range_text: str | 
         newest = store.newest_stack_ts(host, run_id, source, until)
         # an interval's records are written together: the newest is within its last seconds
         since = None if newest is None else newest - (INTERVAL_SPREAD_S if newest_only else seconds)
-    rows, frames, truncated = store.stack_records(host, run_id, source, since, until, MAX_RECORDS)
+    rows, frames, truncated = store.stack_records(host, run_id, source, since, until, MAX_RECORDS, cgroup,
+                                                  cgroup_tree)
     records = [orjson.loads(data) for _ts, data, _hash in rows]
     if rows and newest_only:
         newest_interval = records[-1].get("interval")

@@ -241,10 +241,11 @@ class Store:
             return conn.execute(select(func.max(r.ts)).where(*where)).scalar()
 
     def stack_records(self, host: str, run_id: str, source: str, since: float | None, until: float | None,
-                      limit: int) -> tuple[list[tuple[float, str, bytes]], dict[bytes, str], bool]:
-        """The stream's stack records in [since, until], oldest first: (ts, the record's JSON without its
-        frames, its stack's hash), the newest `limit` of them; each of their stacks' frames by hash; and
-        whether records were left out by the limit."""
+                      limit: int, cgroup: str | None = None,
+                      cgroup_tree: bool = False) -> tuple[list[tuple[float, str, bytes]], dict[bytes, str], bool]:
+        """The stream's stack records in [since, until] (of a cgroup, or its tree, when given), oldest
+        first: (ts, the record's JSON without its frames, its stack's hash), the newest `limit` of them;
+        each of their stacks' frames by hash; and whether records were left out by the limit."""
         r = records.c
         with self.engine.connect() as conn:
             stream_id = self._stream_id(conn, host, run_id, source)
@@ -255,6 +256,8 @@ class Store:
                 where.append(r.ts >= since)
             if until is not None:
                 where.append(r.ts <= until)
+            if cgroup is not None:
+                where.append(self._of_cgroup(cgroup, cgroup_tree))
             rows = conn.execute(select(r.ts, r.data, r.stack).where(*where)
                                 .order_by(r.ts.desc(), r.id.desc()).limit(limit + 1)).all()
             truncated = len(rows) > limit

@@ -137,3 +137,53 @@ def test_stream_page_filters_its_table_by_cgroup(loaded):
     page = loaded.get("/stream", query_string={**key, "cgroup": "/lab/a"}).get_data(as_text=True)
     table = page.split('id="records"', 1)[1].split("</table>", 1)[0]
     assert table.count("<tr>") == 1 + 3  # the meta record names /lab/a in its filters only: not shown
+
+
+def stacks_in(path: str, fn: str, count: int, ts: float) -> dict:
+    return {"metric": "cpuprofile", "ts": ts, "kind": "stack", "interval": 1, "pid": 42, "comm": "work",
+            "cgroup_id": 7, "cgroup": path, "count": count,
+            "frames": [{"name": "main", "module": "work", "kind": "user"}, {"name": fn, "module": "work", "kind": "user"}]}
+
+
+@pytest.fixture
+def profiled(collector_client):
+    """cpuprofile stacks of three groups, each its own leaf function and sample count."""
+    records = [stacks_in("/lab/a", "in_a", 30, T0), stacks_in("/lab/a/job1", "in_job1", 20, T0 + 1),
+               stacks_in("/lab/ab", "in_ab", 10, T0 + 2)]
+    post(collector_client, ours(0, source="cpuprofile", run_id="run-p", records=records))
+    return collector_client
+
+
+def folded(client, **query) -> dict[str, int]:
+    reply = client.get("/api/profile", query_string={"host": "lab-pc-01", "run_id": "run-p", "source": "cpuprofile",
+                                                     "range": "run", **query})
+    assert reply.status_code == 200, reply.get_json()
+    return {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in reply.get_data(as_text=True).splitlines()}
+
+
+def stack(fn: str) -> str:
+    return f"work;main [work];{fn} [work]"  # folded: the comm, then each frame with its module
+
+
+def test_profile_of_a_cgroup_is_its_stacks_only(profiled):
+    assert folded(profiled) == {stack("in_a"): 30, stack("in_job1"): 20, stack("in_ab"): 10}
+    assert folded(profiled, cgroup="/lab/a") == {stack("in_a"): 30}
+    assert folded(profiled, cgroup="/lab/a", cgroup_match="tree") == {stack("in_a"): 30, stack("in_job1"): 20}
+    reply = profiled.get("/api/profile", query_string={"host": "lab-pc-01", "run_id": "run-p", "source": "cpuprofile",
+                                                       "cgroup": "lab"})
+    assert reply.status_code == 400 and "'/' first" in reply.get_json()["detail"]
+
+
+def test_stream_page_flame_graph_follows_the_cgroup_filter(profiled):
+    key = {"host": "lab-pc-01", "run_id": "run-p", "source": "cpuprofile", "range": "run"}
+    page = profiled.get("/stream", query_string={**key, "cgroup": "/lab/a", "cgroup_match": "tree"}).get_data(as_text=True)
+    flame = page.split('id="flame"', 1)[1].split("</section>", 1)[0]
+    assert "in_a" in flame and "in_job1" in flame and "in_ab" not in flame
+    assert 'id="flame-cgroup">/lab/a</code> and below' in flame
+    # the exports, the range links and the search form keep the filter
+    exports = [href for href in flame.split('href="')[1:] if href.startswith("/api/profile")]
+    assert exports and all("cgroup=/lab/a&amp;cgroup_match=tree" in href.split('"', 1)[0] for href in exports)
+    assert '<input type="hidden" name="cgroup" value="/lab/a">' in flame
+    page = profiled.get("/stream", query_string={**key, "cgroup": "/lab/ab"}).get_data(as_text=True)
+    flame = page.split('id="flame"', 1)[1].split("</section>", 1)[0]
+    assert "in_ab" in flame and "in_a<" not in flame and "in_job1" not in flame
