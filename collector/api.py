@@ -57,7 +57,7 @@ def cgroup_filter(args) -> dict:
     if match not in CGROUP_MATCHES:
         raise BadQuery("cgroup_match must be exact or tree")
     if path is None:
-        if "cgroup_match" in args and args["cgroup_match"]:
+        if args.get("cgroup_match") and "cgroup" not in args:  # (a form's empty cgroup box: no filter)
             raise BadQuery("cgroup_match needs a cgroup")
         return {}
     if not path.startswith("/") or len(path) > CGROUP_MAX or any(ord(c) < 32 for c in path):

@@ -251,7 +251,8 @@ def stream():
               "cells": [(_cell(rec[c]) if c in rec else "", c in rec and _is_number(rec[c])) for c in columns_list]}
              for r, rec in zip(rows, records, strict=True)]
     kinds = sorted({r["kind"] for r in sample} | ({kind} if kind else set()))
-    cgroup_args = {k: request.args[k] for k in ("cgroup", "cgroup_match") if request.args.get(k)}
+    cgroup_args = {k: request.args[k] for k in ("cgroup", "cgroup_match")
+                   if request.args.get(k) and request.args.get("cgroup")}
     try:
         flame = _flame(key, kind, of_cgroup, cgroup_args) if store.newest_stack_ts(**key) is not None else None
     except BadRange as e:

@@ -137,6 +137,12 @@ def test_stream_page_filters_its_table_by_cgroup(loaded):
     page = loaded.get("/stream", query_string={**key, "cgroup": "/lab/a"}).get_data(as_text=True)
     table = page.split('id="records"', 1)[1].split("</table>", 1)[0]
     assert table.count("<tr>") == 1 + 3  # the meta record names /lab/a in its filters only: not shown
+    # the form sent with its box empty: no filter (its select's value alone is no mistake), and no link carries it
+    reply = loaded.get("/stream", query_string={**key, "cgroup": "", "cgroup_match": "exact"})
+    assert reply.status_code == 200
+    page = reply.get_data(as_text=True)
+    assert page.split('id="records"', 1)[1].split("</table>", 1)[0].count("<tr>") == 1 + 32
+    assert "cgroup_match" not in page.split('class="kinds"', 1)[1].split("</p>", 1)[0]
 
 
 def stacks_in(path: str, fn: str, count: int, ts: float) -> dict:
