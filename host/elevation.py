@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pwd
 import subprocess
 from collections.abc import Sequence
 
@@ -71,10 +72,31 @@ def said_by_elevation(elevate: Sequence[str], line: str) -> bool:
     return bool(elevate) and line.startswith(f"{os.path.basename(elevate[0])}:")
 
 
-def install_advice() -> str:
+def user_name() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return os.environ.get("USER") or "USER"
+
+
+def install_command() -> str:
     """What a user types to allow this user the privilege helper and nothing else."""
-    user = os.environ.get("USER") or "USER"
-    return f"`sudo {HELPER} sudoers {user} --install` (or `sudo make sudoers FOR={user}`; docs/privileges.md)"
+    return f"sudo {HELPER} sudoers {user_name()} --install"
+
+
+def install_advice() -> str:
+    return f"`{install_command()}` (or `sudo make sudoers FOR={user_name()}`; docs/privileges.md)"
+
+
+def doctor_as_root(command: Sequence[str] = DEFAULT_ELEVATE, timeout: float = 60) -> tuple[str, int] | None:
+    """(report, exit status) of the preflight run as root by the privilege helper; None when the
+    elevation command refuses the helper (or the helper refuses to run)."""
+    try:
+        done = subprocess.run([*command, HELPER, "doctor"], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (done.stdout, done.returncode) if done.stdout.startswith("kernel") else None
 
 
 def refused_message(name: str, elevate: Sequence[str], said: str) -> str:

@@ -83,6 +83,22 @@ def report() -> tuple[list[str], int]:
 
 
 def main() -> int:
+    """The report with the privileges the metrics will have: root's, through the privilege helper,
+    when this user is not root and the helper's rule allows it; else this user's, with what to install."""
+    from host import elevation  # it imports this module
+
+    if elevation.needs_elevation():
+        said = elevation.doctor_as_root()
+        if said is not None:
+            print(f"(run as {elevation.user_name()}: the metrics run as root through the privilege helper, so this "
+                  "is root's view, from `sudo -n host/privhelper.py doctor`)")
+            print(said[0], end="")
+            return said[1]
     lines, status = report()
+    if elevation.needs_elevation():
+        lines += ["", f"Run as {elevation.user_name()}, the metrics start as root through `sudo -n` and the privilege "
+                  "helper, which this user may not run. To allow it (and nothing else):",
+                  f"  {elevation.install_command()}", "or run the app as root (docs/privileges.md)."]
+        status = 1
     print("\n".join(lines))
     return status

@@ -3,6 +3,7 @@
 
     privhelper.py run NAME [ARGS...]      run registry metric NAME (config.py) with ARGS, as root
     privhelper.py check                   exit 0 when this runs as root with trusted code (elevation works)
+    privhelper.py doctor                  the preflight (main_app.py --doctor) as root, as the metrics run
     privhelper.py stop PGID               end a metric group a killed app left running (only such a group)
     privhelper.py sudoers [USER] [--install]   print (or install) the rule that allows this helper only
 
@@ -197,6 +198,19 @@ def check() -> int:
     return 0
 
 
+# the preflight's report as root: fixed code, the same interpreter, directory and environment as a metric
+DOCTOR_CODE = "import sys; sys.path.insert(0, '.'); from host import preflight; sys.exit(preflight.main())"
+
+
+def doctor() -> int:
+    require_root()
+    check_trusted(trusted_paths())
+    os.chdir(ROOT)
+    python = interpreter()
+    os.execve(python, [python, "-I", "-c", DOCTOR_CODE], CLEAN_ENV)
+    return 127   # not reached
+
+
 def stop(tokens: list[str]) -> int:
     """SIGKILL a process group only when its leader is sudo running this helper's `run` for the caller
     (the group a killed app left behind), never any other group."""
@@ -262,12 +276,12 @@ def sudoers(tokens: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"run": run, "check": lambda t: check(), "stop": stop, "sudoers": sudoers}
+COMMANDS = {"run": run, "check": lambda t: check(), "doctor": lambda t: doctor(), "stop": stop, "sudoers": sudoers}
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
-        print(f"{PROG}: usage: {HELPER} run NAME [ARGS...] | check | stop PGID | sudoers [USER] [--install]",
+        print(f"{PROG}: usage: {HELPER} run NAME [ARGS...] | check | doctor | stop PGID | sudoers [USER] [--install]",
               file=sys.stderr)
         return 2
     try:

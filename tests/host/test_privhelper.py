@@ -209,6 +209,26 @@ def test_elevation_check_asks_the_helper_not_sudo_true(user):
     assert elevated == len(config.METRICS) and elevated >= alone
 
 
+def test_the_doctor_run_by_the_user_reports_as_root(user):
+    """`main_app.py --doctor` as the user: root's view through the helper (every metric root can run is
+    runnable), where alone the user sees tracefs as root's only; a user the rule does not name (nobody)
+    is told the exact command that installs it."""
+    from host import preflight
+
+    root_lines, root_status = preflight.report()
+    result = subprocess.run(as_user(user, PYTHON, "main_app.py", "--doctor"), capture_output=True, text=True,
+                            timeout=120, cwd=ROOT)
+    assert result.returncode == root_status == 0, result.stderr
+    assert "root's view" in result.stdout.splitlines()[0]
+    assert "privileges    ok: root" in result.stdout
+    assert result.stdout.rstrip().splitlines()[-1] == root_lines[-1]
+    nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "-i",
+                             "PATH=/usr/bin:/bin", PYTHON, "main_app.py", "--doctor"],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert nobody.returncode == 1 and "Traceback" not in nobody.stderr, nobody.stderr
+    assert f"  sudo {HELPER} sudoers nobody --install" in nobody.stdout.splitlines()
+
+
 def test_refusals_through_sudo_are_one_line(user):
     for args, said in ((["run", "nosuchmetric"], "no metric named"), (["run", "../metrics/sysnest"], "no metric named"),
                        (["run", "sysnest", "--top", "0"], "sysnest: top must be at least 1"),
@@ -357,6 +377,31 @@ def test_the_user_runs_a_metric_as_root_through_the_helper(user, tmp_path):
                 if r["kind"] == "row" and r["level"] == "group" and r["syscall"] == "getppid")
     assert abs(count - N) <= N * 0.001, count
     assert not marker.exists()
+
+
+@pytest.mark.bpf
+def test_a_group_left_running_is_ended_by_the_user_through_the_helper(user):
+    """A metric started through sudo and the helper whose app is gone: the user cannot signal the root
+    metric, but `sudo -n privhelper.py stop PGID` ends the group, and its BPF programs go with it."""
+    from helpers import progs_released
+
+    from host.procs import group_members, prog_ids_of
+
+    tool = ThroughHelper(as_user(user, "sudo", "-n", HELPER, "run", "sysnest", "0.5", "--json"))
+    try:
+        tool.wait_meta()
+        (metric,) = metric_processes(tool.proc.pid)
+        held = prog_ids_of(metric["pid"])
+        assert held
+        refused = run_as(user, "kill", "-KILL", str(metric["pid"]))
+        assert refused.returncode != 0
+        ended = run_as(user, "sudo", "-n", HELPER, "stop", str(tool.proc.pid))
+        assert ended.returncode == 0, ended.stderr
+        tool.proc.wait(timeout=10)
+        assert group_members(tool.proc.pid) == []
+        assert progs_released(held, timeout=5)
+    finally:
+        tool.kill()
 
 
 WINDOW = """
