@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtGui import QFont
 
 import config
 
@@ -208,12 +209,23 @@ OVERHEAD_COLUMNS = (
     ("run_cnt", "Runs", "count"),
     ("runs_per_s", "Runs", "/s"),
     ("avg_ns", "Avg run", "ns"),
-    ("cpu_pct", "CPU of one core", "pct"),
+    ("cpu_pct", "BPF CPU of one core", "pct"),
+    ("proc_cpu_pct", "Process CPU", "pct"),
+    ("total_cpu_pct", "Total CPU", "pct"),
+    ("pss_bytes", "PSS", "bytes"),
 )
 
 
 class OverheadModel(ColumnsModel):
-    """One row per BPF program the app's metrics hold (see host/bpf_sampler.py)."""
+    """One row per BPF program the app's metrics hold, each metric's subtotal (programs and process) in
+    bold after its programs, and the app's own row (see host/bpf_sampler.py)."""
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(OVERHEAD_COLUMNS, parent)
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.FontRole and index.isValid() and self.rows[index.row()].get("type") in ("subtotal", "app"):
+            font = QFont()
+            font.setBold(True)
+            return font
+        return super().data(index, role)

@@ -1,9 +1,11 @@
 """The overhead panel's sampler: once a second, on its own thread, the bpf_stats counters of every
-running metric's programs (host/bpf_stats.py reads and turns them into rates), handed to the GUI
-through a signal."""
+running metric's programs (host/bpf_stats.py reads and turns them into rates), then per metric a
+subtotal row — its programs' kernel CPU beside its own process's CPU and PSS (host/proc_cost.py) — and
+a row for the app itself, handed to the GUI through a signal."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -11,6 +13,12 @@ from PySide6.QtCore import QObject, Signal
 
 from host.bpf_stats import OverheadTracker, ProgStat, prog_stats_bpftool, prog_stats_of_pid
 from host.elevation import command_for_this_user
+from host.proc_cost import ProcessCost
+
+
+def _sum(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 class OverheadSampler(QObject):
@@ -31,6 +39,7 @@ class OverheadSampler(QObject):
         self._thread: threading.Thread | None = None
         self._names: dict[int, tuple[str, str]] = {}
         self._tracker = OverheadTracker()
+        self._cost = ProcessCost()
 
     def set_targets(self, targets: dict[str, tuple[int | None, set[int]]]) -> None:
         with self._lock:
@@ -78,7 +87,33 @@ class OverheadSampler(QObject):
         cpu = sum(r["cpu_pct"] or 0.0 for r in rows)
         runs = sum(r["runs_per_s"] or 0.0 for r in rows)
         summary = f"{len(rows)} programs, {runs:,.0f} runs/s, {cpu:.2f}% of one CPU" if rows else ""
-        return rows, summary
+        totals = self.subtotals(now, targets, rows)
+        user = sum(r["proc_cpu_pct"] or 0.0 for r in totals)
+        pss = sum(r["pss_bytes"] or 0 for r in totals)
+        costs = f"processes {user:.1f}% of one CPU, PSS {pss / 2**20:,.1f} MiB (the metrics and this window)"
+        ordered = [r for t in totals for r in (*(p for p in rows if p["metric"] == t["metric"]), t)]
+        return ordered, f"{summary}; {costs}" if summary else costs
+
+    def subtotals(self, now: float, targets: dict[str, tuple[int | None, set[int]]], rows: list[dict]) -> list[dict]:
+        """A row per metric (its programs' kernel CPU, its process's CPU and PSS, and their sum) and one
+        for this app; their `type` is "subtotal" and "app", their `id` None."""
+        found, pids = [], {os.getpid()}
+        for metric, (pid, _) in sorted(targets.items()):
+            progs = [r for r in rows if r["metric"] == metric]
+            measured = [r["cpu_pct"] for r in progs if r["cpu_pct"] is not None]
+            cost = self._cost.sample(pid, now) if pid else {"proc_cpu_pct": None, "pss_bytes": None}
+            pids.add(pid or 0)
+            bpf = sum(measured) if measured else None
+            found.append({"metric": metric, "id": None, "name": f"{len(progs)} programs and the process",
+                          "type": "subtotal", "run_cnt": None, "avg_ns": None,
+                          "runs_per_s": sum(r["runs_per_s"] or 0.0 for r in progs) if measured else None,
+                          "cpu_pct": bpf, **cost, "total_cpu_pct": _sum(bpf, cost["proc_cpu_pct"])})
+        app = self._cost.sample(os.getpid(), now)
+        found.append({"metric": "(this app)", "id": None, "name": "the window's process", "type": "app",
+                      "run_cnt": None, "avg_ns": None, "runs_per_s": None, "cpu_pct": None, **app,
+                      "total_cpu_pct": app["proc_cpu_pct"]})
+        self._cost.forget_others(pids)
+        return found
 
     def _fill_from_bpftool(self, stats: dict[str, dict[int, ProgStat]],
                            targets: dict[str, tuple[int | None, set[int]]], wanted: set[int]) -> None:

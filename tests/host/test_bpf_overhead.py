@@ -66,6 +66,9 @@ def test_run_counts_of_a_running_metric_match_bpftool_and_cover_a_known_workload
         sampler = OverheadSampler(elevate=[])
         sampler.set_targets({"sysnest": (pid, metric.prog_ids)})
         rows, _ = sampler.sample()
+        subtotal = [r for r in rows if r["type"] == "subtotal"]
+        assert [r["metric"] for r in subtotal] == ["sysnest"] and rows[-1]["type"] == "app"
+        rows = [r for r in rows if r["id"] is not None]
         assert {r["id"] for r in rows} == metric.prog_ids and len(rows) >= 2
         assert {r["name"] for r in rows} >= {"sys_enter", "sys_exit"}, rows   # names filled in by bpftool
         start = {r["id"]: r["run_cnt"] for r in rows}
@@ -82,6 +85,10 @@ def test_run_counts_of_a_running_metric_match_bpftool_and_cover_a_known_workload
             ran = mine[prog_id].run_cnt - start[prog_id]
             assert ran >= GETPPID_CALLS, f"prog {prog_id} ran {ran} times for {GETPPID_CALLS} syscalls"
         rows, summary = sampler.sample()
+        subtotal = next(r for r in rows if r["type"] == "subtotal")
+        rows = [r for r in rows if r["id"] is not None]
+        assert subtotal["cpu_pct"] == pytest.approx(sum(r["cpu_pct"] for r in rows))
+        assert subtotal["pss_bytes"] > 1 << 20 and subtotal["proc_cpu_pct"] is not None
         for row in rows:
             assert row["runs_per_s"] > 0 and 0 < row["cpu_pct"] < 100
             assert 1 < row["avg_ns"] < 100_000, row           # a raw tracepoint program: ns to µs, not ms
