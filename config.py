@@ -713,6 +713,11 @@ METRICS.append(
         args=(
             *interval_args(),   # the summary's period; events print as threads exit
             PID,
+            CGROUP,
+            Arg("group_by", "--group-by", "choice", "also each interval's exits summed per cgroup",
+                default="process", choices=("process", "cgroup"), short="-g",
+                cli_help="process: a line per exiting thread; cgroup: each interval, exits, run time and "
+                         "switches summed per cgroup (with --json, rows of level cgroup beside the events)"),
         ),
         probes=("sched:sched_process_exit", "sched:sched_switch", "task:task_newtask",
                 "syscalls:sys_enter_sched_setscheduler", "syscalls:sys_exit_sched_setscheduler",
@@ -732,6 +737,7 @@ METRICS.append(
             Field("runtime_ms", "Run time", "ms"),
             Field("voluntary", "Voluntary", "count"),
             Field("involuntary", "Involuntary", "count"),
+            Field("cgroup", "Cgroup"),
         ),
         chart=Chart("scatter", y="runtime_ms", record_kind="event", label="run time at exit", unit="ms",
                     series="policy"),

@@ -6,7 +6,8 @@
  * is the parent, clone_flags says thread or process). Threads alive at start are seeded from /proc by
  * the user side. Switches and run time come from sched_switch: `prev` is the current task, so its
  * counters live in task-local storage (a tid hash where the kernel lacks it), and its run started at
- * the previous switch on this CPU. sched_process_exit sends one record per exiting thread. */
+ * the previous switch on this CPU. sched_process_exit sends one record per exiting thread, with the
+ * cgroup it exits in (a helper: the exiting task is current). */
 #include "common.h"
 #include "sched_state.h"
 
@@ -68,6 +69,7 @@ struct event_t {
     u64 runtime_ns;
     u64 voluntary;
     u64 involuntary;
+    u64 cgid;    /* the thread's cgroup (v2) at its exit */
     u32 pid;
     u32 tid;
     u32 ppid;
@@ -108,7 +110,9 @@ TRACEPOINT_PROBE(sched, sched_switch)
     *since = now;   /* `next` runs from now, whoever it is */
 
     u64 id = bpf_get_current_pid_tgid();
-    if (args->prev_pid == 0 || skip_task(id))
+    /* --pid/--tid only: with --cgroup every thread is counted and the exit record filtered, so a
+     * thread that joins the group later still reports the switches of its whole life */
+    if (args->prev_pid == 0 || skip_ids(id >> 32, (u32)id))
         return PASS_ON;
     if (args->prev_state & PREV_STATE_EXITED) {
         /* its last switch: the exit record has gone out, nothing more to count */
@@ -296,7 +300,8 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     if (skip_task(id))
         return PASS_ON;
     u32 tid = id;
-    struct event_t e = {.pid = id >> 32, .tid = tid, .cpu = bpf_get_smp_processor_id(), .prio = args->prio};
+    struct event_t e = {.pid = id >> 32, .tid = tid, .cpu = bpf_get_smp_processor_id(), .prio = args->prio,
+                        .cgid = bpf_get_current_cgroup_id()};
     __builtin_memcpy(&e.comm, args->comm, TASK_COMM_LEN);
 
     struct params_t *p = params.lookup(&tid);

@@ -3,7 +3,8 @@
 
 Traces the syscalls that change policy, nice and RT priority (and fork, which inherits them), seeded
 from /proc for threads alive at start; sched_switch counts voluntary and involuntary switches and run
-time; sched_process_exit sends one record per exiting thread.
+time; sched_process_exit sends one record per exiting thread, with the cgroup it exits in.
+--group-by cgroup also sums each interval's exits per cgroup.
 """
 
 import ctypes
@@ -21,6 +22,7 @@ EXAMPLES = [
     ("schparm -p 185", "only the threads of process 185"),
     ("schparm --json", "NDJSON event records for the app (a summary every second)"),
     ("schparm 10 6", "a summary of exits every 10 s, for a minute"),
+    ("schparm --cgroup lab/job-7 -g cgroup", "exits in one cgroup v2 group and those below, summed per group"),
 ]
 POLICY_NAMES = {0: "NORMAL", 1: "FIFO", 2: "RR", 3: "BATCH", 5: "IDLE", 6: "DEADLINE", 7: "EXT"}
 COLUMNS = [("COMM", -16), ("PID", 7), ("TID", 7), ("PPID", 7), ("CPU", 3), ("PRIO", 4), ("NICE", 4),
@@ -86,11 +88,19 @@ def on_exit(cpu: int, data: int, size: int) -> None:
     record = {"comm": e.comm.decode(errors="replace"), "pid": e.pid, "tid": e.tid, "ppid": ppid,
               "cpu": e.cpu, "prio": e.prio, "nice": nice, "policy": policy, "rt_priority": rt_priority,
               "runtime_ms": round(runtime_ns / 1e6, 3), "voluntary": vol, "involuntary": invol,
-              "known": bool(e.known)}
+              "known": bool(e.known), **tool.cgroup_fields(e.cgid)}
     counts["exits"] += 1
+    if args.group_by == "cgroup":
+        g = per_cgroup.setdefault(e.cgid, {"exits": 0, "runtime_ns": 0, "voluntary": 0, "involuntary": 0,
+                                           "pids": set()})
+        g["exits"] += 1
+        g["runtime_ns"] += runtime_ns
+        g["voluntary"] += vol
+        g["involuntary"] += invol
+        g["pids"].add(e.pid)
     if tool.json:
         tool.emit_event(**record)
-    else:
+    elif args.group_by == "process":
         print(bcctool.table_line(COLUMNS, [record["comm"], e.pid, e.tid, ppid, e.cpu, e.prio, nice, policy,
                                            rt_priority, f"{record['runtime_ms']:.2f}", vol, invol]))
         tool.flush()
@@ -98,6 +108,18 @@ def on_exit(cpu: int, data: int, size: int) -> None:
 
 counts = {"exits": 0, "refresh": 0}
 last = [time.monotonic()]
+per_cgroup: dict[int, dict] = {}   # --group-by cgroup: this interval's exits, summed per cgroup id
+CGROUP_COLUMNS = [("CGROUP", -32), ("PROCS", 5), ("EXITS", 6), ("RUNTIME(ms)", 11), ("VOL", 8), ("NONVOL", 8)]
+
+
+def cgroup_rows() -> list[dict]:
+    """This interval's exits per cgroup, most exits first; emptied for the next."""
+    rows = [{**tool.cgroup_fields(cgid), "processes": len(g["pids"]), "exits": g["exits"],
+             "runtime_ms": round(g["runtime_ns"] / 1e6, 3), "voluntary": g["voluntary"],
+             "involuntary": g["involuntary"]}
+            for cgid, g in per_cgroup.items()]
+    per_cgroup.clear()
+    return sorted(rows, key=lambda r: (r["exits"], r["runtime_ms"]), reverse=True)
 
 
 def on_tick() -> None:
@@ -107,6 +129,17 @@ def on_tick() -> None:
         seed(update_existing=True)   # a setpriority on a process group or user changed many nice values
     now = time.monotonic()
     tool.emit("summary", exits=counts["exits"], interval_s=round(now - last[0], 3))
+    if args.group_by == "cgroup":
+        rows = cgroup_rows()
+        if tool.json:
+            for rank, r in enumerate(rows, 1):
+                tool.emit("row", level="cgroup", rank=rank, **r)
+        elif rows:
+            print(f"\n[{time.strftime('%H:%M:%S')}] {counts['exits']} exits")
+            print(bcctool.table(CGROUP_COLUMNS, [[r["cgroup"] or str(r["cgroup_id"]), r["processes"], r["exits"],
+                                                  f"{r['runtime_ms']:.2f}", r["voluntary"], r["involuntary"]]
+                                                 for r in rows]))
+            tool.flush()
     counts["exits"], last[0] = 0, now
     full = b["full"]
     tool.set_lost_total("params_map_full", sum(full[full.Key(0)]))
@@ -121,8 +154,9 @@ b["exits"].open_perf_buffer(on_exit, page_cnt=64, lost_cb=tool.lost_callback("ex
 for _ in range(3):
     if not seed():
         break
-tool.meta(counters="task_storage" if tool.variant else "hash", seeded_threads=len(baseline))
+tool.meta(counters="task_storage" if tool.variant else "hash", seeded_threads=len(baseline), group_by=args.group_by)
 tool.say("Monitoring scheduling parameters of exiting threads... Hit Ctrl-C to end.\n")
-tool.say(bcctool.table(COLUMNS, []))
+if args.group_by == "process":
+    tool.say(bcctool.table(COLUMNS, []))
 tool.poll_until_stopped(on_tick=on_tick, tick=args.interval)
 tool.finish()
