@@ -12,7 +12,7 @@ from flask import Blueprint, abort, current_app, jsonify, render_template, reque
 from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
-from collector import chart, heatmap
+from collector import chart, heatmap, trend
 from collector.api import BadQuery, cgroup_filter
 from collector.profile_api import speedscope_available
 from collector.profiles import RANGES, BadRange, bound, parse_range, range_profile
@@ -28,7 +28,7 @@ PAGE_ROWS = 100  # records a page of the table shows, newest first
 MAX_PAGES = 50
 PAGE_RANGES = ("5m", "1h", "run")  # the stream page's picker (plus custom since/until)
 QUIET_S = 30  # a host with no batch for this long stands out on the overview
-TREND_POINTS = 40
+TREND_POINTS = trend.POINTS
 CHART_ROWS = 5000
 TABLE_COLUMNS = 16
 CELL_CHARS = 80
@@ -110,8 +110,9 @@ def overview_hosts(streams: list) -> list[dict]:
             "records_per_s": round(s.records / span, 2) if span > 0 else None, "dropped": s.dropped,
             "missing": s.missing_count, "url": stream_url(s.host, s.run_id, s.source),
             "trend": None}
+    stored = state().store.trends() if newest else {}
     for source, shown in newest.items():
-        trends = _trends(source, shown)
+        trends = _trends(source, shown, stored)
         for s in shown:
             by_host[s.host]["metrics"][source]["trend"] = trends.get((s.host, s.run_id))
     hosts = []
@@ -123,20 +124,30 @@ def overview_hosts(streams: list) -> list[dict]:
     return sorted(hosts, key=lambda h: (not h["quiet"], h["host"]))
 
 
-def _trends(source: str, shown: list) -> dict[tuple[str, str], dict | None]:
-    """The trend of each of a metric's streams: for a registered metric, its chart's field read for every
-    host at once (one query, the database reading the numbers); a stream whose records lack it, or of a
-    metric the registry does not know, the slower way (its newest records parsed here)."""
+def _trends(source: str, shown: list, stored: dict) -> dict[tuple[str, str], dict | None]:
+    """The trend of each of a metric's streams: for a registered metric, the newest values of its chart's
+    field as the writer keeps them in the stream's row (trend.py); a stream whose row holds fewer (young,
+    or stored before that), read by the database from its records for every such host at once; one
+    whose records lack the field, or of a metric the registry does not know, the slower way (its newest
+    records parsed here)."""
     spec = chart.registered(source)
     if spec is not None and spec.chart.kind == "stacks":
         return {}  # a flame graph has no trend
-    plot = chart.declared(source)
+    plot = trend.declared(source)
     found: dict[tuple[str, str], dict | None] = {}
-    if plot is not None and plot.series is None:
-        field, hist = plot.field_sql
-        values = state().store.field_values(source, [(s.host, s.run_id) for s in shown], plot.kind, field, hist,
-                                            limit=TREND_POINTS)
-        found = {key: _trend_of(plot, [v for _t, v in pts]) for key, pts in values.items()}
+    if plot is not None:
+        short = []
+        for s in shown:
+            values = trend.values(stored.get((s.host, s.run_id, source)))
+            if len(values) >= TREND_POINTS:
+                found[(s.host, s.run_id)] = _trend_of(plot, values[-TREND_POINTS:])
+            else:
+                short.append(s)
+        if short:
+            field, hist = plot.field_sql
+            values = state().store.field_values(source, [(s.host, s.run_id) for s in short], plot.kind, field, hist,
+                                                limit=TREND_POINTS)
+            found.update((key, _trend_of(plot, [v for _t, v in pts])) for key, pts in values.items())
     for s in shown:
         if (s.host, s.run_id) not in found:
             found[(s.host, s.run_id)] = _trend(s.host, s.run_id, s.source)

@@ -17,7 +17,7 @@ from itertools import repeat
 from typing import Any
 
 from client.wire import SCHEMA_VERSION
-from collector import stacks
+from collector import stacks, trend
 from collector.body import parse_json
 from collector.rejections import Rejected, bad
 
@@ -46,6 +46,7 @@ class Batch:
     # frames (None: no stack), stack_frames each distinct hash's frames (see stacks.py); None: no stack
     stack_keys: list[bytes | None] | None = None
     stack_frames: dict[bytes, str] = field(default_factory=dict)
+    figures: list[tuple[float, float]] = field(default_factory=list)  # (ts, key figure): see trend.py
 
     @property
     def legacy(self) -> bool:
@@ -127,6 +128,8 @@ def parse_batch(payload: Any, record_texts: list[str] | None = None, may_hold_st
         _records_one_by_one(batch, metrics)  # says which record is wrong
     if may_hold_stacks and batch.schema:
         _split_stacks(batch, metrics)
+    if batch.schema:
+        batch.figures = trend.figures(batch.source, batch.kinds, metrics, batch.ts)
     return batch
 
 

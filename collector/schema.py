@@ -65,6 +65,7 @@ streams = Table(
     Column("last_seen", Float, nullable=False),
     Column("legacy", Boolean, nullable=False),       # holds a batch of the original client
     Column("token_name", String(255)),               # its owner: the token that posted to it first
+    Column("trend", Text),                           # its key figure's newest values (collector/trend.py)
     UniqueConstraint("host", "run_id", "source", name="uq_streams_key"),
 )
 

@@ -186,6 +186,13 @@ class Store:
             rows = [_record_row(row) for row in conn.execute(query)]
         return rows[::-1] if newest else rows
 
+    def trends(self) -> dict[tuple[str, str, str], str]:
+        """Every stream's trend text (trend.py) by (host, run_id, source); streams without one left out."""
+        s = streams.c
+        with self.engine.connect() as conn:
+            return {(r.host, r.run_id, r.source): r.trend for r in
+                    conn.execute(select(s.host, s.run_id, s.source, s.trend).where(s.trend.is_not(None)))}
+
     def field_values(self, source: str, keys: list[tuple[str, str]], kind: str, field: str, name: str | None = None,
                      since: float | None = None, until: float | None = None,
                      limit: int = 40) -> dict[tuple[str, str], list[tuple[float, float]]]:

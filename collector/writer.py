@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 
-from collector import legacy_runs
+from collector import legacy_runs, trend
 from collector.groupcommit import GroupCommit
 from collector.payload import Batch
 from collector.rejections import Rejections
@@ -99,12 +99,13 @@ class _Sql:
         # commit: on PostgreSQL the no-op update takes the row lock
         self.lock_streams = (f"INSERT INTO streams (host, run_id, source, {totals}) VALUES {{rows}}"
                              f" ON CONFLICT (host, run_id, source) DO UPDATE SET batches = streams.batches"
-                             f" RETURNING id, host, run_id, source, {totals}")
+                             f" RETURNING id, host, run_id, source, {totals}, trend")
         self.no_batches = "0, 0, 0, -1, 0, 0, 0, 0, FALSE, NULL"
         # every stream's new totals in one statement: each row conflicts on its id and updates it
         self.update_streams = (f"INSERT INTO streams (id, host, run_id, source, {totals}) VALUES {{rows}}"
                                f" ON CONFLICT (id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in TOTALS)}")
         # a stack stored before (by any transaction, any process) is left as it is: same hash, same frames
+        self.set_trends = self.sql("UPDATE streams SET trend = ? WHERE id = ?")
         self.insert_stacks = "INSERT INTO stacks (hash, frames) VALUES {rows} ON CONFLICT (hash) DO NOTHING"
         self.insert_records = f"INSERT INTO records ({', '.join(RECORD_COLUMNS)}) VALUES {{rows}}"
         self.copy_records = f"COPY records ({', '.join(RECORD_COLUMNS)}) FROM STDIN"  # PostgreSQL
@@ -143,6 +144,8 @@ class _Group:
         self.records: list[tuple] = []  # the rows of records to insert
         self.stacks: dict[bytes, str] = {}  # the stacks its records reference: hash -> frames
         self.full: set[tuple] = set()  # new streams refused: the collector holds max_streams already
+        self.trends: dict[tuple, str | None] = {}  # each locked stream's trend text as stored
+        self.figures: dict[tuple, list] = {}  # the figures its new batches bring (trend.py)
 
 
 class BatchWriter:
@@ -220,6 +223,9 @@ class BatchWriter:
         rows = [(stream[0], *key, *stream[1:]) for key, stream in group.streams.items() if stream[1]]
         if rows:
             cursor.execute(sql.values(sql.update_streams, len(rows), 4 + len(TOTALS)), list(chain.from_iterable(rows)))
+        if group.figures:
+            cursor.executemany(sql.set_trends, [(trend.merge(group.trends.get(key), figures), group.streams[key][0])
+                                                for key, figures in group.figures.items()])
         # a stream made by the lock that got no batch (its only batch was a duplicate) is not kept
         empty = [stream[0] for stream in group.streams.values() if not stream[1]]
         if empty:
@@ -255,8 +261,9 @@ class BatchWriter:
         if keys:
             locked = cursor.execute(sql.values(sql.lock_streams, len(keys), 3, sql.no_batches),
                                     list(chain.from_iterable(keys))).fetchall()
-            for stream_id, host, run_id, source, *totals in locked:
+            for stream_id, host, run_id, source, *totals, trend_text in locked:
                 group.streams[(host, run_id, source)] = [stream_id, *totals]
+                group.trends[(host, run_id, source)] = trend_text
         self._bound_streams(cursor, [key for key in keys if not group.streams[key][1]], group)
         allowed = [_key(job.batch) not in group.full and self._may_post(group.streams[_key(job.batch)], job.token_name)
                    for job in jobs]
@@ -305,6 +312,8 @@ class BatchWriter:
         group.records += zip(repeat(row_id), repeat(stream_id), repeat(batch.sequence), count(), batch.ts, batch.kinds,
                              batch.metrics, batch.data, batch.stack_keys or repeat(None))
         group.stacks.update(batch.stack_frames)
+        if batch.figures:
+            group.figures.setdefault(_key(batch), []).extend(batch.figures)
 
     def _insert_stacks(self, cursor: Any, frames: dict[bytes, str]) -> None:
         """The group's stacks not stored yet; in hash order, so that two PostgreSQL transactions

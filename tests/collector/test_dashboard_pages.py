@@ -10,6 +10,7 @@ import re
 
 import pytest
 from collector_payloads import envelope, ours
+from sqlalchemy import text
 
 from collector import chart, dashboard
 
@@ -113,8 +114,9 @@ def _hist(t: float, i: int, name: str, counts: list[int]) -> dict:
 
 
 def test_overview_trends_are_each_streams_newest_key_figures(collector_client):
-    """The trends the database reads for every host at once: each stream's newest TREND_POINTS values of
-    records' chart field, in time order, other kinds and other hists' records left out, non-numbers skipped."""
+    """Each stream's trend: the newest TREND_POINTS values of its chart's field (kept in the stream's row
+    as batches arrive), in time order, other kinds and other hists' records left out, non-numbers
+    skipped; the same read from the records when the row holds none (a database stored before 0005)."""
     t0, n = 1_750_000_000.0, dashboard.TREND_POINTS + 15
     expected: dict[tuple[str, str], list[float]] = {}
     for h, host in enumerate(("pc-a", "pc-b", "pc-c")):
@@ -134,7 +136,7 @@ def test_overview_trends_are_each_streams_newest_key_figures(collector_client):
         newest = range(n - dashboard.TREND_POINTS, n)
         expected[(host, "sysnest")] = [1000.0 * h + i * 1.5 for i in newest]
         expected[(host, "cpuschedrun")] = [float(i + h + 3) for i in newest]
-        expected[(host, "tcpconnlat")] = [0.25 * (i + h) for i in range(n - dashboard.TREND_POINTS, n - 2)]
+        expected[(host, "tcpconnlat")] = [0.25 * (i + h) for i in range(n - 2 - dashboard.TREND_POINTS, n - 2)]
     # an older run of pc-a's sysnest: the overview shows the newest run's only
     _post(collector_client, "pc-a", "sysnest", [envelope("sysnest", t0 - 9000, 1, "summary", per_sec=7.0)],
           run_id="run-0")
@@ -144,6 +146,25 @@ def test_overview_trends_are_each_streams_newest_key_figures(collector_client):
     found = {(host, m["source"]): m["trend"]["values"] for host, h in hosts.items() for m in h["metrics"]}
     assert found == expected
     assert {m["run_id"] for m in hosts["pc-a"]["metrics"]} == {"run-a"}
+    # the rows' trends gone, as in a database stored before migration 0005: read from the records
+    store = collector_client.application.extensions["collector"].store
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE streams SET trend = NULL"))
+    hosts = {h["host"]: h for h in collector_client.get("/api/overview").get_json()["hosts"]}
+    found = {(host, m["source"]): m["trend"]["values"] for host, h in hosts.items() for m in h["metrics"]}
+    newest_records = range(n - dashboard.TREND_POINTS, n - 2)   # the newest records; 2 of them no number
+    assert found == {**expected, **{(host, "tcpconnlat"): [0.25 * (i + h) for i in newest_records]
+                                    for h, host in enumerate(("pc-a", "pc-b", "pc-c"))}}
+
+
+def test_a_late_batch_falls_into_the_trend_by_time(collector_client):
+    t0 = 1_750_000_000.0
+    late = [envelope("sysnest", t0 + i, i + 1, "summary", per_sec=float(i)) for i in range(0, 60, 2)]
+    on_time = [envelope("sysnest", t0 + i, i + 1, "summary", per_sec=float(i)) for i in range(1, 60, 2)]
+    for seq, records in ((1, on_time), (0, late)):   # the even seconds arrive after the odd ones
+        assert collector_client.post("/data", json=ours(seq, host="pc-l", records=records)).status_code == 200
+    (host,) = collector_client.get("/api/overview").get_json()["hosts"]
+    assert host["metrics"][0]["trend"]["values"] == [float(i) for i in range(60 - dashboard.TREND_POINTS, 60)]
 
 
 def test_overview_trend_of_an_unregistered_metric_or_field(collector_client):
