@@ -21,6 +21,7 @@ Every refusal is one line on stderr and exit status 2.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pwd
 import re
@@ -40,6 +41,7 @@ CLEAN_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
              "HOME": "/root", "PYTHONUNBUFFERED": "1"}
 # the project's directories whose code runs as root (the metric, its harness, the registry, this helper)
 TRUSTED_DIRS = ("metrics", "bpf", "bcctool", "client", "host")
+PR_SET_PDEATHSIG = 1
 
 
 class Refused(Exception):
@@ -173,6 +175,16 @@ def _user_name(uid: int) -> str:
         return f"uid {uid}"
 
 
+def die_with_parent() -> None:
+    """The metric dies with sudo, its parent (kept across the exec of a non-set-uid program): when the
+    app stops a metric the hard way, SIGKILL reaches sudo, which the app may signal, but not the root
+    metric, which would otherwise go on holding its BPF programs with nobody reading it."""
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        raise Refused("the command that started the helper is gone")
+
+
 def require_root() -> None:
     if os.geteuid() != 0:
         raise Refused("must run as root (through sudo, e.g. `sudo -n " + HELPER + " check`)")
@@ -187,6 +199,7 @@ def run(tokens: list[str]) -> int:
     check_trusted(trusted_paths())
     os.chdir(ROOT)
     os.umask(0o022)
+    die_with_parent()
     os.execve(argv[0], argv, CLEAN_ENV)
     return 127   # not reached
 

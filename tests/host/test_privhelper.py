@@ -404,6 +404,28 @@ def test_a_group_left_running_is_ended_by_the_user_through_the_helper(user):
         tool.kill()
 
 
+@pytest.mark.bpf
+def test_the_metric_dies_with_sudo(user):
+    """The app's last resort is SIGKILL to the group: it reaches sudo (the user's to signal), not the root
+    metric; the helper made the metric die with its parent, so it goes too, with its BPF programs."""
+    from helpers import process_alive, progs_released
+
+    from host.procs import prog_ids_of
+
+    tool = ThroughHelper(as_user(user, "sudo", "-n", HELPER, "run", "sysnest", "0.5", "--json"))
+    try:
+        tool.wait_meta()
+        (metric,) = metric_processes(tool.proc.pid)
+        held = prog_ids_of(metric["pid"])
+        assert held
+        assert run_as(user, "kill", "-KILL", "--", f"-{tool.proc.pid}").returncode == 0
+        tool.proc.wait(timeout=10)
+        assert progs_released(held, timeout=5)
+        assert not process_alive(metric["pid"])
+    finally:
+        tool.kill()
+
+
 WINDOW = """
 import json, os, sys, time
 sys.path.insert(0, os.getcwd())
