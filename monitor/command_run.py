@@ -50,8 +50,8 @@ class CommandRun(QThread):
     def run(self) -> None:
         try:
             command = GatedCommand(parse(self.text))
-        except CommandError as exc:
-            self.finished_run.emit({"error": str(exc)})
+        except CommandError as exc:   # headless's words name its option; the window has none
+            self.finished_run.emit({"error": str(exc).removeprefix("--command: ").removeprefix("--command ")})
             return
         try:
             command.spawn()

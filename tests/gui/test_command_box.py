@@ -94,9 +94,11 @@ def test_a_metric_that_ends_before_attaching_means_the_command_never_runs(qtbot,
 def test_a_command_that_cannot_start_starts_no_metric(qtbot, window):
     run(qtbot, window, "no-such-command-here --x")
     qtbot.waitUntil(lambda: window.command.run is None, timeout=10000)
-    assert window.ui.command_status.text() == "not started: --command: no-such-command-here: command not found " \
-                                              "or not executable"
+    assert window.ui.command_status.text() == "not started: no-such-command-here: command not found or not executable"
     assert window.controller.started == []
+    run(qtbot, window, "sh -c 'unbalanced")
+    qtbot.waitUntil(lambda: window.command.run is None, timeout=10000)
+    assert window.ui.command_status.text() == "not started: \"sh -c 'unbalanced\": No closing quotation"
 
 
 @pytest.mark.parametrize("command, names, running, reason", [
