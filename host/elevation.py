@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Sequence
 
 from host.preflight import Verdict
-from host.privhelper import HELPER
+from host.privhelper import HELPER, PROG
 
 DEFAULT_ELEVATE = ("sudo", "-n")
 
@@ -68,8 +68,9 @@ def with_elevation(verdicts: list[Verdict], elevation_ok: bool) -> list[Verdict]
 
 
 def said_by_elevation(elevate: Sequence[str], line: str) -> bool:
-    """A stderr line written by the elevation command itself (`sudo: ...`)."""
-    return bool(elevate) and line.startswith(f"{os.path.basename(elevate[0])}:")
+    """A stderr line written by the elevation command itself (`sudo: ...`) or by the privilege helper
+    refusing (`privhelper: ...`)."""
+    return bool(elevate) and line.startswith((f"{os.path.basename(elevate[0])}:", f"{PROG}:"))
 
 
 def user_name() -> str:
@@ -100,8 +101,11 @@ def doctor_as_root(command: Sequence[str] = DEFAULT_ELEVATE, timeout: float = 60
 
 
 def refused_message(name: str, elevate: Sequence[str], said: str) -> str:
-    """One clear message when the elevation command refused (e.g. sudo wants a password). The advice
-    allows the privilege helper only, never the interpreter: sudo for python would be root for anything."""
+    """One clear message when the elevation command refused (e.g. sudo wants a password), or the helper
+    did (its own line says why). The advice allows the privilege helper only, never the interpreter:
+    sudo for python would be root for anything."""
+    if said.startswith(f"{PROG}:"):
+        return f"cannot start {name} as root: the privilege helper refused: {said.removeprefix(PROG + ':').strip()}"
     return (f"cannot start {name} as root: `{' '.join(elevate)}` refused the privilege helper ({said}). "
             f"Run the app as root, or allow this user the helper alone: {install_advice()}.")
 

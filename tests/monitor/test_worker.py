@@ -135,6 +135,24 @@ def test_elevation_failure_is_one_clear_message(qtbot, tmp_path, monkeypatch):
     c.shutdown(5)
 
 
+def test_a_helper_refusal_is_one_clear_message(qtbot, tmp_path, monkeypatch):
+    """The elevation command ran the helper, which refused (here: code a user could change): the metric's
+    end says that one line, not a stderr dump."""
+    monkeypatch.setattr(controller_module, "needs_elevation", lambda: True)
+    refusing = ["/bin/sh", "-c", 'echo "privhelper: refusing: /x/metrics belongs to alice (uid 1000)" >&2; exit 2', "sh"]
+    c = MonitorController(None, state_dir=str(tmp_path), elevate=refusing, registry=[FLOOD])
+    finished, logs = [], []
+    c.metric_finished.connect(lambda *a: finished.append(a))
+    c.log.connect(lambda name, line: logs.append(line))
+    c.start_metric("flood", {"lines": 5})
+    qtbot.waitUntil(lambda: bool(finished), timeout=10_000)
+    (_, status, error), = finished
+    assert status == 2
+    assert error == "cannot start flood as root: the privilege helper refused: refusing: /x/metrics belongs to alice (uid 1000)"
+    assert not any(line.startswith("privhelper:") for line in logs)
+    c.shutdown(5)
+
+
 def test_missing_elevation_command(qtbot, tmp_path, monkeypatch):
     monkeypatch.setattr(controller_module, "needs_elevation", lambda: True)
     c = MonitorController(None, state_dir=str(tmp_path), elevate=["/nonexistent/sudo"], registry=[FLOOD])
