@@ -681,6 +681,14 @@ METRICS.append(
             Arg("max_allocs", "--max-allocs", "int", "outstanding allocations tracked at most (more: lost)",
                 default=65536, minimum=1, maximum=4194304,
                 cli_help="outstanding allocations tracked at most; more are counted as lost (default 65536)"),
+            Arg("user_stacks", "--user-stacks", "choice",
+                "user stacks of the allocating syscalls: unwound with CFI, or frame pointers",
+                default="dwarf", choices=("dwarf", "fp"),
+                cli_help="dwarf: copy the top of the user stack once per allocating syscall and unwind it "
+                         "with CFI (default; fp where the kernel refuses); fp: the kernel's frame-pointer walk"),
+            Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per syscall", default=16384,
+                minimum=4096, maximum=65536, metavar="BYTES",
+                cli_help="dwarf: bytes of user stack copied per allocating syscall, whole pages (default 16384)"),
         ),
         probes=("kmem:kmalloc", "kmem:kfree", "sched:sched_process_exec"),
         fields=(
@@ -696,8 +704,9 @@ METRICS.append(
             Field("vm_size_bytes", "VmSize", "bytes"),
             Field("oldest_age_s", "Oldest (s)"),
             Field("kernel_frames", "Stack (innermost first)"),
+            Field("user_frames", "User stack (innermost first)"),
         ),
-        # rows: level "process" and level "stack" (leak suspects: kernel_frames innermost first)
+        # rows: level "process" and level "stack" (leak suspects: kernel_frames and user_frames innermost first)
         chart=Chart("stacks", y="outstanding_bytes", record_kind="row", label="outstanding kernel bytes",
                     unit="bytes", snapshot=True),
         doc="docs/metrics/compmem.md",

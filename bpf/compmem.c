@@ -4,7 +4,16 @@
  * tracepoints, fields only. An allocation is remembered by its address with its size, time, owner
  * process and kernel stack id; a free looks the address up, so it is charged back to the process that
  * allocated, whoever frees it (an RCU callback, a kworker). Per-process totals only ever grow
- * (allocated, freed; bytes and counts) in a per-CPU hash; the user side subtracts. */
+ * (allocated, freed; bytes and counts) in a per-CPU hash; the user side subtracts.
+ *
+ * User stacks (who in user space made the syscall that allocated): by default -DUSER_DWARF, a copy of
+ * the user registers and the top of the user stack (ustack.h) goes to user space (ring buffer
+ * `ucopies`) and is unwound there with CFI; the allocation keeps the copy's id. One copy serves every
+ * allocation of one syscall: the thread's last copy is reused while its user registers are the same
+ * and it has not returned to user space (raw_syscalls:sys_exit forgets it), so a pipe() that makes
+ * five allocations costs one copy. An allocation whose copy found the ring buffer full keeps the
+ * frame-pointer walk instead, as every allocation does without USER_DWARF (a stack id). A kernel
+ * thread has no user stack (copy id 0, stack id < 0). */
 #include "common.h"
 
 struct alloc_t {
@@ -13,6 +22,9 @@ struct alloc_t {
     u64 call_site;   /* the allocating function (a tracepoint field): shown when the stack is missing */
     u32 tgid;
     s32 stack_id;    /* < 0 when the stack map could not take it */
+    s32 ustack_id;   /* the frame-pointer user stack (USER_DWARF: only when no copy could be sent); < 0: none */
+    u32 pad;
+    u64 ucopy;       /* USER_DWARF: the id of the user stack copy sent to `ucopies`; 0: none */
 };
 
 struct pmem_t {
@@ -43,6 +55,8 @@ struct comm_t {
 #define LOST_STACK 2         /* tracked, but its stack was not stored (stack map full or collided) */
 #define MISSED_FREE 3        /* an address came back from the allocator with no free seen (bulk frees
                                 and kfree_rcu batches are not traced): its old allocation is settled */
+#define LOST_UCOPY 4         /* USER_DWARF: a user stack copy not sent (ring buffer full) */
+#define UCOPIES 5            /* USER_DWARF: user stack copies sent */
 
 BPF_HASH(allocs, u64, struct alloc_t, MAX_ALLOCS);
 BPF_PERCPU_HASH(proc_mem, u32, struct pmem_t, MAX_PIDS);
@@ -50,7 +64,30 @@ BPF_HASH(comms, u32, struct comm_t, MAX_PIDS);
 #ifndef NO_STACKS   /* --stacks 0: no stack is shown, so none is walked (the costliest step) */
 BPF_STACK_TRACE(stacks, MAX_STACKS);
 #endif
-BPF_PERCPU_ARRAY(lost, u64, 4);
+BPF_PERCPU_ARRAY(lost, u64, 6);
+
+#if defined(USER_DWARF) && !defined(NO_STACKS)
+#include "ustack.h"
+#ifndef UCOPY_RING_PAGES
+#define UCOPY_RING_PAGES 2048   /* 8 MiB: ~400 copies of 16 KiB in a burst before the user side drains */
+#endif
+struct ucopy_t {               /* the ring buffer's record, read by metrics/compmem.py */
+    u64 id;
+    u32 tgid;
+    u32 pad;
+    struct ustack_t user;
+};
+struct last_copy_t {           /* a thread's last copy, valid until it returns to user space */
+    u64 id;
+    u64 ip;
+    u64 sp;
+    u64 bp;
+};
+BPF_RINGBUF_OUTPUT(ucopies, UCOPY_RING_PAGES);
+/* LRU: a thread that exits inside a syscall never reaches sys_exit to remove its entry */
+BPF_TABLE("lru_hash", u32, struct last_copy_t, last_copy, 16384);
+BPF_PERCPU_ARRAY(ucopy_seq, u64, 1);
+#endif
 
 static __always_inline void count_lost(int slot)
 {
@@ -70,6 +107,57 @@ static __always_inline void settle(u64 ptr, struct alloc_t *a)
     }
     allocs.delete(&ptr);
 }
+
+#if defined(USER_DWARF) && !defined(NO_STACKS)
+/* The id of a copy of the current thread's user stack: its last one if still valid, else a new one
+ * sent to `ucopies`; 0 for a kernel thread or a full ring buffer (counted). */
+static __always_inline u64 user_copy(u32 tid, u32 tgid, s32 *no_room)
+{
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs((struct task_struct *)bpf_get_current_task_btf());
+    u64 cs = 0;
+    if (!regs || bpf_probe_read_kernel(&cs, sizeof(cs), &regs->cs) != 0 || (cs & 3) != 3)
+        return 0;
+    struct last_copy_t now = {};
+    bpf_probe_read_kernel(&now.ip, sizeof(now.ip), &regs->ip);
+    bpf_probe_read_kernel(&now.sp, sizeof(now.sp), &regs->sp);
+    bpf_probe_read_kernel(&now.bp, sizeof(now.bp), &regs->bp);
+    struct last_copy_t *last = last_copy.lookup(&tid);
+    if (last && last->ip == now.ip && last->sp == now.sp && last->bp == now.bp)
+        return last->id;
+    int zero = 0;
+    u64 *seq = ucopy_seq.lookup(&zero);
+    if (!seq)
+        return 0;
+    struct ucopy_t *c = ucopies.ringbuf_reserve(sizeof(struct ucopy_t));
+    if (!c) {
+        count_lost(LOST_UCOPY);
+        *no_room = 0;
+        return 0;
+    }
+    *seq += 1;
+    now.id = ((u64)bpf_get_smp_processor_id() << 48) | *seq;   /* unique without a shared counter */
+    c->id = now.id;
+    c->tgid = tgid;
+    ustack_capture(&c->user);
+    ucopies.ringbuf_submit(c, 0);
+    count_lost(UCOPIES);
+    last_copy.update(&tid, &now);
+    return now.id;
+}
+
+/* Back to user space: the thread's next allocation may come from anywhere. */
+RAW_TRACEPOINT_PROBE(sys_exit)
+{
+    u64 id = bpf_get_current_pid_tgid();
+#ifdef FILTER_PID
+    if ((u32)(id >> 32) != FILTER_PID)
+        return 0;
+#endif
+    u32 tid = (u32)id;
+    last_copy.delete(&tid);
+    return 0;
+}
+#endif
 
 static __always_inline void on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site)
 {
@@ -114,6 +202,14 @@ static __always_inline void on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site
     a.stack_id = stacks.get_stackid(ctx, 0);
     if (a.stack_id < 0)
         count_lost(LOST_STACK);
+#ifdef USER_DWARF
+    a.ustack_id = -1;
+    a.ucopy = user_copy((u32)id, tgid, &a.ustack_id);
+    if (a.ucopy == 0 && a.ustack_id == 0)   /* no room for a copy: the frame-pointer walk, better than none */
+        a.ustack_id = stacks.get_stackid(ctx, BPF_F_USER_STACK);
+#else
+    a.ustack_id = stacks.get_stackid(ctx, BPF_F_USER_STACK);
+#endif
 #endif
     if (allocs.update(&ptr, &a) != 0) {
         count_lost(LOST_ALLOCS_FULL);

@@ -2,11 +2,16 @@
 """compmem: kernel memory per process (allocated, outstanding), leak suspects, user RSS and VmSize.
 
 Traces kmem:kmalloc/kfree (with --caches also kmem_cache_alloc/free): each allocation is kept by address
-with its size, age, owner and kernel stack until it is freed, and charged back to its owner when it is.
-Each interval: the system overview (/proc/meminfo), the top processes, outstanding allocations by stack.
+with its size, age, owner, kernel stack and the user stack that made the syscall, until it is freed, and
+charged back to its owner when it is. User stacks: by default a copy of the top of the user stack,
+unwound with DWARF CFI (one copy per syscall, whatever it allocates); --user-stacks fp: the kernel's
+frame-pointer walk. Each interval: the system overview (/proc/meminfo), the top processes, outstanding
+allocations by stack.
 """
 
+import ctypes
 import os
+import struct
 import sys
 import time
 
@@ -23,6 +28,7 @@ EXAMPLES = [
     ("compmem --min-bytes 256", "ignore allocations smaller than 256 bytes (less overhead)"),
     ("compmem --min-age 10 --stacks 10", "leak suspects: stacks with allocations outstanding for 10 s+"),
     ("compmem -p 185 --stack-sort bytes", "where process 185's outstanding kernel memory was allocated"),
+    ("compmem --user-stacks fp", "user stacks by frame pointers (no stack copies)"),
     ("compmem --json", "NDJSON records for the app"),
 ]
 
@@ -33,19 +39,121 @@ args = tool.parse_args()
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid, min_bytes=args.min_bytes, trace_caches=args.caches)
 cflags += [f"-DMAX_ALLOCS={args.max_allocs}", f"-DEXCLUDE_PID={os.getpid()}"] + (["-DNO_STACKS"] if not args.stacks else [])
-b = tool.load(cflags)
+dwarf_cflags = ["-DUSER_DWARF", f"-DUSTACK_PAGES={args.stack_size // 4096}"]
+b = tool.load(cflags, variants=[dwarf_cflags, []] if args.stacks and args.user_stacks == "dwarf" else None)
 allocs, proc_mem, comms, lost = b["allocs"], b["proc_mem"], b["comms"], b["lost"]
 stacks = b["stacks"] if args.stacks else None
-LOST_SOURCES = {0: "allocs_map_full", 1: "proc_mem_map_full", 2: "stack_traces"}
-MISSED_FREE = 3
+dwarf = "USER_DWARF" in tool.variant
+LOST_SOURCES = {0: "allocs_map_full", 1: "proc_mem_map_full", 2: "stack_traces",
+                **({4: "user_stack_copies"} if dwarf else {})}
+MISSED_FREE, UCOPIES = 3, 5
 
+from bcctool.symbols import UNKNOWN, Symbolizer  # noqa: E402 - pyelftools; --help works without it
+from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
+
+refused = bool(args.stacks) and args.user_stacks == "dwarf" and not dwarf   # bpf_task_pt_regs() refused
+user_stacks = "none" if not args.stacks else "dwarf" if dwarf else "fp"
 tool.meta(caches=args.caches, min_bytes=args.min_bytes, max_allocs=args.max_allocs,
-          size="bytes_alloc (what the allocator handed out)")
+          size="bytes_alloc (what the allocator handed out)", user_stacks=user_stacks,
+          **({"note": "DWARF user stacks refused by the kernel: frame pointers instead"} if refused else {}))
 tool.say(f"Tracing kernel allocations (kmalloc{' and slab caches' if args.caches else ''})... Ctrl-C to end.")
 
 
 def lost_counts() -> dict[int, int]:
-    return {slot: sum(lost[lost.Key(slot)]) for slot in (*LOST_SOURCES, MISSED_FREE)}
+    return {slot: sum(lost[lost.Key(slot)]) for slot in (*LOST_SOURCES, MISSED_FREE, UCOPIES)}
+
+
+class UserStacks:
+    """The user stack of each allocation, as a key to group by and as frames.
+
+    dwarf: ring buffer `ucopies` brings each copy (id, process, ustack_t), unwound as it arrives with
+    the process's maps (snapshot at its first copy, so a process that exits keeps its names); an
+    allocation's key is its copy's pcs, so copies of the same stack group together. The unwound copies
+    are kept while an outstanding allocation refers to them. An allocation without a copy (the ring
+    buffer was full) has a frame-pointer stack id, as in fp mode. fp: the frame-pointer stack id, whose
+    walk is cut at its first address outside the process's executable mappings (garbage, in code
+    built without frame pointers)."""
+
+    HEADER = struct.Struct("<QII")   # id, tgid, pad; then struct ustack_t
+    IP = struct.Struct("<Q")         # the ustack_t's first field
+    GONE = ("[user stack lost]",)
+    # a new object's CFI takes up to seconds to parse (once per build-id, then read from the disk
+    # cache; a compiler's cc1 far longer): past this much parsing in one interval, or this long into
+    # a stop, copies keep only their ip (counted as deferred) and new frames are not named
+    PARSE_BUDGET_S = 1.0
+    STOP_BUDGET_S = 0.5
+
+    def __init__(self) -> None:
+        self.sym = Symbolizer()
+        self.unwinder = Unwinder(cache_dir=default_cache_dir())
+        self.copies: dict[int, tuple[tuple[int, ...], int]] = {}   # id -> (pcs, arrival number)
+        self.arrived = 0
+        self.deferred = 0
+        self.parse_mark = 0.0
+        self.stop_seen = 0.0
+        self.cut = 0   # fp stacks cut where the walk left mapped code
+
+    def hurried(self) -> bool:
+        if tool.stopping:
+            self.stop_seen = self.stop_seen or time.monotonic()
+            if time.monotonic() - self.stop_seen > self.STOP_BUDGET_S:
+                return True
+        return self.unwinder.parse_seconds - self.parse_mark > self.PARSE_BUDGET_S
+
+    def on_copy(self, ctx: object, data: object, size: int) -> int:
+        raw = ctypes.string_at(data, size)
+        copy_id, tgid, _ = self.HEADER.unpack_from(raw)
+        if self.hurried():
+            self.deferred += 1
+            pcs: tuple[int, ...] = (self.IP.unpack_from(raw, self.HEADER.size)[0],)
+        else:
+            pcs = tuple(self.unwinder.unwind_ustack(self.sym.maps(tgid), memoryview(raw)[self.HEADER.size :]).pcs)
+        self.copies[copy_id] = (pcs, self.arrived)
+        self.arrived += 1
+        return 0
+
+    def next_interval(self) -> None:
+        self.parse_mark = self.unwinder.parse_seconds
+
+    def key(self, a) -> object:
+        """dwarf: the copy's pcs (a tuple); fp, or dwarf when the ring buffer had no room: the stack id."""
+        if dwarf and a.ucopy:
+            return self.copies.get(a.ucopy, (self.GONE,))[0]
+        return a.ustack_id
+
+    def frames(self, tgid: int, key: object) -> list[str]:
+        """Innermost first; [] for none (a kernel thread)."""
+        if isinstance(key, tuple):
+            if key == self.GONE:
+                return list(key)
+            if tool.stopping and self.hurried():
+                return [f"{pc:#x}" for pc in key]
+            return [str(f) for f in self.sym.user_stack(tgid, list(key))]
+        if key < 0:
+            return []
+        try:
+            addrs = [addr for addr in stacks.walk(key) if addr]
+        except KeyError:
+            return ["[stack not recorded]"]
+        if tool.stopping and self.hurried():
+            return [f"{addr:#x}" for addr in addrs]
+        names = []
+        for addr in addrs:
+            frame = self.sym.user(tgid, addr)
+            if frame.module == UNKNOWN:
+                self.cut += 1
+                break
+            names.append(str(frame))
+        return names
+
+    def keep_only(self, referenced: set[int], mark: int) -> None:
+        """Forget the copies no outstanding allocation refers to (those that arrived after the
+        allocations were read, at `mark`, may belong to allocations not read yet)."""
+        self.copies = {k: v for k, v in self.copies.items() if k in referenced or v[1] >= mark}
+
+    def outcomes(self) -> dict[str, int]:
+        return {**{k: self.unwinder.outcomes[k] for k in ("complete", "truncated", "failed")},
+                "deferred": self.deferred}
 
 
 def cgroup_of(tgid: int) -> dict:
@@ -77,6 +185,7 @@ def forget_settled(rows: list[dict]) -> None:
                     del table[table.Key(r["pid"])]
                 except KeyError:
                     pass
+            user.sym.forget(r["pid"])
 
 
 def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
@@ -84,16 +193,20 @@ def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
     if not args.stacks:
         return []
     min_age_ns = int((args.min_age or 0) * 1e9)
-    groups: dict[tuple[int, int, int], dict] = {}
+    groups: dict[tuple, dict] = {}
+    mark = user.arrived
     try:
-        items = allocs.items_lookup_batch()
+        items = list(allocs.items_lookup_batch())
     except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
-        items = allocs.items()
+        items = list(allocs.items())
+    if dwarf:   # the copies the allocations just read refer to are in the ring, if not unwound yet
+        b.ring_buffer_consume()
+        user.keep_only({a.ucopy for _, a in items}, mark)
     for _, a in items:
         if now_ns - a.ts < min_age_ns:
             continue
         # without a stack, the caller the tracepoint names keeps different sites apart
-        key = (a.tgid, a.stack_id, a.call_site if a.stack_id < 0 else 0)
+        key = (a.tgid, a.stack_id, a.call_site if a.stack_id < 0 else 0, user.key(a))
         g = groups.setdefault(key, {"bytes": 0, "count": 0, "oldest": a.ts, "call_site": a.call_site})
         g["bytes"] += a.size
         g["count"] += 1
@@ -103,8 +216,8 @@ def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
     return [{"pid": tgid, "comm": process_name(tgid, comms), **cgroup_of(tgid), "stack_id": stack_id,
              "outstanding_bytes": g["bytes"], "active_allocs": g["count"],
              "oldest_age_s": round((now_ns - g["oldest"]) / 1e9, 3),
-             "kernel_frames": frames(stack_id, g["call_site"])}
-            for (tgid, stack_id, _), g in top]
+             "kernel_frames": frames(stack_id, g["call_site"]), "user_frames": user.frames(tgid, ukey)}
+            for (tgid, stack_id, _, ukey), g in top]
 
 
 def frames(stack_id: int, call_site: int) -> list[str]:
@@ -142,17 +255,25 @@ def print_report(summary: dict, top: list[dict], groups: list[dict], sysmem: dic
         return
     older = f" for {args.min_age:g} s or more" if args.min_age else ""
     order = {"oldest": "oldest first", "bytes": "most bytes first", "count": "most allocations first"}
-    print(f"\nOutstanding allocations by kernel stack{older}, {order[args.stack_sort]} (top {args.stacks}):")
+    print(f"\nOutstanding allocations by kernel stack and user stack{older}, {order[args.stack_sort]} (top {args.stacks}):")
     for g in groups:
         print(f"  {g['pid']} {g['comm']}: {g['active_allocs']} allocations, {human_bytes(g['outstanding_bytes'])}, "
               f"oldest {g['oldest_age_s']:.1f} s [stack {g['stack_id']}]")
         for frame in g["kernel_frames"]:
             print(f"      {frame}")
+        if g["user_frames"]:
+            print("      --")
+            for frame in g["user_frames"][: args.stack_depth]:
+                print(f"      {frame}")
 
 
 # --- loop ------------------------------------------------------------------------------------------
+user = UserStacks()
+if dwarf:
+    b["ucopies"].open_ring_buffer(user.on_copy)   # served while the harness waits
 previous: dict[int, dict] = {}
 missed_before = 0
+dwarf_seen: dict[str, int] = {}
 last = time.monotonic()
 for _ in tool.intervals():
     now = time.monotonic()
@@ -178,6 +299,11 @@ for _ in tool.intervals():
                "processes": sum(r.get("processes", 1) for r in rows), "missed_frees": counts[MISSED_FREE] - missed_before,
                "interval_s": round(elapsed, 3)}
     missed_before = counts[MISSED_FREE]
+    if dwarf:   # this interval's copies, their unwinds by outcome, and the copies the ring had no room for
+        now_counts = {**user.outcomes(), "copies": counts[UCOPIES], "not_copied": counts[4]}
+        summary["user_stacks"] = {k: n - dwarf_seen.get(k, 0) for k, n in now_counts.items()}
+        dwarf_seen = now_counts
+        user.next_interval()
     if tool.json:
         tool.emit("summary", **summary, **sysmem)
         for rank, r in enumerate(top, 1):
@@ -186,6 +312,11 @@ for _ in tool.intervals():
             tool.emit("row", level="stack", rank=rank, **g)
     else:
         print_report(summary, top, groups, sysmem)
+        u = summary.get("user_stacks")
+        if u and (u["copies"] or u["not_copied"]):
+            print(f"(user stacks: {u['copies']} copies, {u['complete']} unwound whole, {u['truncated']} truncated, "
+                  f"{u['failed']} failed, {u['deferred']} deferred (ip only); {u['not_copied']} not copied, "
+                  f"the ring buffer full)")
     for slot, source in LOST_SOURCES.items():
         tool.set_lost_total(source, counts[slot])
 

@@ -1,0 +1,112 @@
+"""compmem's user stacks against a program whose allocating chain is known: main -> a -> b -> pipe(),
+built -O2 -fomit-frame-pointer, holding PIPES pipes open. Each pipe() makes exactly one kmalloc of
+512 bytes or more — its ring of 16 pipe_buffer slots (16 x 40 bytes, from kmalloc-1k: 1,024 bytes) —
+so with --min-bytes 512 the leak suspects of the program are PIPES allocations, PIPES * 1,024 bytes.
+In dwarf mode their user stack runs through libc's pipe up to main; the frame-pointer walk of the
+same program does not."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from helpers import MetricProcess, settle_and_stop
+
+pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
+
+PIPES = 200
+BUFFER_ARRAY = 1024   # kcalloc(16, sizeof(struct pipe_buffer) = 40): the kmalloc-1k slab
+
+# Waits for a line; opens PIPES pipes through main -> a -> b -> pipe() (the sums after each call keep
+# gcc from turning them into tail calls, which would leave no frame); says "open"; waits; exits.
+PIPES_C = rf"""
+#include <stdio.h>
+#include <unistd.h>
+static int fds[{PIPES}][2];
+volatile int sink;
+__attribute__((noinline)) int b(int i) {{ int r = pipe(fds[i]); sink += r; return r + 1; }}
+__attribute__((noinline)) int a(int i) {{ return b(i) * 2 + i; }}
+int main(void)
+{{
+    char line[8];
+    if (!fgets(line, sizeof line, stdin)) return 1;
+    for (int i = 0; i < {PIPES}; i++)
+        if (a(i) != 2 + i) return 2;
+    printf("open\n");
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin)) return 0;
+    return 0;
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def piper(tmp_path_factory) -> str:
+    d = tmp_path_factory.mktemp("compmem_dwarf")
+    (d / "piper.c").write_text(PIPES_C)
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-o", str(d / "piper"), str(d / "piper.c")], check=True)
+    return str(d / "piper")
+
+
+def suspects(piper: str, *options: str) -> tuple[list[dict], list[dict], dict]:
+    """compmem on the piper while it opens its pipes: its last interval's stack rows, summaries, meta."""
+    child = subprocess.Popen([piper], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    tool = MetricProcess("compmem", "-p", str(child.pid), "0.3", "--min-bytes", "512", "--stack-sort", "bytes",
+                         "--stack-depth", "30", *options)
+    try:
+        meta = tool.wait_meta()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "open"
+        settle_and_stop(tool, intervals=1)   # the piper holds its pipes while the metric reads them
+    finally:
+        tool.kill()
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    last = max(r["interval"] for r in tool.of_kind("summary"))
+    rows = [r for r in tool.of_kind("row") if r["level"] == "stack" and r["pid"] == child.pid
+            and r["interval"] == last]
+    return rows, tool.of_kind("summary"), meta
+
+
+def whole(frames: list[str]) -> bool:
+    """Innermost first: libc's pipe (or pipe2), then b, a, main of the piper."""
+    names = [f.split(" [")[0] for f in frames]
+    return len(names) >= 4 and "pipe" in names[0] and names[1:4] == ["b", "a", "main"]
+
+
+def pipe_rows(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if any("alloc_pipe_info" in f for f in r["kernel_frames"])]
+
+
+def test_leak_suspects_carry_the_whole_user_chain_and_the_workloads_bytes(piper):
+    rows, summaries, meta = suspects(piper)
+    assert meta["user_stacks"] == "dwarf"
+    pipes = pipe_rows(rows)
+    print([(r["active_allocs"], r["outstanding_bytes"], r["user_frames"][:5]) for r in rows])
+    chained = [r for r in pipes if whole(r["user_frames"])]
+    # one group: every pipe's buffer array, from the one chain, its bytes those of the workload
+    assert len(chained) == 1, [(r["active_allocs"], r["user_frames"][:5]) for r in pipes]
+    assert chained[0]["active_allocs"] == PIPES
+    assert chained[0]["outstanding_bytes"] == PIPES * BUFFER_ARRAY
+    assert sum(r["active_allocs"] for r in pipes) == PIPES
+    used = {k: sum(s["user_stacks"][k] for s in summaries) for k in ("copies", "complete", "failed", "not_copied")}
+    # one copy per pipe() (each allocating syscall once, whatever it allocates), all unwound whole
+    assert used["copies"] >= PIPES and used["not_copied"] == 0, used
+    assert used["complete"] >= PIPES and used["failed"] == 0, used
+
+
+def test_frame_pointer_walk_of_the_same_program_is_not_whole(piper):
+    rows, summaries, meta = suspects(piper, "--user-stacks", "fp")
+    assert meta["user_stacks"] == "fp" and "user_stacks" not in summaries[-1]
+    pipes = pipe_rows(rows)
+    assert sum(r["active_allocs"] for r in pipes) == PIPES
+    assert sum(r["outstanding_bytes"] for r in pipes) == PIPES * BUFFER_ARRAY
+    assert not any(whole(r["user_frames"]) for r in pipes), [r["user_frames"] for r in pipes]
+
+
+def test_no_stacks_walks_no_user_stack(piper):
+    rows, _, meta = suspects(piper, "--stacks", "0")
+    assert meta["user_stacks"] == "none" and rows == []
