@@ -7,6 +7,9 @@ is busy for seconds (parsing a large object's symbols or CFI the first time it i
     reader.stop()                                  # until now has been handed over; stop: joins the
                                                    # thread, then drains what is left
 
+The thread takes what has accumulated every poll_ms (50), or earlier when the BPF side sends a wakeup,
+so a program may submit with BPF_RB_NO_WAKEUP when its ring holds well over poll_ms of records.
+
 The ring is not registered with BCC (b._ringbuf_manager stays None), so the harness's wait() does not
 poll it from the main thread as well: libbpf's ring consumer is not safe to run from two threads.
 """
@@ -41,16 +44,17 @@ class RingReader:
         return 0
 
     def _run(self) -> None:
+        # every poll_ms, whatever has accumulated: a program that submits with BPF_RB_NO_WAKEUP costs
+        # one round trip per poll, not per record
         while not self._stopping.is_set():
             if self._lib.bpf_poll_ringbuf(self._rb, self._poll_ms) < 0 and not self._stopping.is_set():
-                self._stopping.wait(self._poll_ms / 1000)   # EINTR and the like: try again shortly
+                self._stopping.wait(self._poll_ms / 1000)  # EINTR and the like: try again shortly
             with self._synced:
                 asked = self._asked
-            if asked != self._served:
-                self._lib.bpf_consume_ringbuf(self._rb)
-                with self._synced:
-                    self._served = asked
-                    self._synced.notify_all()
+            self._lib.bpf_consume_ringbuf(self._rb)
+            with self._synced:
+                self._served = asked
+                self._synced.notify_all()
 
     def sync(self, timeout: float = 2.0) -> None:
         """Return once every record submitted before the call has been handed to on_record."""

@@ -3,7 +3,7 @@
 API (nothing here raises on bad input; every loop is bounded):
 
     unwinder = Unwinder(cache_dir=None, max_objects=64, max_bytes=32 << 20, max_frames=127, use_cfi=True,
-                        max_disk_bytes=256 << 20)
+                        max_disk_bytes=256 << 20, lazy=True)
     unwinder = Unwinder(cache_dir=default_cache_dir())   # tables kept under the state directory
     result = unwinder.unwind(maps, ip, sp, bp, stack, base=None)
         # maps: procmaps.ProcessMaps (snapshot it early: Symbolizer.snapshot(pid));
@@ -17,8 +17,10 @@ API (nothing here raises on bad input; every loop is bounded):
 Every pc after the first is a return address: symbolize `pc - 1` to name the call site's function
 (symbols.Symbolizer.user(pid, pc - 1)).
 
-Each step finds the mapping of the pc in the snapshot, the object's CFI row for it (cfi.py; parsed
-once per object, kept in a bounded cache, and saved per build-id under `cache_dir` when given), and
+Each step finds the mapping of the pc in the snapshot, the object's CFI row for it (cfi.py; kept in
+a bounded cache per object: a table saved per build-id under `cache_dir` if there is one, else with
+`lazy` each FDE parsed when first needed through the .eh_frame_hdr search table, else the whole
+.eh_frame or .debug_frame parsed once and saved under `cache_dir`), and
 computes the caller's sp (the CFA), return address and bp from the stack copy. Where no CFI covers a
 pc, the frame pointer chain is followed if bp points into the copy. It ends:
   complete   the return-address rule is undefined (_start, clone), or the return address is 0 (the
@@ -36,7 +38,19 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .cfi import CFA_BP, CFA_PLT, CFA_SP, SAME, UNDEFINED, UNKNOWN, CfiTable, cache_name, read_table
+from .cfi import (
+    CFA_BP,
+    CFA_PLT,
+    CFA_SP,
+    SAME,
+    UNDEFINED,
+    UNKNOWN,
+    CfiTable,
+    LazyCfiTable,
+    cache_name,
+    read_lazy_table,
+    read_table,
+)
 from .elfimage import ElfInfo, debug_file_for, load_per_file, read_info, with_elf
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
@@ -62,7 +76,7 @@ class Unwound:
 @dataclass
 class _Object:
     info: ElfInfo
-    table: CfiTable
+    table: CfiTable | LazyCfiTable
     # per mapping start: (start - offset_of_segment + vaddr_of_segment) makes pc -> vaddr one subtraction
     biases: dict[tuple[int, int], int | None] = field(default_factory=dict)
 
@@ -114,8 +128,10 @@ class Unwinder:
         max_frames: int = 127,
         use_cfi: bool = True,
         max_disk_bytes: int = 256 << 20,
+        lazy: bool = True,
     ) -> None:
         self.cache_dir = cache_dir
+        self.lazy = lazy  # objects with an .eh_frame_hdr: parse each FDE when first looked up
         self.max_disk_bytes = max_disk_bytes  # the cache directory's bound: oldest tables go first
         self.use_cfi = use_cfi  # False: frame pointers only, what BPF's own stack walk does
         self.max_frames = max_frames
@@ -238,6 +254,8 @@ class Unwinder:
             return None
         disk = os.path.join(self.cache_dir, cache_name(info, key)) if self.cache_dir else None
         table = CfiTable.load(disk) if disk else None
+        if table is None and self.lazy:
+            table = with_elf(path, read_lazy_table)  # None: no .eh_frame_hdr, parsed whole below
         if table is None:
             started = time.perf_counter()
             table = read_table(path, debug_file_for(info, mapping.path, path))

@@ -14,13 +14,17 @@ from collections import Counter
 import pytest
 import stack_samples as ss
 
+from bcctool.cfi import LazyCfiTable, search_table
 from bcctool.procmaps import ProcessMaps
 from bcctool.symbols import Symbolizer
 from bcctool.unwind import COMPLETE, FAILED, TRUNCATED, USTACK_HEADER, Unwinder, prune_cache
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    shutil.which("gcc") is None or not os.path.exists("/usr/bin/python3"), reason="needs gcc and Debian's python3"
-)]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("gcc") is None or not os.path.exists("/usr/bin/python3"), reason="needs gcc and Debian's python3"
+    ),
+]
 SAMPLES = 60
 
 
@@ -186,16 +190,46 @@ def test_stripped_deleted_exited_binary_still_unwinds(tools, sampled):
 
 def test_disk_cache_serves_a_second_unwinder(tools, sampled):
     run = sampled([tools["chain"]], "cached")
-    first = Unwinder(cache_dir=tools["cache"])
+    # whole tables (what an object without an .eh_frame_hdr gets) are the ones saved
+    first = Unwinder(cache_dir=tools["cache"], lazy=False)
     expected = [first.unwind(run.maps, s.ip, s.sp, s.bp, s.stack).pcs for s in run.samples]
     assert any(f.endswith(".cfi") for f in os.listdir(tools["cache"]))
-    second = Unwinder(cache_dir=tools["cache"])
+    second = Unwinder(cache_dir=tools["cache"], lazy=False)
     assert [second.unwind(run.maps, s.ip, s.sp, s.bp, s.stack).pcs for s in run.samples] == expected
     assert second.parse_seconds == 0.0  # every table came from the disk
     tables = sorted(os.listdir(tools["cache"]))
     sizes = {name: os.path.getsize(os.path.join(tools["cache"], name)) for name in tables}
     prune_cache(tools["cache"], sum(sizes.values()) - 1)  # one byte too many: the oldest table goes
     assert len(os.listdir(tools["cache"])) == len(tables) - 1
+
+
+@pytest.mark.parametrize("workload", ["chain", "python"])
+def test_lazy_tables_unwind_as_whole_ones_parsing_a_few_fdes(tools, sampled, workload):
+    """One FDE parsed per address looked up (through .eh_frame_hdr) gives the stacks the whole-.eh_frame
+    parse gives, and parses a small part of python3's FDEs."""
+    argv = [tools["chain"]] if workload == "chain" else ["/usr/bin/python3", "-c", ss.PYTHON_LOOP]
+    run = sampled(argv, f"lazy-{workload}")
+    lazy, whole = Unwinder(cache_dir=None), Unwinder(cache_dir=None, lazy=False)
+    maps = ProcessMaps.snapshot(run.pid)  # a snapshot of its own: a snapshot memoizes each pc's row
+    for s in run.samples:
+        assert lazy.unwind(run.maps, s.ip, s.sp, s.bp, s.stack).pcs == whole.unwind(maps, s.ip, s.sp, s.bp, s.stack).pcs
+    assert lazy.outcomes == whole.outcomes and lazy.outcomes[COMPLETE] >= 0.9 * SAMPLES
+    assert lazy.parse_seconds == 0.0 and whole.parse_seconds > 0  # no object was parsed whole
+    tables = [lazy.object_for(m).table for m in run.maps.mappings if m.is_file and lazy.object_for(m)]
+    assert tables and all(isinstance(t, LazyCfiTable) for t in tables)
+    assert sum(t.parsed_fdes for t in tables) < 0.2 * sum(len(t) for t in tables)
+
+
+def test_search_table_refuses_what_it_cannot_read():
+    assert search_table(b"", 0) is None
+    assert search_table(bytes([2, 0x1B, 0x03, 0x3B]) + bytes(12), 0) is None  # version 2
+    assert search_table(bytes([1, 0x1B, 0x03, 0x1B]) + bytes(12), 0) is None  # table not datarel sdata4
+    assert search_table(bytes([1, 0x1B, 0x03, 0x3B]) + bytes(4) + (1000).to_bytes(4, "little"), 0) is None  # short
+    unsorted = (2).to_bytes(4, "little") + b"".join(v.to_bytes(4, "little") for v in (64, 8, 32, 16))
+    assert search_table(bytes([1, 0x1B, 0x03, 0x3B]) + bytes(4) + unsorted, 0) is None
+    ok = (2).to_bytes(4, "little") + b"".join(v.to_bytes(4, "little") for v in (32, 8, 64, 16))
+    starts, fdes = search_table(bytes([1, 0x1B, 0x03, 0x3B]) + bytes(4) + ok, 0x1000)
+    assert list(starts) == [0x1020, 0x1040] and list(fdes) == [0x1008, 0x1010]
 
 
 def test_garbage_never_raises_and_is_counted(tools, sampled):
