@@ -28,6 +28,7 @@ from gui.command_panel import CommandPanel
 from gui.forms import ArgForm
 from gui.metric_tab import MetricTab
 from gui.panels import LogPanel, OverheadPanel, TransportPanel
+from gui.session_panel import SessionPanel
 from gui.style import INVALID_STYLE, STATE_COLOURS, TEXT
 from host import heap_trim, preflight
 from host.bpf_sampler import OverheadSampler
@@ -67,6 +68,7 @@ class MainWindow(QMainWindow):
         self._load_settings(server_url, token)
         self._connect()
         self.command = CommandPanel(self, self.ui.command_line, self.ui.run_command_button, self.ui.command_status)
+        self.session = SessionPanel(self, self.ui.open_session_button, self.ui.record_button)
         self.refresh_timer = QTimer(self)
         self.refresh_timer.setInterval(self.REFRESH_MS)
         self.refresh_timer.timeout.connect(self.refresh)
@@ -296,6 +298,7 @@ class MainWindow(QMainWindow):
 
     # --- controller signals ---------------------------------------------------------------------------
     def _on_records(self, name: str, records: list) -> None:
+        self.session.record(records)
         tab = self.tabs.get(name)
         if tab is not None:
             tab.feed(records)
@@ -389,6 +392,7 @@ class MainWindow(QMainWindow):
             self.command.shutdown()       # a running command killed, its group removed (by its thread)
             self.controller.shutdown()
         finally:
+            self.session.stop_recording(wait=5.0)
             self.sampler.stop()
             self.stats_switch.restore()
 
@@ -401,6 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--server", metavar="URL", help="collector base URL, e.g. http://127.0.0.1:5000 "
                         "(default: the last one used, else none: records stay local)")
     parser.add_argument("--token", metavar="TOKEN", help="bearer token for the collector")
+    parser.add_argument("--open", metavar="FILE", help="open a recorded session (--headless --record FILE, or the "
+                        "window's Record button): no root, BPF or collector needed")
     parser.add_argument("--headless", action="store_true",
                         help="run metrics without a window (monitor/headless.py; see --headless --help)")
     return parser
@@ -436,6 +442,8 @@ def run_window(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: window.close())
     window.show()
+    if args.open:
+        window.session.open(args.open)
     return app.exec()
 
 

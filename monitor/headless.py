@@ -29,7 +29,8 @@ EXAMPLES = """examples:
     main_app.py --headless --metric sysnest --duration 60 --server http://127.0.0.1:5000
     main_app.py --headless --metric sysnest --arg sysnest.interval=2 --arg sysnest.group_by=syscall
     main_app.py --headless --metric sysnest --metric offcpu --server http://lab:5000 --token T
-    main_app.py --headless --metric sysnest --metric pagefault --command 'make -j2'"""
+    main_app.py --headless --metric sysnest --metric pagefault --command 'make -j2'
+    main_app.py --headless --metric sysnest --metric offcpu --duration 30 --record run.ndjson"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,6 +55,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str,
                         help="command that runs a metric as root when this is not root (default: 'sudo -n')")
     parser.add_argument("--progress", type=_positive, default=5.0, metavar="S", help="seconds between progress lines")
     parser.add_argument("--summary-json", metavar="FILE", help="also write the summary as JSON to FILE")
+    parser.add_argument("--record", metavar="FILE",
+                        help="save every record of every metric to FILE (NDJSON), for the window to open later "
+                             "(main_app.py --open FILE)")
     parser.add_argument("--command", metavar="'CMD ARGS'",
                         help="run this command in a cgroup of its own, every metric limited to it from its first "
                              "instruction; the run ends when it exits, with its exit status")
@@ -110,7 +114,8 @@ def _positive(text: str) -> float:
 class Run:
     """One headless run: the controller, the timers and what is printed."""
 
-    def __init__(self, args: argparse.Namespace, values: dict[str, dict[str, Any]], command: Any = None) -> None:
+    def __init__(self, args: argparse.Namespace, values: dict[str, dict[str, Any]], command: Any = None,
+                 recorder: Any = None) -> None:
         from PySide6.QtCore import QCoreApplication, QTimer  # noqa: PLC0415 - not needed for --help
 
         from monitor.controller import MonitorController  # noqa: PLC0415
@@ -122,6 +127,7 @@ class Run:
             for name in args.metric:
                 values[name]["cgroup"] = command.cgroup
         self.app = QCoreApplication.instance() or QCoreApplication([PROG])
+        self.recorder = recorder
         self.controller = MonitorController(args.server, args.token, state_dir=args.state_dir,
                                             elevate=shlex.split(args.elevate))
         self.controller.log.connect(self._on_log)
@@ -156,7 +162,10 @@ class Run:
             self.app.exec()
             print(f"headless: stopping ({self.stop_reason})", flush=True)
             self.controller.shutdown()
+            self.app.processEvents()          # the last records, queued by the workers as they ended
         finally:
+            if self.recorder is not None:
+                self.recorder.close()
             if self.command is not None:
                 self.command.finish()
             for sig, handler in previous.items():
@@ -172,6 +181,8 @@ class Run:
 
     def _on_records(self, name: str, records: list) -> None:
         """A metric's meta record says its probes are attached; the command runs once all have said so."""
+        if self.recorder is not None:
+            self.recorder.write(records)
         for record in reversed(records):
             if record.get("kind") == "summary":
                 self.latest[name] = record
@@ -232,6 +243,9 @@ class Run:
                              "pending": source.get("pending_batches", 0), "dropped": source.get("dropped", 0),
                              "status": totals.get("status"), "error": totals.get("error", "")}
         extra = {"command": self.command.outcome()} if self.command is not None else {}
+        if self.recorder is not None:
+            extra["recorded"] = {"file": self.recorder.path, "records": self.recorder.written,
+                                 "error": self.recorder.error}
         return {**extra, "seconds": round(time.monotonic() - self.started, 1), "stopped": self.stop_reason,
                 "run_id": t["run_id"], "server": t["url"], "reachable": t["reachable"],
                 "last_error": t["last_error"], "drop_reasons": t["drop_reasons"], "metrics": metrics}
@@ -247,6 +261,10 @@ class Run:
             print(f"  dropped by reason: {summary['drop_reasons']}")
         if summary["last_error"]:
             print(f"  last transport error: {summary['last_error']}")
+        recorded = summary.get("recorded")
+        if recorded:
+            print(f"  recorded {recorded['records']:,} records to {recorded['file']}"
+                  + (f" — {recorded['error']}" if recorded["error"] else ""))
         c = summary.get("command")
         if c:
             how = (f"killed by {c['signal']}" if c["signal"] else f"exit status {c['exit_status']}") \
@@ -266,12 +284,25 @@ def main(argv: list[str] | None = None) -> int:
         except CommandError as exc:
             print(f"{PROG}: error: {exc}", file=sys.stderr)
             return NOT_STARTED
+    recorder = None
+    if args.record:
+        from monitor.session import SessionWriter  # noqa: PLC0415
+
+        try:
+            recorder = SessionWriter(args.record)
+        except OSError as exc:
+            if command is not None:
+                command.finish()
+            print(f"{PROG}: error: cannot write --record {args.record}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     try:
-        run = Run(args, values, command)
+        run = Run(args, values, command, recorder)
     except (OSError, sqlite3.Error) as exc:
         if command is not None:
             command.finish()
-        where = args.state_dir or "(the default state directory)"
-        print(f"{PROG}: error: cannot use state directory {where}: {exc}", file=sys.stderr)
+        where = f"state directory {args.state_dir or '(the default state directory)'}"
+        if recorder is not None:
+            recorder.close()
+        print(f"{PROG}: error: cannot use {where}: {exc}", file=sys.stderr)
         return 1
     return run.exec()

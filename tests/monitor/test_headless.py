@@ -211,3 +211,33 @@ def test_every_metric_has_a_key_figure_its_summary_carries(spec):
         summary = next(r for r in map(json.loads, f) if r["kind"] == "summary")
     text = spec.key_figure_text(summary)
     assert re.fullmatch(r"[\d,]+ \S.*", text), text
+
+
+@pytest.mark.bpf
+def test_record_saves_every_record_the_collector_received(tmp_path):
+    """--record FILE holds the run record for record as the collector stored it, and the summary says so."""
+    stub = CollectorStub().start()
+    session = tmp_path / "run.ndjson"
+    try:
+        result = subprocess.run([PYTHON, os.path.join(ROOT, "main_app.py"), "--headless", "--metric", "sysnest",
+                                 "--arg", "sysnest.interval=0.5", "--duration", "3", "--server", stub.url,
+                                 "--state-dir", str(tmp_path), "--record", str(session)],
+                                cwd=ROOT, capture_output=True, text=True, timeout=90)
+        received = stub.records("sysnest")
+    finally:
+        stub.stop()
+    assert result.returncode == 0, result.stderr
+    with open(session) as f:
+        saved = [json.loads(line) for line in f]
+    assert saved and saved[0]["kind"] == "meta"
+    assert saved == received
+    assert f"recorded {len(saved):,} records to {session}" in result.stdout
+
+
+def test_an_unwritable_record_file_is_one_line(tmp_path):
+    result = subprocess.run([PYTHON, os.path.join(ROOT, "main_app.py"), "--headless", "--metric", "sysnest",
+                             "--record", str(tmp_path / "nope" / "run.ndjson")], cwd=ROOT, capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr == (f"main_app.py --headless: error: cannot write --record {tmp_path}/nope/run.ndjson: "
+                             "No such file or directory\n")

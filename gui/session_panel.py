@@ -1,0 +1,106 @@
+"""The window's saved sessions (monitor/session.py): "Record…" saves every record of every metric from
+now on to a file; "Open session…" (or `main_app.py --open FILE`) rebuilds a recorded run's tabs —
+tables, charts, flame graphs — from the file, with no root, BPF or collector. The file is read on a
+thread of its own and written by the recorder's thread: only the dialogs run on the GUI thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QFileDialog, QPushButton
+
+from monitor.session import SessionError, SessionWriter, read_session
+
+FILTER = "Sessions (*.ndjson *.jsonl);;All files (*)"
+
+
+class SessionPanel(QObject):
+    loaded = Signal(object, str)          # {metric: records} or None, and one line to log
+
+    def __init__(self, window: Any, open_button: QPushButton, record_button: QPushButton) -> None:
+        super().__init__(window)
+        self.window = window
+        self.open_button, self.record_button = open_button, record_button
+        self.recorder: SessionWriter | None = None
+        self.opened: dict[str, list[dict]] = {}
+        self.reader: threading.Thread | None = None
+        open_button.clicked.connect(self.ask_open)
+        record_button.setCheckable(True)
+        record_button.toggled.connect(self._record_toggled)
+        self.loaded.connect(self._show)
+
+    # --- open -------------------------------------------------------------------------------------
+    def ask_open(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self.window, "Open a recorded session", os.getcwd(), FILTER)
+        if path:
+            self.open(path)
+
+    def open(self, path: str) -> None:
+        self.window._log("", f"opening session {path}")
+        self.reader = threading.Thread(target=self._read, args=(path,), name="session-reader", daemon=True)
+        self.reader.start()
+
+    def _read(self, path: str) -> None:
+        try:
+            by_metric, skipped = read_session(path, self.window.specs)
+        except SessionError as e:
+            self._emit(None, str(e))
+            return
+        count = sum(len(r) for r in by_metric.values())
+        note = f", {skipped:,} of metrics this app lacks skipped" if skipped else ""
+        self._emit(by_metric, f"session {os.path.basename(path)}: {count:,} records of {', '.join(by_metric)}{note}")
+
+    def _emit(self, by_metric: dict | None, message: str) -> None:
+        try:
+            self.loaded.emit(by_metric, message)      # queued to the GUI thread, where this object lives
+        except RuntimeError:
+            pass                                      # the window closed meanwhile
+
+    def _show(self, by_metric: dict[str, list[dict]] | None, message: str) -> None:
+        self.window._log("", message)
+        if by_metric is None:
+            self.window.statusBar().showMessage(message, 10_000)
+            return
+        self.opened = by_metric
+        for name, records in by_metric.items():
+            tab = self.window._tab(name)
+            tab.reset()
+            tab.feed(records)
+            tab.set_state("recorded")
+            tab.refresh()
+        self.window.show_tabs(list(by_metric))
+
+    # --- record -----------------------------------------------------------------------------------
+    def _record_toggled(self, on: bool) -> None:
+        if not on:
+            self.stop_recording()
+            return
+        path, _ = QFileDialog.getSaveFileName(self.window, "Record every record to", os.path.join(os.getcwd(),
+                                              "session.ndjson"), FILTER)
+        if not path or not self.start_recording(path):
+            self.record_button.setChecked(False)
+
+    def start_recording(self, path: str) -> bool:
+        try:
+            self.recorder = SessionWriter(path)
+        except OSError as e:
+            self.window._log("", f"cannot record to {path}: {e.strerror or e}")
+            return False
+        self.record_button.setText("■  Recording")
+        self.window._log("", f"recording every record to {path}")
+        return True
+
+    def record(self, records: list[dict]) -> None:
+        if self.recorder is not None:
+            self.recorder.write(records)
+
+    def stop_recording(self, wait: float = 0.0) -> None:
+        recorder, self.recorder = self.recorder, None
+        self.record_button.setText("●  Record…")
+        if recorder is not None:
+            recorder.close(timeout=wait)          # the writer thread finishes the queue on its own
+            self.window._log("", f"recording to {recorder.path} ended")
