@@ -111,7 +111,7 @@ def run(quick: bool = False) -> dict:
     targets = [stats.target(f"{name}, {r['database']}, {r['hosts']} hosts, median", f"<= {TARGET_MS} ms",
                             t["median_ms"], TARGET_MS, higher_is_better=False, unit=" ms")
                for r in runs for name, t in r["pages"].items() if name not in UNTARGETED]
-    return {"title": "Collector: dashboard pages over a lab's hour", "metrics": len(METRICS), "reps": reps,
+    return {"title": "Collector: dashboard pages over a lab's hour", "metrics": len(METRICS), "requests": reps,
             "target_ms": TARGET_MS, "runs": runs, "targets": targets}
 
 
@@ -133,7 +133,7 @@ def table(result: dict) -> str:
                        for r in runs)
     return out + (f"\n\nTarget <= {result['target_ms']} ms (median) for every page but /metrics. "
                   f"{result['metrics']} metrics per host, an interval every {INTERVAL_S:.0f} s for an hour; {filled}; "
-                  f"in-process (Flask's test client, no network), {result.get('reps', REPS)} requests each.")
+                  f"in-process (Flask's test client, no network), {result.get('requests', REPS)} requests each.")
 
 
 if __name__ == "__main__":
