@@ -503,6 +503,8 @@ class HeatmapChart(MetricChart):
                 data[i - first, r - low] = n
         x0 = self.times[last] - (last - first + 1) * width        # each column ends at its interval's end
         self.image.setImage(np.log1p(data), autoLevels=False, levels=(0.0, max(1.0, float(np.log1p(data.max())))))
+        self.plot.setTitle(f"colour: count per bucket and interval, log scale, white 0 to darkest {int(data.max()):,}",
+                           size="9pt")
         self.image.setRect(QRectF(x0, low, (last - first + 1) * width, high - low + 1))
         self.grid = (list(range(first, last + 1)), low, x0, width)
         step = max(1, -(-(high - low + 1) // 10))

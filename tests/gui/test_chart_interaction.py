@@ -205,6 +205,7 @@ def test_tcpconnlat_heatmap_counts_each_intervals_connects_per_log2_bucket(qtbot
             seen[(interval, lo)] = count
     assert seen == expected
     assert heat.image.image.shape[0] == 4                     # one column per interval, the empty one too
+    assert heat.plot.getPlotItem().titleLabel.text.endswith("darkest 2")      # interval 4's 8-16 ms bucket
     # hover over the cell of interval 4's two 12-13 ms connects (bucket 8192-16383 us)
     x = T0 + 4 - 0.5
     import math
