@@ -3,7 +3,8 @@ its peak memory, with BCC's equivalent tools where they run on this kernel.
 
 bench/mixed.c (syscalls, write+fsync, loopback TCP, fork, page faults, a short sleep) is timed bare,
 under each metric of config.METRICS alone (default arguments, --json, its output drained as the app
-would), under all of them at once, and under each BCC peer that works here, in a rotated order per
+would; those with user stacks also with --user-stacks fp, beside their DWARF default), under all of
+them at once (defaults), and under each BCC peer that works here, in a rotated order per
 repetition. The same runs give each tool's startup (exec to its first record: the meta record for a
 metric, the header line for a BCC tool), its first data record, and its peak RSS and CPU time from the
 kernel's rusage when it is reaped.
@@ -85,9 +86,12 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
     # a run spans at least one 1 s interval of the tools, so their periodic user-space work is in it
     rounds, runs = (400, 2) if quick else (1000, 2)
     metrics = {spec.name: (harness.metric_argv(spec), harness.is_meta) for spec in config.METRICS}
+    # user stacks unwound with CFI (the default) against the frame-pointer walk, in the same run (issue 14)
+    variants = {f"{spec.name} --user-stacks fp": (harness.metric_argv(spec, user_stacks="fp"), harness.is_meta)
+                for spec in config.METRICS if any(a.name == "user_stacks" for a in spec.args)}
     peers = {name: (argv, ready) for name, (argv, ready, _) in PEERS.items()}
-    configs = ["bare", *metrics, ALL, *peers]
-    per_tool: dict[str, list[dict]] = {name: [] for name in [*metrics, *peers]}
+    configs = ["bare", *metrics, *variants, ALL, *peers]
+    per_tool: dict[str, list[dict]] = {name: [] for name in [*metrics, *variants, *peers]}
     quiet = bpfwatch.Quiet(syscalls_only=False, retries=0)
 
     def workload() -> float:
@@ -99,7 +103,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
     def one(name: str, rep: int) -> float:
         if name == "bare":
             return quiet.run(workload)
-        tools = metrics if name == ALL else {name: metrics.get(name) or peers[name]}
+        tools = metrics if name == ALL else {name: metrics.get(name) or variants.get(name) or peers[name]}
         with Run(tools) as run_:
             seconds = quiet.run(workload, [t.proc.pid for t in run_.tracers.values()])
             run_.check_alive()
@@ -116,7 +120,8 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         vs_peer = None
         if peer_of and (stats.summary(slowdown[peer_of])["median"] or 0) >= NOISE_PCT:
             vs_peer = stats.summary([m / p for m, p in zip(slowdown[name], slowdown[peer_of], strict=False) if p > 0], 2)
-        rows.append({"config": name, "kind": "peer" if name in peers else "metric" if name in metrics else name,
+        kind = "peer" if name in peers else "metric" if name in metrics or name in variants else name
+        rows.append({"config": name, "kind": kind,
                      "seconds": stats.summary(times[name], 3), "slowdown_pct": stats.summary(slowdown[name]),
                      "peer": peer_of, "vs_peer": vs_peer})
     syscount_rss = _median(per_tool.get("syscount -L", []), "peak_rss_mb")
