@@ -376,10 +376,16 @@ METRICS: list[MetricSpec] = [
             Arg("expire", "--expire", "float", "forget a queued packet not sent after this many seconds",
                 default=2.0, minimum=0.01, maximum=3600, metavar="SECONDS",
                 cli_help="forget a queued packet not transmitted after SECONDS (default 2)"),
+            CGROUP,
+            Arg("group_by", "--group-by", "choice", "a row per device or per device and cgroup", default="device",
+                choices=("device", "cgroup"), short="-g",
+                cli_help="a row per device, or per device and sending cgroup (packets queued in a softirq: "
+                         "cgroup id 0) (default device)"),
         ),
-        probes=("net:net_dev_queue", "net:net_dev_xmit"),
+        probes=("net:net_dev_queue", "net:net_dev_xmit", "irq:softirq_entry", "irq:softirq_exit"),
         fields=(
             Field("dev", "Device"),
+            Field("cgroup", "Cgroup"),
             Field("packets", "Packets", "count"),
             Field("bytes", "Bytes", "bytes"),
             Field("avg_us", "Avg", "us"),

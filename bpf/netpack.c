@@ -6,13 +6,27 @@
  * costs no per-packet traffic to user space. Per-packet events go through a perf buffer only with
  * -DEVENTS. A queue entry whose packet never reaches xmit (qdisc drop, GSO split into new skbs) is
  * counted when its skb is queued again, else expired by the user side. Device names are the
- * tracepoints' __data_loc `name` field. */
+ * tracepoints' __data_loc `name` field.
+ *
+ * cgroup: a packet queued by a task (a send from sendmsg) is the sending task's, by
+ * bpf_get_current_cgroup_id() at net_dev_queue; one queued from a softirq (an ACK or ICMP error sent
+ * while receiving, a retransmit timer, a forwarded packet, a deferred TCP send) runs in whatever task
+ * the softirq interrupted, so it is nobody's: cgroup id 0. Softirq context is a per-CPU flag set
+ * between irq:softirq_entry and softirq_exit (softirqs do not nest on a CPU; no struct read of the
+ * preempt count). --cgroup (FILTER_CGROUP_ID) keeps only task-queued packets of the group;
+ * -DBY_CGROUP keys the per-device totals by (device, cgroup). */
 #include "common.h"
 
 #define IFNAMSIZ 16
 
 struct dev_t {
     char name[IFNAMSIZ];
+    u64 cgid;          /* with BY_CGROUP, else 0 */
+};
+
+struct queued_t {
+    u64 ts;
+    u64 cgid;          /* the queuing task's cgroup, 0 when queued in a softirq */
 };
 
 /* A stacked device (vlan, bond) queues the same skb to the lower device before its own xmit returns,
@@ -24,6 +38,7 @@ struct start_key_t {
 
 struct slot_key_t {
     char name[IFNAMSIZ];
+    u64 cgid;
     u64 slot;
 };
 
@@ -45,6 +60,7 @@ struct count_t {
 struct event_t {
     u64 ts_ns;
     u64 delta_ns;
+    u64 cgid;
     u32 len;
     u32 pad;
     char dev[IFNAMSIZ];
@@ -53,9 +69,14 @@ struct event_t {
 #ifndef MAX_INFLIGHT
 #define MAX_INFLIGHT 32768
 #endif
+#ifdef BY_CGROUP
+#define MAX_DEVICES 4096   /* (device, cgroup) pairs */
+#else
 #define MAX_DEVICES 256
+#endif
 
-BPF_HASH(start, struct start_key_t, u64, MAX_INFLIGHT);   /* (skb, device) -> queue time */
+BPF_HASH(start, struct start_key_t, struct queued_t, MAX_INFLIGHT);   /* (skb, device) -> queue time */
+BPF_PERCPU_ARRAY(softirq, u32, 1);   /* 1 while this CPU runs a softirq */
 BPF_PERCPU_HASH(stats, struct dev_t, struct stats_t, MAX_DEVICES);
 BPF_PERCPU_HASH(maxes, struct dev_t, struct max_t, MAX_DEVICES);
 BPF_PERCPU_HASH(hist, struct slot_key_t, struct count_t, MAX_DEVICES * 64);
@@ -90,26 +111,50 @@ static __always_inline int skip_dev(const char *name)
 }
 #endif
 
+TRACEPOINT_PROBE(irq, softirq_entry)
+{
+    int zero = 0;
+    u32 *in = softirq.lookup(&zero);
+    if (in)
+        *in = 1;
+    return PASS_ON;
+}
+
+TRACEPOINT_PROBE(irq, softirq_exit)
+{
+    int zero = 0;
+    u32 *in = softirq.lookup(&zero);
+    if (in)
+        *in = 0;
+    return PASS_ON;
+}
+
 TRACEPOINT_PROBE(net, net_dev_queue)
 {
+    int zero = 0;
+    u32 *in = softirq.lookup(&zero);
+    int by_task = !(in && *in);
+#ifdef FILTER_CGROUP_ID
+    if (!by_task || skip_cgroup())
+        return PASS_ON;
+#endif
     struct start_key_t key = {.skb = (u64)args->skbaddr};
     TP_DATA_LOC_READ_STR(&key.name, name, IFNAMSIZ);
 #ifdef FILTER_DEV
     if (skip_dev(key.name))
         return PASS_ON;
 #endif
-    u64 ts = bpf_ktime_get_ns();
-    int zero = 0;
-    u64 *old = start.lookup(&key);
+    struct queued_t q = {.ts = bpf_ktime_get_ns(), .cgid = by_task ? bpf_get_current_cgroup_id() : 0};
+    struct queued_t *old = start.lookup(&key);
     if (old) {
         /* the skb was dropped before xmit (qdisc full) and freed, and its memory is a new packet */
-        *old = ts;
+        *old = q;
         u64 *n = reused.lookup(&zero);
         if (n)
             (*n)++;
         return PASS_ON;
     }
-    if (start.update(&key, &ts) != 0) {
+    if (start.update(&key, &q) != 0) {
         u64 *lost = start_full.lookup(&zero);
         if (lost)
             (*lost)++;
@@ -124,15 +169,19 @@ TRACEPOINT_PROBE(net, net_dev_xmit)
         return PASS_ON;
     struct start_key_t key = {.skb = (u64)args->skbaddr};
     TP_DATA_LOC_READ_STR(&key.name, name, IFNAMSIZ);
-    u64 *tsp = start.lookup(&key);
-    if (!tsp)
+    struct queued_t *q = start.lookup(&key);
+    if (!q)
         return PASS_ON;
     u64 now = bpf_ktime_get_ns();
-    u64 delta = now - *tsp;
+    u64 delta = now - q->ts;
+    u64 cgid = q->cgid;
     start.delete(&key);
 
     struct dev_t dev = {};
     __builtin_memcpy(&dev.name, key.name, IFNAMSIZ);
+#ifdef BY_CGROUP
+    dev.cgid = cgid;
+#endif
     u32 len = args->len;
     int zero = 0;
 
@@ -142,7 +191,7 @@ TRACEPOINT_PROBE(net, net_dev_xmit)
         stats.insert(&dev, &init);
         st = stats.lookup(&dev);
     }
-    struct slot_key_t sk = {.slot = latency_slot(delta)};
+    struct slot_key_t sk = {.cgid = dev.cgid, .slot = latency_slot(delta)};
     __builtin_memcpy(&sk.name, dev.name, IFNAMSIZ);
     struct count_t *c = hist.lookup(&sk);
     if (!c) {
@@ -180,7 +229,7 @@ TRACEPOINT_PROBE(net, net_dev_xmit)
     if (delta < MIN_NS)
         return PASS_ON;
 #endif
-    struct event_t ev = {.ts_ns = now, .delta_ns = delta, .len = len};
+    struct event_t ev = {.ts_ns = now, .delta_ns = delta, .cgid = cgid, .len = len};
     __builtin_memcpy(&ev.dev, dev.name, IFNAMSIZ);
     events.perf_submit(args, &ev, sizeof(ev));
 #endif

@@ -3,7 +3,9 @@
 
 Traces the net:net_dev_queue and net:net_dev_xmit tracepoints, matched by skb and device. Each interval
 prints per device: packets, bytes, mean, p50, p99 and max latency (from an in-kernel histogram);
---events adds one line per packet (length, device, latency).
+--events adds one line per packet (length, device, latency). A packet queued by a task carries that
+task's cgroup; one queued from a softirq (ACKs and errors sent while receiving, timers, forwarding)
+carries none (cgroup id 0). --group-by cgroup splits each device's row per cgroup.
 """
 
 import argparse
@@ -22,6 +24,7 @@ EXAMPLES = [
     ("netpack --events", "also one line per packet: length and latency"),
     ("netpack --min-us 100", "only the packets that waited 100 us or more (implies --events)"),
     ("netpack --json", "NDJSON rows per device and interval, for the app"),
+    ("netpack --cgroup lab/job-7 -g cgroup", "packets sent by one cgroup v2 group and those below, per group"),
 ]
 
 
@@ -43,6 +46,9 @@ args.events = args.events or bool(args.min_us)
 cflags = tool.filter_cflags(filter_dev=args.dev, min_ns=round(args.min_us * 1e3) if args.min_us else None)
 if args.events:
     cflags.append("-DEVENTS=1")
+by_cgroup = args.group_by == "cgroup"
+if by_cgroup:
+    cflags.append("-DBY_CGROUP=1")
 b = tool.load(cflags)
 start, events, epoch = b["start"], b["events"], b["epoch"]
 stats_deltas = CounterDeltas(b["stats"], tgid_of=None)
@@ -57,7 +63,8 @@ hist_deltas.step()
 start.clear()
 reused_seen = [sum(b["reused"][0])]
 epoch[epoch.Key(0)] = epoch.Leaf(1)
-tool.meta(events=args.events, histogram="quarter-octave", len_includes="link-layer header (as skb->len)")
+tool.meta(events=args.events, histogram="quarter-octave", len_includes="link-layer header (as skb->len)",
+          group_by=args.group_by, cgroup_of="the queuing task; 0 for a packet queued in a softirq")
 tool.say(f"Tracing packet queue -> xmit latency{' on ' + args.dev if args.dev else ''}... Ctrl-C to end.")
 
 
@@ -83,13 +90,14 @@ def percentile(buckets: dict[int, int], pct: float, max_ns: int) -> float:
     return 0.0
 
 
-def interval_maxes(interval: int) -> dict[str, int]:
-    """Per device, the longest latency of this interval (the BPF side keeps a max per epoch)."""
+def interval_maxes(interval: int) -> dict[tuple[str, int], int]:
+    """Per (device, cgroup id: 0 unless --group-by cgroup), the longest latency of this interval (the
+    BPF side keeps a max per epoch)."""
     maxes = {}
     for key, per_cpu in b["maxes"].items():
         best = max((v.max_ns for v in per_cpu if v.epoch == interval), default=0)
         if best:
-            maxes[key.name.decode(errors="replace")] = best
+            maxes[(key.name.decode(errors="replace"), key.cgid)] = best
     return maxes
 
 
@@ -99,7 +107,7 @@ def expire_unmatched(now_ns: int) -> int:
     horizon = now_ns - int(args.expire * 1e9)
     expired = 0
     for key, ts in list(start.items()):
-        if ts.value < horizon:
+        if ts.ts < horizon:
             try:
                 del start[key]
                 expired += 1
@@ -124,11 +132,13 @@ def on_event(data) -> None:
     if not first_ts:
         first_ts.append(ev.ts_ns)
     dev = ev.dev.decode(errors="replace")
+    cgroup = tool.cgroup_fields(ev.cgid)
     if tool.json:
         tool.emit_event(time_s=round((ev.ts_ns - first_ts[0]) / 1e9, 6), dev=dev, len=ev.len,
-                        latency_us=round(ev.delta_ns / 1e3, 3))
+                        latency_us=round(ev.delta_ns / 1e3, 3), **cgroup)
     else:
-        print(f"len={ev.len:<7} latency={ev.delta_ns / 1e3:.2f} us  dev={dev}", flush=True)
+        print(f"len={ev.len:<7} latency={ev.delta_ns / 1e3:.2f} us  dev={dev}  cgroup={cgroup['cgroup'] or '-'}",
+              flush=True)
 
 
 last_tick = [time.monotonic()]
@@ -139,9 +149,9 @@ def on_tick() -> None:
     elapsed, last_tick[0] = max(now - last_tick[0], 1e-9), now
     interval = tool.interval_index
     stats = stats_deltas.step()
-    buckets: dict[str, dict[int, int]] = {}
-    for (name, slot), delta in hist_deltas.step().items():
-        buckets.setdefault(name.decode(errors="replace"), {})[slot] = delta["count"]
+    buckets: dict[tuple[str, int], dict[int, int]] = {}
+    for (name, cgid, slot), delta in hist_deltas.step().items():
+        buckets.setdefault((name.decode(errors="replace"), cgid), {})[slot] = delta["count"]
     maxes = interval_maxes(interval)
     # Read first, then open the next max window (as sysnest does): only a packet in the few microseconds
     # between the two is missed by the max; the other order would drop the whole window's max on any CPU
@@ -149,32 +159,35 @@ def on_tick() -> None:
     epoch[epoch.Key(0)] = epoch.Leaf(interval + 1)
     unmatched = expire_unmatched(time.monotonic_ns()) + reused_since_last()
     rows = []
-    for (name,), d in stats.items():
-        dev = name.decode(errors="replace")
-        mx = maxes.get(dev, 0)
-        rows.append({"dev": dev, "packets": d["packets"], "bytes": d["bytes"],
+    for (name, cgid), d in stats.items():
+        key = (name.decode(errors="replace"), cgid)
+        mx = maxes.get(key, 0)
+        rows.append({"dev": key[0], **(tool.cgroup_fields(cgid) if by_cgroup else {}),
+                     "packets": d["packets"], "bytes": d["bytes"],
                      "avg_us": round(d["total_ns"] / d["packets"] / 1e3, 3) if d["packets"] else 0.0,
-                     "p50_us": round(percentile(buckets.get(dev, {}), 50, mx) / 1e3, 3),
-                     "p99_us": round(percentile(buckets.get(dev, {}), 99, mx) / 1e3, 3),
+                     "p50_us": round(percentile(buckets.get(key, {}), 50, mx) / 1e3, 3),
+                     "p99_us": round(percentile(buckets.get(key, {}), 99, mx) / 1e3, 3),
                      "max_us": round(mx / 1e3, 3)})
     rows.sort(key=lambda r: r["packets"], reverse=True)
     packets = sum(r["packets"] for r in rows)
+    devices = len({r["dev"] for r in rows})
     tool.set_lost_total("start_map_full", sum(b["start_full"][0]))
     tool.set_lost_total("stats_map_full", sum(b["stats_full"][0]))
     if tool.json:
-        tool.emit("summary", packets=packets, per_sec=round(packets / elapsed, 1), devices=len(rows),
+        tool.emit("summary", packets=packets, per_sec=round(packets / elapsed, 1), devices=devices,
                   unmatched=unmatched, interval_s=round(elapsed, 3))
         for r in rows:
             tool.emit("row", **r)
         return
-    print(f"\n[{time.strftime('%H:%M:%S')}] {packets} packets ({packets / elapsed:.0f}/s) on {len(rows)} "
-          f"device{'s' if len(rows) != 1 else ''}" + (f", {unmatched} queued but not sent" if unmatched else ""))
+    print(f"\n[{time.strftime('%H:%M:%S')}] {packets} packets ({packets / elapsed:.0f}/s) on {devices} "
+          f"device{'s' if devices != 1 else ''}" + (f", {unmatched} queued but not sent" if unmatched else ""))
     if not rows:
         return
-    columns = [("DEV", -15), ("PACKETS", 9), ("BYTES", 11), ("AVG(us)", 9), ("P50(us)", 9), ("P99(us)", 9),
-               ("MAX(us)", 10)]
-    print(table(columns, [[r["dev"], r["packets"], r["bytes"], f"{r['avg_us']:.2f}", f"{r['p50_us']:.2f}",
-                           f"{r['p99_us']:.2f}", f"{r['max_us']:.2f}"] for r in rows]))
+    columns = [("DEV", -15), *([("CGROUP", -24)] if by_cgroup else []), ("PACKETS", 9), ("BYTES", 11),
+               ("AVG(us)", 9), ("P50(us)", 9), ("P99(us)", 9), ("MAX(us)", 10)]
+    print(table(columns, [[r["dev"], *([(r["cgroup"] or "(softirq)")[-24:]] if by_cgroup else []), r["packets"],
+                           r["bytes"], f"{r['avg_us']:.2f}", f"{r['p50_us']:.2f}", f"{r['p99_us']:.2f}",
+                           f"{r['max_us']:.2f}"] for r in rows]))
 
 
 # --- loop ------------------------------------------------------------------------------------------
