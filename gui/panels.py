@@ -94,7 +94,8 @@ class OverheadPanel:
         self.show_state(summary)
 
     def show_state(self, summary: str = "") -> None:
-        text = f"bpf_stats: {self.stats_switch.state}"
+        # an app that is not root: the privilege helper holds bpf_stats on, not the switch
+        text = f"bpf_stats: {getattr(self.sampler, 'stats_state', '') or self.stats_switch.state}"
         self.status.setText(f"{text}  —  {summary}" if summary else text)
 
     def stats_on(self) -> None:

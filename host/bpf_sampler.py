@@ -1,7 +1,8 @@
 """The overhead panel's sampler: once a second, on its own thread, the bpf_stats counters of every
 running metric's programs (host/bpf_stats.py reads and turns them into rates), then per metric a
 subtotal row — its programs' kernel CPU beside its own process's CPU and PSS (host/proc_cost.py) — and
-a row for the app itself, handed to the GUI through a signal."""
+a row for the app itself, handed to the GUI through a signal. An app that is not root asks the privilege
+helper for its root metrics' counters (host/helper_stats.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from PySide6.QtCore import QObject, Signal
 
 from host.bpf_stats import OverheadTracker, ProgStat, prog_stats_bpftool, prog_stats_of_pid
 from host.elevation import command_for_this_user
+from host.helper_stats import HelperStats
 from host.proc_cost import ProcessCost
 
 
@@ -33,6 +35,7 @@ class OverheadSampler(QObject):
         super().__init__(parent)
         self.period = period
         self.elevate = command_for_this_user() if elevate is None else elevate   # as the controller starts metrics
+        self.helper = HelperStats(self.elevate) if self.elevate else None
         self._targets: dict[str, tuple[int | None, set[int]]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -51,11 +54,18 @@ class OverheadSampler(QObject):
             self._thread = threading.Thread(target=self._run, name="bpf-overhead", daemon=True)
             self._thread.start()
 
+    @property
+    def stats_state(self) -> str:
+        """How bpf_stats is on, when the privilege helper holds it (an app that is not root); else ""."""
+        return self.helper.state if self.helper else ""
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if self.helper:
+            self.helper.close()
 
     def _run(self) -> None:
         while not self._stop.wait(self.period):
@@ -70,7 +80,13 @@ class OverheadSampler(QObject):
         now = time.monotonic()
         stats: dict[str, dict[int, ProgStat]] = {}
         missing: set[int] = set()
-        for metric, (pid, ids) in targets.items():
+        if self.helper:
+            pids = {pid for pid, _ in targets.values() if pid}
+            if not pids:
+                self.helper.close()          # no metric runs: bpf_stats off again
+            by_pid = self.helper.stats_of(pids) if pids else {}
+            stats = {metric: by_pid.get(pid, {}) for metric, (pid, _) in targets.items()}
+        for metric, (pid, ids) in () if self.helper else targets.items():
             progs = prog_stats_of_pid(pid) if pid else None
             progs = {i: s for i, s in (progs or {}).items() if not ids or i in ids}
             stats[metric] = progs

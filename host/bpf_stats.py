@@ -29,7 +29,7 @@ PROG_TYPES = {1: "socket_filter", 2: "kprobe", 5: "tracepoint", 6: "xdp", 7: "pe
               24: "raw_tracepoint_w", 26: "tracing"}
 
 
-def _enable_stats_fd() -> int | None:
+def enable_stats_fd() -> int | None:
     """An fd that keeps the kernel's run-time stats on while it is open (Linux 5.8+, CAP_SYS_ADMIN)."""
     number = BPF_SYSCALL.get(platform.machine())
     if number is None:
@@ -57,7 +57,7 @@ class BpfStatsSwitch:
     def enable(self) -> str:
         if self.active:
             return self.state
-        self._fd = _enable_stats_fd()
+        self._fd = enable_stats_fd()
         if self._fd is not None:
             self.state = "on (held by the app; off again when it stops)"
         else:

@@ -5,6 +5,8 @@
     privhelper.py check                   exit 0 when this runs as root with trusted code (elevation works)
     privhelper.py doctor                  the preflight (main_app.py --doctor) as root, as the metrics run
     privhelper.py stop PGID               end a metric group a killed app left running (only such a group)
+    privhelper.py overhead                bpf_stats on while it runs; per line of pids read, the BPF program
+                                          counters of those that are metrics this helper started for the caller
     privhelper.py sudoers [USER] [--install]   print (or install) the rule that allows this helper only
 
 It runs nothing but the scripts config.py registers, with arguments parsed against their declarations
@@ -247,6 +249,63 @@ def stop(tokens: list[str]) -> int:
     return 0
 
 
+def _cmdline(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return [a.decode(errors="replace") for a in f.read().split(b"\0")[:-1]]
+
+
+def _status(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith(f"{field}:")).split()[1])
+
+
+def started_for(pid: int, caller: str | None) -> bool:
+    """pid is a metric this helper ran (the project's interpreter, -I, a script in metrics/) whose parent
+    is sudo running the helper's `run` for the caller (its real uid)."""
+    try:
+        argv = _cmdline(pid)
+        parent = _status(pid, "PPid")
+        leader = _cmdline(parent)
+        parent_uid = _status(parent, "Uid")
+    except (OSError, StopIteration, ValueError):
+        return False
+    ours = (len(argv) >= 3 and argv[0] == interpreter() and argv[1] == "-I"
+            and os.path.dirname(argv[2]) == os.path.join(os.path.realpath(ROOT), "metrics"))
+    return (ours and os.path.basename(leader[0] if leader else "") == "sudo" and HELPER in leader
+            and "run" in leader[leader.index(HELPER):] and (caller is None or str(parent_uid) == caller))
+
+
+def overhead() -> int:
+    """For an app that is not root, the overhead panel's numbers: bpf_stats on (an enable-stats fd the
+    kernel drops when this process ends), and for each line of pids on stdin one JSON line on stdout,
+    {pid: [[prog id, run_time_ns, run_cnt, type, name], ...]}, for the pids that are metrics this
+    helper started for the caller (others are left out). Ends at end of input or with its parent."""
+    import json
+
+    from host.bpf_stats import enable_stats_fd, prog_stats_bpftool, prog_stats_of_pid
+
+    require_root()
+    check_trusted(trusted_paths())
+    die_with_parent()
+    held = enable_stats_fd()
+    state = "on (held by the privilege helper while metrics run)" if held is not None else \
+        "unavailable: the kernel refused BPF_ENABLE_STATS"
+    print(json.dumps({"stats": state}), flush=True)
+    caller = os.environ.get("SUDO_UID")
+    names: dict[int, str] = {}
+    for line in sys.stdin:
+        answer = {}
+        for word in line.split()[:64]:
+            if not word.isdigit() or not started_for(int(word), caller):
+                continue
+            progs = prog_stats_of_pid(int(word)) or {}
+            if progs.keys() - names.keys():
+                names.update({i: s.name for i, s in prog_stats_bpftool().items() if i in progs})
+            answer[word] = [[i, s.run_time_ns, s.run_cnt, s.type, names.get(i, "")] for i, s in progs.items()]
+        print(json.dumps(answer), flush=True)
+    return 0
+
+
 def sudoers_rule(user: str) -> str:
     if not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}", user):
         raise Refused(f"not a user name: {user!r}")
@@ -289,12 +348,13 @@ def sudoers(tokens: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"run": run, "check": lambda t: check(), "doctor": lambda t: doctor(), "stop": stop, "sudoers": sudoers}
+COMMANDS = {"run": run, "check": lambda t: check(), "doctor": lambda t: doctor(), "stop": stop,
+            "overhead": lambda t: overhead(), "sudoers": sudoers}
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in COMMANDS:
-        print(f"{PROG}: usage: {HELPER} run NAME [ARGS...] | check | doctor | stop PGID | sudoers [USER] [--install]",
+        print(f"{PROG}: usage: {HELPER} run NAME [ARGS...] | check | doctor | stop PGID | overhead | sudoers [USER] [--install]",
               file=sys.stderr)
         return 2
     try:

@@ -22,7 +22,7 @@ WORKLOAD = f"import os\nfor _ in range({GETPPID_CALLS}): os.getppid()\n"
 
 
 def test_sysctl_fallback_turns_stats_on_and_puts_the_old_value_back(tmp_path, monkeypatch):
-    monkeypatch.setattr(bpf_overhead, "_enable_stats_fd", lambda: None)
+    monkeypatch.setattr(bpf_overhead, "enable_stats_fd", lambda: None)
     sysctl = tmp_path / "bpf_stats_enabled"
     sysctl.write_text("0\n")
     switch = BpfStatsSwitch(str(sysctl))

@@ -426,6 +426,52 @@ def test_the_metric_dies_with_sudo(user):
         tool.kill()
 
 
+OVERHEAD = """
+import json, os, sys, time
+sys.path.insert(0, os.getcwd())
+from host.bpf_sampler import OverheadSampler
+sampler = OverheadSampler(elevate=["sudo", "-n"])
+sampler.set_targets({"sysnest": (int(sys.argv[1]), set()), "init": (1, set())})
+sampler.sample()
+time.sleep(1)
+rows, summary = sampler.sample()
+helper = sampler.helper.proc.pid
+state = sampler.stats_state
+sampler.stop()
+print(json.dumps({"state": state, "rows": rows, "helper": helper}))
+"""
+
+
+@pytest.mark.bpf
+def test_the_overhead_panel_of_a_user_reads_its_metrics_through_the_helper(user):
+    """The window's overhead sampler run by the user: bpf_stats on and the counters of the user's root
+    metric through `privhelper.py overhead` (within what root reads of the metric's descriptors just before
+    and after), nothing of a process that is not such a metric (pid 1), and the helper gone after."""
+    from host.bpf_stats import prog_stats_of_pid
+
+    tool = ThroughHelper(as_user(user, "sudo", "-n", HELPER, "run", "sysnest", "0.5", "--json"))
+    try:
+        tool.wait_meta()
+        (metric,) = metric_processes(tool.proc.pid)
+        before = prog_stats_of_pid(metric["pid"])
+        result = subprocess.run(as_user(user, PYTHON, "-c", OVERHEAD, str(metric["pid"])), capture_output=True,
+                                text=True, timeout=60, cwd=ROOT)
+        after = prog_stats_of_pid(metric["pid"])
+    finally:
+        tool.stop()
+        tool.kill()
+    assert result.returncode == 0, result.stderr[-2000:]
+    seen = json.loads(result.stdout)
+    assert seen["state"].startswith("on (held by the privilege helper")
+    progs = {r["id"]: r for r in seen["rows"] if r["metric"] == "sysnest" and r["id"] is not None}
+    assert set(progs) == set(before) == set(after) and progs
+    for prog_id, row in progs.items():
+        assert before[prog_id].run_cnt <= row["run_cnt"] <= after[prog_id].run_cnt
+        assert row["name"] in ("sys_enter", "sys_exit") and row["runs_per_s"] > 0 and row["cpu_pct"] > 0
+    assert not [r for r in seen["rows"] if r["metric"] == "init" and r["id"] is not None]
+    assert not os.path.exists(f"/proc/{seen['helper']}")
+
+
 WINDOW = """
 import json, os, sys, time
 sys.path.insert(0, os.getcwd())
