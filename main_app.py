@@ -60,7 +60,8 @@ class MainWindow(QMainWindow):
         self._closed = False
         self.transport_panel = TransportPanel(self.ui.transport_labels)
         self.log_panel = LogPanel(self.ui.log_view)
-        self.overhead = OverheadPanel(self.ui.overhead_table, self.ui.overhead_status, self, sampler, stats_switch)
+        self.overhead = OverheadPanel(self.ui.overhead_table, self.ui.overhead_status, self, sampler, stats_switch,
+                                      self.ui.overhead_chart_host)
         self.stats_switch, self.sampler, self.overhead_model = (self.overhead.stats_switch, self.overhead.sampler,
                                                                 self.overhead.model)
 

@@ -8,8 +8,9 @@ import time
 from collections import deque
 
 from PySide6.QtCore import QObject, QSortFilterProxyModel
-from PySide6.QtWidgets import QHeaderView, QLabel, QPlainTextEdit, QTableView
+from PySide6.QtWidgets import QHeaderView, QLabel, QPlainTextEdit, QTableView, QWidget
 
+from gui.cost_chart import CostChart
 from gui.models import SORT_ROLE, OverheadModel
 from gui.style import ALARM_STYLE, BAD, ERROR_STYLE, GOOD, QUIET, QUIET_STYLE
 from host.bpf_sampler import OverheadSampler
@@ -70,10 +71,11 @@ class LogPanel:
 
 
 class OverheadPanel:
-    """Per BPF program the metrics hold: runs/s, average run time, CPU share (bpf_stats, on while metrics run)."""
+    """Per BPF program the metrics hold: runs/s, average run time, CPU share (bpf_stats, on while metrics run);
+    per metric its subtotal with its process's CPU and PSS; the app's own row; and the total over time."""
 
     def __init__(self, table: QTableView, status: QLabel, parent: QObject, sampler: OverheadSampler | None = None,
-                 stats_switch: BpfStatsSwitch | None = None) -> None:
+                 stats_switch: BpfStatsSwitch | None = None, chart_host: QWidget | None = None) -> None:
         self.status = status
         self.stats_switch = stats_switch or BpfStatsSwitch()
         self.sampler = sampler or OverheadSampler(parent=parent)
@@ -84,6 +86,9 @@ class OverheadPanel:
         table.setModel(proxy)
         table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.sampler.sampled.connect(self.show_sample)
+        self.chart = CostChart(parent=chart_host)
+        if chart_host is not None and chart_host.layout() is not None:
+            chart_host.layout().addWidget(self.chart)
 
     def set_targets(self, targets: dict[str, tuple[int | None, set[int]]]) -> None:
         self.sampler.set_targets(targets)
@@ -91,6 +96,7 @@ class OverheadPanel:
     def show_sample(self, rows: list, summary: str) -> None:
         if rows or self.model.rows:
             self.model.set_rows(rows)
+        self.chart.add_sample(rows)
         self.show_state(summary)
 
     def show_state(self, summary: str = "") -> None:

@@ -4,7 +4,7 @@ in bold after its programs, and the app's own row, with the units once."""
 import os
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QTableView, QWidget
+from PySide6.QtWidgets import QLabel, QTableView, QVBoxLayout, QWidget
 
 from gui.panels import OverheadPanel
 from host.bpf_sampler import OverheadSampler
@@ -33,3 +33,26 @@ def test_subtotal_and_app_rows_show_process_cpu_and_pss(qtbot):
     assert pss.endswith("MiB") and abs(float(pss.split()[0]) - pss_bytes(os.getpid()) / 2**20) < 5
     assert all(model.index(r, 0).data(Qt.ItemDataRole.FontRole).bold() for r in range(2))
     assert status.text().startswith("bpf_stats: off  —  processes ")
+
+
+def test_the_cost_over_time_adds_each_samples_parts(qtbot):
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    host = QWidget(parent)
+    host.setLayout(QVBoxLayout())
+    panel = OverheadPanel(QTableView(parent), QLabel(parent), parent, sampler=OverheadSampler(elevate=[]),
+                          stats_switch=NoSwitch(), chart_host=host)
+    parent.show()
+    assert panel.chart.parent() is host and panel.chart.isVisible()
+    samples = [
+        [{"metric": "a", "id": 7, "type": "tracepoint", "cpu_pct": 0.5},
+         {"metric": "a", "id": None, "type": "subtotal", "cpu_pct": 0.5, "proc_cpu_pct": 2.0},
+         {"metric": "b", "id": None, "type": "subtotal", "cpu_pct": None, "proc_cpu_pct": 1.0},
+         {"metric": "(this app)", "id": None, "type": "app", "cpu_pct": None, "proc_cpu_pct": 3.0}],
+        [{"metric": "a", "id": None, "type": "subtotal", "cpu_pct": 1.5, "proc_cpu_pct": None},
+         {"metric": "(this app)", "id": None, "type": "app", "cpu_pct": None, "proc_cpu_pct": 0.5}],
+    ]
+    for rows in samples:
+        panel.show_sample(rows, "")
+    ys = {key: list(line.getData()[1]) for key, line in panel.chart.lines.items()}
+    assert ys == {"bpf": [0.5, 1.5], "processes": [6.0, 0.5], "total": [6.5, 2.0]}   # the program row not twice

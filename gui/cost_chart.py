@@ -1,0 +1,58 @@
+"""The profiler's own cost over time, beside the overhead table (as bpftop draws its programs' cost):
+the BPF programs' kernel CPU, the metric processes' and the window's user CPU, and their total, each a
+share of one CPU, one point per overhead sample (once a second), the last `history` samples."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import pyqtgraph as pg
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from gui.charts import ClockAxis, CompactAxis
+from gui.style import PALETTE, TEXT
+
+SERIES = (("total", "total (% of one CPU)", TEXT), ("bpf", "BPF programs", PALETTE[0]),
+          ("processes", "metric processes and window", PALETTE[1]))
+
+
+class CostChart(QWidget):
+    def __init__(self, history: int = 600, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.points: dict[str, tuple[deque, deque]] = {
+            key: (deque(maxlen=history), deque(maxlen=history)) for key, _, _ in SERIES}
+        self.plot = pg.PlotWidget(self, axisItems={"left": CompactAxis(), "bottom": ClockAxis()})
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.plot.showGrid(x=True, y=True, alpha=0.25)
+        self.plot.setLabel("left", "% of one CPU")
+        legend = self.plot.addLegend(offset=(5, 5))
+        self.lines = {key: self.plot.plot(pen=pg.mkPen(colour, width=2), name=name) for key, name, colour in SERIES}
+        legend.setParentItem(self.plot.getPlotItem().getViewBox())
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.plot)
+
+    def add_sample(self, rows: list[dict], now: float | None = None) -> None:
+        """One overhead sample: the subtotal and app rows carry each part (programs' rows are in them)."""
+        now = time.time() if now is None else now
+        totals = [r for r in rows if r.get("type") in ("subtotal", "app")]
+        if not totals:
+            return
+        bpf = sum(r.get("cpu_pct") or 0.0 for r in totals)
+        processes = sum(r.get("proc_cpu_pct") or 0.0 for r in totals)
+        for key, value in (("total", bpf + processes), ("bpf", bpf), ("processes", processes)):
+            xs, ys = self.points[key]
+            xs.append(now)
+            ys.append(value)
+        if self.isVisible():
+            self.draw()
+
+    def draw(self) -> None:
+        for key, (xs, ys) in self.points.items():
+            self.lines[key].setData(list(xs), list(ys))
+
+    def showEvent(self, event) -> None:  # noqa: N802 - drawn when the overhead tab is shown
+        self.draw()
+        super().showEvent(event)
