@@ -76,41 +76,57 @@ class UserStacks:
 
     HEADER = struct.Struct("<QII")   # id, tgid, pad; then struct ustack_t
     IP = struct.Struct("<Q")         # the ustack_t's first field
-    GONE = ("[user stack lost]",)
+    GONE, PENDING = ("[user stack lost]",), ("[user stack not unwound yet]",)
     # a new object's CFI takes up to seconds to parse (once per build-id, then read from the disk
-    # cache; a compiler's cc1 far longer): past this much parsing in one interval, or this long into
-    # a stop, copies keep only their ip (counted as deferred) and new frames are not named
+    # cache; a compiler's cc1 far longer): past this much parsing in one interval, copies wait for the
+    # next interval (at most MAX_PENDING of them; beyond, or this long into a stop, a copy keeps only
+    # its ip, counted as deferred, and a stop names no new frame)
     PARSE_BUDGET_S = 1.0
     STOP_BUDGET_S = 0.5
+    MAX_PENDING = 512
 
     def __init__(self) -> None:
         self.sym = Symbolizer()
         self.unwinder = Unwinder(cache_dir=default_cache_dir())
-        self.copies: dict[int, tuple[tuple[int, ...], int]] = {}   # id -> (pcs, arrival number)
+        self.copies: dict[int, tuple[tuple, int]] = {}   # id -> (pcs, arrival number)
+        self.pending: list[tuple[int, int, bytes]] = []   # (id, tgid, raw copy) waiting for the next interval
         self.arrived = 0
         self.deferred = 0
         self.parse_mark = 0.0
         self.stop_seen = 0.0
         self.cut = 0   # fp stacks cut where the walk left mapped code
 
-    def hurried(self) -> bool:
+    def stop_hurried(self) -> bool:
         if tool.stopping:
             self.stop_seen = self.stop_seen or time.monotonic()
-            if time.monotonic() - self.stop_seen > self.STOP_BUDGET_S:
-                return True
+            return time.monotonic() - self.stop_seen > self.STOP_BUDGET_S
+        return False
+
+    def over_budget(self) -> bool:
         return self.unwinder.parse_seconds - self.parse_mark > self.PARSE_BUDGET_S
 
     def on_copy(self, ctx: object, data: object, size: int) -> int:
         raw = ctypes.string_at(data, size)
         copy_id, tgid, _ = self.HEADER.unpack_from(raw)
-        if self.hurried():
-            self.deferred += 1
-            pcs: tuple[int, ...] = (self.IP.unpack_from(raw, self.HEADER.size)[0],)
-        else:
-            pcs = tuple(self.unwinder.unwind_ustack(self.sym.maps(tgid), memoryview(raw)[self.HEADER.size :]).pcs)
-        self.copies[copy_id] = (pcs, self.arrived)
+        self.copies[copy_id] = (self._unwind(copy_id, tgid, raw), self.arrived)
         self.arrived += 1
         return 0
+
+    def _unwind(self, copy_id: int, tgid: int, raw: bytes) -> tuple:
+        if self.stop_hurried() or (self.over_budget() and len(self.pending) >= self.MAX_PENDING):
+            self.deferred += 1
+            return (self.IP.unpack_from(raw, self.HEADER.size)[0],)
+        if self.over_budget():
+            self.pending.append((copy_id, tgid, raw))
+            return self.PENDING
+        return tuple(self.unwinder.unwind_ustack(self.sym.maps(tgid), memoryview(raw)[self.HEADER.size :]).pcs)
+
+    def unwind_pending(self) -> None:
+        """The copies left over from the last interval's parse budget, now that it is renewed."""
+        waiting, self.pending = self.pending, []
+        for copy_id, tgid, raw in waiting:
+            if copy_id in self.copies:
+                self.copies[copy_id] = (self._unwind(copy_id, tgid, raw), self.copies[copy_id][1])
 
     def next_interval(self) -> None:
         self.parse_mark = self.unwinder.parse_seconds
@@ -124,9 +140,9 @@ class UserStacks:
     def frames(self, tgid: int, key: object) -> list[str]:
         """Innermost first; [] for none (a kernel thread)."""
         if isinstance(key, tuple):
-            if key == self.GONE:
+            if key in (self.GONE, self.PENDING):
                 return list(key)
-            if tool.stopping and self.hurried():
+            if self.stop_hurried():
                 return [f"{pc:#x}" for pc in key]
             return [str(f) for f in self.sym.user_stack(tgid, list(key))]
         if key < 0:
@@ -135,7 +151,7 @@ class UserStacks:
             addrs = [addr for addr in stacks.walk(key) if addr]
         except KeyError:
             return ["[stack not recorded]"]
-        if tool.stopping and self.hurried():
+        if self.stop_hurried():
             return [f"{addr:#x}" for addr in addrs]
         names = []
         for addr in addrs:
@@ -201,6 +217,7 @@ def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
         items = list(allocs.items())
     if dwarf:   # the copies the allocations just read refer to are in the ring, if not unwound yet
         b.ring_buffer_consume()
+        user.unwind_pending()
         user.keep_only({a.ucopy for _, a in items}, mark)
     for _, a in items:
         if now_ns - a.ts < min_age_ns:
