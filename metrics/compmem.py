@@ -332,8 +332,8 @@ for _ in tool.intervals():
         u = summary.get("user_stacks")
         if u and (u["copies"] or u["not_copied"]):
             print(f"(user stacks: {u['copies']} copies, {u['complete']} unwound whole, {u['truncated']} truncated, "
-                  f"{u['failed']} failed, {u['deferred']} deferred (ip only); {u['not_copied']} not copied, "
-                  f"the ring buffer full)")
+                  f"{u['failed']} failed, {u['deferred']} deferred (ip only); {u['not_copied']} allocations not "
+                  f"copied, the ring buffer full)")
     for slot, source in LOST_SOURCES.items():
         tool.set_lost_total(source, counts[slot])
 
