@@ -319,8 +319,8 @@ def sudoers(tokens: list[str]) -> int:
     user = names[0] if names else os.environ.get("SUDO_USER") or os.environ.get("USER") or ""
     if len(names) > 1:
         raise Refused("usage: sudoers [USER] [--install]")
-    if user == "root":
-        raise Refused("root needs no rule: name the user (sudoers alice, or make sudoers FOR=alice)")
+    if user in ("", "root"):
+        raise Refused("name the user the rule is for (sudoers alice, or make sudoers FOR=alice): root needs none")
     rule = sudoers_rule(user)
     if not install:
         print(rule, end="")
