@@ -19,6 +19,8 @@ ENVELOPE_KEYS = {"ts", "interval", "schema", "pid"}  # numbers that are not the 
 WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 860, 280, 76, 16, 16, 36
 MAX_POINTS = 2000  # per series; more only blurs the line
 MAX_SERIES = 8
+USUAL = ("ok",)  # a scatter's split value drawn first, as plain dots; any other (failed) stands apart
+MARKERS = ("circle", "cross", "square", "triangle", "diamond")  # a scatter's series' shapes, in order
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
@@ -33,6 +35,7 @@ class Plot:
     dots: bool = False  # events and per-row values: points, not a line
     hist: str | None = None  # draw the event count of the hist records with this name
     hist_unit: str = ""  # the unit of its buckets' bounds
+    split: str | None = None  # a scatter's field whose value makes each event's marker (tcpconnlat's status)
 
     @property
     def field_sql(self) -> tuple[str, str | None]:
@@ -85,7 +88,7 @@ def declared(source: str) -> Plot | None:
         return Plot("count", c.record_kind, f"{c.label or c.series} events", "", registered=True, hist=c.series,
                     hist_unit=c.unit)
     return Plot(c.y, c.record_kind, c.label or c.y, c.unit, c.series if c.kind == "timeseries" else None,
-                registered=True, dots=c.kind != "timeseries")
+                registered=True, dots=c.kind != "timeseries", split=c.series if c.kind == "scatter" else None)
 
 
 def choose(source: str, sample: list[dict]) -> Plot | None:
@@ -104,17 +107,25 @@ def choose(source: str, sample: list[dict]) -> Plot | None:
     return None
 
 
-def points(plot: Plot, rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
-    """{series name: [(ts, y), ...]} in time order; at most MAX_SERIES lines."""
+def points(plot: Plot, rows: list[dict], split: bool = True) -> dict[str, list[tuple[float, float]]]:
+    """{series name: [(ts, y), ...]} in time order; at most MAX_SERIES lines. A scatter's events are
+    split by their split field's value (split=False: one series), the usual value ("ok") first."""
     lines: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
         record = json.loads(row["data"])
         value = plot.value(record)
         if value is None:
             continue
-        name = str(record.get(plot.series, "")) if plot.series else plot.label
+        if plot.series:
+            name = str(record.get(plot.series, ""))
+        elif plot.split and split:
+            name = str(record[plot.split]) if record.get(plot.split) is not None else plot.label
+        else:
+            name = plot.label
         if name in lines or len(lines) < MAX_SERIES:
             lines.setdefault(name, []).append((row["ts"], value))
+    if plot.split and split:
+        lines = dict(sorted(lines.items(), key=lambda kv: (kv[0] not in USUAL, kv[0])))
     return {name: thin(pts, MAX_POINTS) for name, pts in lines.items()}
 
 
@@ -218,6 +229,19 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = 
                  f'{escape(title)} over time (UTC)</text>')
     for i, (name, pts) in enumerate(lines.items()):
         paint = colour(i, len(lines))
+        if plot.split:  # a scatter split by status: a shape and a colour per value, and a legend of both
+            shape = MARKERS[i % len(MARKERS)]
+            parts.append(f'<g class="series" data-series="{escape(name)}" data-marker="{shape}" fill="{paint}" '
+                         f'stroke="{paint}"><title>{escape(name)}</title>'
+                         + "".join(_marker(shape, x(t), y(v), f' data-t="{t!r}" data-v="{v!r}"') for t, v in pts)
+                         + "</g>")
+            if legend:
+                lx, ly = WIDTH - PAD_R - 120, PAD_T + 14 + 14 * i
+                parts.append(f'<g class="legend" data-series="{escape(name)}" fill="{paint}" stroke="{paint}">'
+                             + _marker(shape, lx, ly - 4, "", "key")
+                             + f'<text x="{lx + 8}" y="{ly}" font-size="11" stroke="none">'
+                             f'{escape(name)} ({len(pts)})</text></g>')
+            continue
         if plot.dots:
             parts.append(f'<g class="series" fill="{paint}"><title>{escape(name)}</title>'
                          + "".join(f'<circle class="point" cx="{x(t):.1f}" cy="{y(v):.1f}" r="2.5"/>' for t, v in pts)
@@ -233,6 +257,20 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = 
                          f'{escape(name)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _marker(shape: str, cx: float, cy: float, data: str, cls: str = "point") -> str:
+    """One scatter point drawn as its series' shape, centred on (cx, cy)."""
+    if shape == "circle":
+        return f'<circle class="{cls}" cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" stroke="none"{data}/>'
+    if shape == "cross":
+        return (f'<path class="{cls}" d="M{cx - 3:.1f},{cy - 3:.1f}l6,6m0,-6l-6,6" fill="none" '
+                f'stroke-width="1.5"{data}/>')
+    if shape == "square":
+        return f'<rect class="{cls}" x="{cx - 2.5:.1f}" y="{cy - 2.5:.1f}" width="5" height="5" stroke="none"{data}/>'
+    if shape == "triangle":
+        return f'<path class="{cls}" d="M{cx:.1f},{cy - 3.5:.1f}l3.5,6h-7z" stroke="none"{data}/>'
+    return f'<path class="{cls}" d="M{cx:.1f},{cy - 3.5:.1f}l3.5,3.5l-3.5,3.5l-3.5,-3.5z" stroke="none"{data}/>'
 
 
 def sparkline(values: list[float], width: int = 120, height: int = 24) -> str:

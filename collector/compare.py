@@ -4,6 +4,8 @@ every host at once (Store.field_values); the chart is the stream page's inline S
 
 from __future__ import annotations
 
+import dataclasses
+
 from flask import Blueprint, abort, render_template, request, url_for
 from markupsafe import Markup
 
@@ -23,7 +25,7 @@ def _plot(source: str, streams: list) -> chart.Plot | None:
     """The registry's chart for the metric, else the first numeric field of the newest stream's records."""
     plot = chart.declared(source)
     if plot is not None and plot.series is None:
-        return plot
+        return dataclasses.replace(plot, split=None)  # a point per host's event: hosts are the series here
     s = streams[0]
     sample = [r for r in state().store.records(s.host, s.run_id, source, limit=50, newest=True, max_text=RECORD_SHOWN)
               if r["data"] is not None]

@@ -177,7 +177,7 @@ def _trend(host: str, run_id: str, source: str) -> dict | None:
     rows = sample if plot.kind == kind else [
         r for r in store.records(host, run_id, source, kind=plot.kind, limit=TREND_POINTS * 2, newest=True,
                                  max_text=RECORD_SHOWN) if r["data"] is not None]
-    lines = chart.points(plot, rows)
+    lines = chart.points(plot, rows, split=False)  # the trend follows every event, failed or not
     return _trend_of(plot, [v for pts in list(lines.values())[:1] for _t, v in pts][-TREND_POINTS:])
 
 

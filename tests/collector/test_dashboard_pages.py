@@ -50,6 +50,28 @@ def test_the_1034e05_case_is_labelled_whole(collector_client):
     assert len(re.findall(r'class="xtick"', page)) >= 3
 
 
+def test_event_scatter_draws_each_posted_event_with_failed_ones_apart(collector_client):
+    t0 = 1_750_000_000.0
+    events = [envelope("tcpconnlat", t0 + i * 0.25, 0, "event", pid=100 + i, comm="curl", daddr="127.0.0.1",
+                       dport=80 + i, latency_ms=0.05 * (i + 1), status="failed" if i % 4 == 3 else "ok")
+              for i in range(24)]
+    reply = collector_client.post("/data", json=ours(0, source="tcpconnlat", records=events))
+    assert reply.status_code == 200
+    page = collector_client.get("/stream?host=lab-pc-01&run_id=run-a&source=tcpconnlat").get_data(as_text=True)
+    svg = page.split('<svg class="chart"')[1].split("</svg>")[0]
+    assert "<polyline" not in svg                                     # points, not a line
+    drawn: dict[str, tuple[str, set]] = {}
+    for name, marker, body in re.findall(r'<g class="series" data-series="([^"]+)" data-marker="([^"]+)"[^>]*>(.*?)</g>',
+                                         svg):
+        pts = {(float(t), float(v)) for t, v in re.findall(r'class="point"[^>]*data-t="([^"]+)" data-v="([^"]+)"', body)}
+        drawn[name] = (marker, pts)
+    posted = {status: {(e["ts"], e["latency_ms"]) for e in events if e["status"] == status} for status in ("ok", "failed")}
+    assert drawn == {"ok": ("circle", posted["ok"]), "failed": ("cross", posted["failed"])}
+    assert list(drawn) == ["ok", "failed"]                            # the failed ones drawn over the rest
+    legend = re.findall(r'<g class="legend" data-series="([^"]+)"[^>]*>.*?<text[^>]*>([^<]*)</text></g>', svg)
+    assert legend == [("ok", "ok (18)"), ("failed", "failed (6)")]
+
+
 def test_records_newest_first_numbers_right_aligned_paged(collector_client):
     _summaries(collector_client, [float(i) for i in range(dashboard.PAGE_ROWS + 20)])
     page = collector_client.get(f"/stream?{KEY}&kind=summary").get_data(as_text=True)

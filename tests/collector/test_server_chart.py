@@ -41,6 +41,16 @@ def test_scatter_metric_draws_points():
     assert svg.count('class="point"') == 5 and "<polyline" not in svg
 
 
+def test_scatter_split_by_status_puts_failed_events_in_their_own_series():
+    sample = rows(*(envelope("tcpconnlat", 10.0 + i, 0, "event", latency_ms=float(i),
+                             status="ok" if i % 3 else "failed") for i in range(6)))
+    plot = chart.choose("tcpconnlat", sample)
+    assert plot.split == "status" and plot.series is None
+    assert chart.points(plot, sample) == {"ok": [(11.0, 1.0), (12.0, 2.0), (14.0, 4.0), (15.0, 5.0)],
+                                          "failed": [(10.0, 0.0), (13.0, 3.0)]}
+    assert list(chart.points(plot, sample, split=False)) == [plot.label]
+
+
 def test_unregistered_metric_uses_first_numeric_field_skipping_envelope_numbers():
     sample = rows(envelope("mine", 1.0, 1, "row", pid=7, name="a", flag=True, depth=2))
     plot = chart.choose("mine", sample)

@@ -182,3 +182,32 @@ def test_histogram_heatmap_on_the_stream_page(served, browser):
     assert darkest[0] == 4 and darkest[1] == 69
     assert browser.find_elements(By.CSS_SELECTOR, "svg.heatmap[data-hist='runq_latency'] rect.cell")
     assert console_problems(browser) == []
+
+
+def test_event_scatter_with_failed_connects_apart(served, browser):
+    from selenium.webdriver.common.by import By
+
+    base, client = served
+    now = time.time()
+    events = [envelope("tcpconnlat", now - 30 + i, 0, "event", pid=200 + i, comm="curl", daddr="127.0.0.1", dport=80,
+                       latency_ms=0.1 + 0.01 * i, status="failed" if i % 5 == 4 else "ok") for i in range(30)]
+    reply = client.post("/data", json=ours(0, host="pc-t", run_id="run-t", source="tcpconnlat", records=events))
+    assert reply.status_code == 200
+    browser.get(f"{base}/stream?host=pc-t&run_id=run-t&source=tcpconnlat")
+    chart = browser.find_element(By.CSS_SELECTOR, "svg.chart")
+    drawn = browser.execute_script(
+        "return Array.from(arguments[0].querySelectorAll('g.series')).map(g => [g.dataset.series,"
+        " Array.from(g.querySelectorAll('.point')).map(p => { const b = p.getBBox(); return [p.tagName, b.x, b.y,"
+        " b.width, b.height]; }), getComputedStyle(g).stroke]);", chart)
+    assert [(name, len(pts)) for name, pts, _c in drawn] == [("ok", 24), ("failed", 6)]
+    (_ok, ok_pts, ok_colour), (_f, failed_pts, failed_colour) = drawn
+    assert {p[0] for p in ok_pts} == {"circle"} and {p[0] for p in failed_pts} == {"path"}
+    assert ok_colour != failed_colour
+    width, height = float(chart.get_attribute("width")), float(chart.get_attribute("height"))
+    assert all(0 <= x and x + w <= width and 0 <= y and y + h <= height and w > 0 for _t, x, y, w, h in ok_pts + failed_pts)
+    # later events to the right, slower ones higher: each series' points follow the posted order
+    for pts in (ok_pts, failed_pts):
+        assert [p[1] for p in pts] == sorted(p[1] for p in pts) and [p[2] for p in pts] == sorted((p[2] for p in pts), reverse=True)
+    legend = [e.text for e in chart.find_elements(By.CSS_SELECTOR, "g.legend text")]
+    assert legend == ["ok (24)", "failed (6)"]
+    assert console_problems(browser) == []
