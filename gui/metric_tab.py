@@ -301,6 +301,8 @@ class MetricTab(QWidget):
         self.proxy.set_pid(pid, self._pid_column())
         self.drill_button.setText(f"Showing process {pid} only — show all" if pid is not None else "")
         self.drill_button.setVisible(pid is not None)
+        for chart in self.live_charts():
+            chart.set_pid(pid)
         self._choose_view()
 
     def _choose_view(self) -> None:

@@ -234,3 +234,24 @@ def test_cpuschedrun_heatmaps_hold_each_hist_record_bucket_for_bucket(qtbot):
             want = {b["lo"]: b["count"] for b in hist["buckets"] if b["count"]}
             assert got == want
         assert heat.image.image.shape[0] == len({h["interval"] for h in hists})
+
+
+def test_drilling_into_a_process_filters_an_event_chart_and_says_when_a_chart_cannot(qtbot):
+    spec = config.get("tcpconnlat")
+    tab = MetricTab(spec)
+    qtbot.addWidget(tab)
+    tab.show()
+    events = [{"kind": "event", "interval": 1, "ts": T0 + i, "latency_ms": 0.1 * (i + 1), "status": "ok",
+               "pid": 111 if i % 2 else 222} for i in range(10)]
+    tab.feed(events)
+    tab.refresh()
+    scatter = tab.chart
+    assert len(scatter.items["ok"].getData()[1]) == 10
+    tab.show_process(111)
+    assert list(scatter.items["ok"].getData()[1]) == [e["latency_ms"] for e in events if e["pid"] == 111]
+    assert "process 111 only" in scatter.range_label.text()
+    heat = tab.charts[1]
+    assert "all processes (its records name none)" in heat.range_label.text()
+    tab.show_process(None)
+    assert len(scatter.items["ok"].getData()[1]) == 10
+    assert "process" not in scatter.range_label.text()
