@@ -249,13 +249,18 @@ class Unwinder:
         return load_per_file(self.objects, mapping.readable_paths(), lambda path, key: self._load(path, mapping, key))
 
     def _load(self, path: str, mapping: Mapping, key: tuple) -> _Object | None:
-        info = with_elf(path, read_info)
-        if info is None:
+        def read(elf) -> tuple:  # the file opened once: its segments and build-id, then a table
+            info = read_info(elf)
+            disk = os.path.join(self.cache_dir, cache_name(info, key)) if self.cache_dir else None
+            table = CfiTable.load(disk) if disk else None
+            if table is None and self.lazy:
+                table = read_lazy_table(elf)  # None: no .eh_frame_hdr, parsed whole below
+            return info, disk, table
+
+        opened = with_elf(path, read)
+        if opened is None:
             return None
-        disk = os.path.join(self.cache_dir, cache_name(info, key)) if self.cache_dir else None
-        table = CfiTable.load(disk) if disk else None
-        if table is None and self.lazy:
-            table = with_elf(path, read_lazy_table)  # None: no .eh_frame_hdr, parsed whole below
+        info, disk, table = opened
         if table is None:
             started = time.perf_counter()
             table = read_table(path, debug_file_for(info, mapping.path, path))
