@@ -1,9 +1,12 @@
 """cpuprofile by cgroup: processes burning CPU in two test-made cgroups and one outside, each process's
 samples in its own group and as many as its CPU time (schedstat) at the sampling rate; --cgroup with
---group-by cgroup on one group and a group made below it after start."""
+--group-by cgroup on one group and a group made below it after start; the table and folded stacks by cgroup."""
+
+import re
 
 import pytest
 from cgroup_fixtures import BURN, traced_in_cgroups
+from helpers import human_output
 
 pytestmark = pytest.mark.bpf
 
@@ -65,3 +68,14 @@ def test_filter_and_group_by_cgroup_with_a_group_made_after_start(test_cgroups):
         print(name, samples, round(expected(truth[name]), 1))
         assert samples == in_stacks
         assert samples == pytest.approx(expected(truth[name]), rel=REL), (name, samples, truth[name])
+
+
+def test_human_and_folded_output_by_cgroup():
+    out = human_output("cpuprofile", "-F", "99", "--group-by", "cgroup", "0.5", "1")
+    header = next(line for line in out.splitlines() if "FUNCTION" in line)
+    assert header.split()[:2] == ["CGROUP", "PROCS"], header
+    folded = human_output("cpuprofile", "-F", "99", "--group-by", "cgroup", "--folded", "--duration", "1")
+    lines = folded.splitlines()
+    # this test's own interpreter is on a CPU at least part of the second: some stacks, each rooted at
+    # a cgroup path (the v2 root is "/")
+    assert lines and all(line.startswith("/") and re.fullmatch(r"[^;\n]+(;[^;\n]+)* [1-9]\d*", line) for line in lines), lines[:3]
