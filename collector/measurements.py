@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -36,7 +36,8 @@ from collector.store import Store
 SERIES_TOP = 10  # label values kept per family and host; the rest are summed into "other"
 OTHER = "other"
 SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-READ_CHUNK = 5000  # records read per query while catching up
+READ_CHUNK = 1000  # records read per stream and query while catching up
+NEWEST_WINDOW_S = 60.0  # a stream's newest interval lies within this of its newest record
 
 
 def family_name(metric: str, y: str, unit: str = "", label: str = "") -> str:
@@ -105,6 +106,31 @@ class _Hist:
         return out
 
 
+@dataclass(frozen=True)
+class _Shown:
+    """A stream whose measurements are exported: each (host, metric)'s newest run."""
+    stream_id: int
+    host: str
+    run_id: str
+    spec: object  # config.MetricSpec
+
+
+def _newest_interval(rows: list[tuple[float, str | None]]) -> tuple[float, dict, list[dict]] | None:
+    """(ts, record, records of its interval) of a stream's newest record, given its newest records
+    (newest first, as Store.newest_records reads them); None when it has none or it is too large."""
+    if not rows or rows[0][1] is None:
+        return None
+    newest = json.loads(rows[0][1])
+    interval = newest.get("interval")
+    same = [newest]
+    for _ts, data in rows[1:]:
+        if data is not None:
+            record = json.loads(data)
+            if record.get("interval") == interval:
+                same.append(record)
+    return rows[0][0], newest, same
+
+
 class Measurements(Collector):
     """prometheus_client collector over a Store; one per app (it keeps the histogram sums)."""
 
@@ -114,38 +140,46 @@ class Measurements(Collector):
         self._lock = threading.Lock()  # waitress serves scrapes on several threads
 
     def collect(self) -> Iterator[Metric]:
+        """The lab's measurements read in a few grouped queries — one per chart kind and record kind for
+        up to 200 streams — not a query or two per stream (1.2 s at 50 hosts x 10 metrics on SQLite,
+        3 s on PostgreSQL)."""
         families: dict[str, Metric] = {}
-        newest: dict[tuple[str, str], object] = {}
-        for s in self.store.streams():  # most recently seen first: the newest run of each (host, metric)
-            newest.setdefault((s.host, s.source), s)
+        newest: dict[tuple[str, str], tuple[int, str]] = {}
+        for stream_id, host, run_id, source in self.store.stream_ids():  # most recently seen first
+            newest.setdefault((host, source), (stream_id, run_id))  # the newest run of each (host, metric)
+        groups: dict[tuple[str, str], list[_Shown]] = {}
+        for (host, source), (stream_id, run_id) in sorted(newest.items()):
+            spec = registered(source)
+            if spec is None or spec.chart.kind not in ("timeseries", "histogram", "scatter", "stacks"):
+                continue
+            read = "log2" if spec.chart.kind in ("histogram", "scatter") else spec.chart.kind
+            groups.setdefault((read, spec.chart.record_kind), []).append(_Shown(stream_id, host, run_id, spec))
         with self._lock:
-            for (host, source), s in sorted(newest.items()):
-                spec = registered(source)
-                if spec is None:
+            for (read, record_kind), shown in sorted(groups.items()):
+                if read == "log2":
+                    self._catch_up(shown, record_kind)
+                    for s in shown:
+                        self._histograms(families, s.spec.name, s.spec.chart, s.host, s.run_id)
                     continue
-                chart = spec.chart
-                if chart.kind == "timeseries":
-                    self._timeseries(families, spec.name, chart, host, s.run_id)
-                elif chart.kind in ("histogram", "scatter"):
-                    self._histograms(families, spec.name, chart, host, s.run_id)
-                elif chart.kind == "stacks":
-                    self._per_process(families, spec.name, chart, host, s.run_id)
+                rows = self.store.newest_records([s.stream_id for s in shown], record_kind, NEWEST_WINDOW_S,
+                                                 max_text=65536 if read == "stacks" else None)
+                for s in shown:
+                    found = _newest_interval(rows.get(s.stream_id, []))
+                    if found is None:
+                        continue
+                    if read == "timeseries":
+                        self._timeseries(families, s.spec.name, s.spec.chart, s.host, *found)
+                    else:
+                        self._per_process(families, s.spec.name, s.spec.chart, s.host, found[0], found[2])
         yield from families.values()
 
-    def _timeseries(self, families: dict[str, Metric], metric: str, chart, host: str, run_id: str) -> None:
-        rows = self.store.records(host, run_id, metric, kind=chart.record_kind, limit=1, newest=True)
-        if not rows or rows[0]["data"] is None:
-            return
-        newest_interval = json.loads(rows[0]["data"]).get("interval")
-        records = [rows[0]]
-        if chart.series:  # one record per series value in an interval: read that interval's records
-            records = [r for r in self.store.records(host, run_id, metric, kind=chart.record_kind,
-                                                     since=rows[0]["ts"] - 60, newest=True, limit=10_000)
-                       if r["data"] and json.loads(r["data"]).get("interval") == newest_interval]
+    def _timeseries(self, families: dict[str, Metric], metric: str, chart, host: str, ts: float, newest: dict,
+                    interval: list[dict]) -> None:
+        # one record per series value in an interval: its interval's records; else the newest alone
+        records = interval if chart.series else [newest]
         scale = unit_scale(chart.y, chart.unit)
         values: dict[str, float] = {}
-        for row in records:
-            record = json.loads(row["data"])
+        for record in records:
             value = _number(record.get(chart.y))
             if value is not None:
                 key = str(record.get(chart.series, "")) if chart.series else ""
@@ -157,23 +191,15 @@ class Measurements(Collector):
         family = families.setdefault(name, GaugeMetricFamily(
             name, f"{metric}: {chart.label or chart.y}, its newest interval (record field {chart.y})", labels=labels))
         for key, value in (top_n(values) if chart.series else values).items():
-            family.add_metric([host, key] if chart.series else [host], value, timestamp=rows[0]["ts"])
+            family.add_metric([host, key] if chart.series else [host], value, timestamp=ts)
 
-    def _per_process(self, families: dict[str, Metric], metric: str, chart, host: str, run_id: str) -> None:
-        rows = self.store.records(host, run_id, metric, kind=chart.record_kind, limit=1, newest=True)
-        if not rows or rows[0]["data"] is None:
-            return
-        ts = rows[0]["ts"]
-        newest_interval = json.loads(rows[0]["data"]).get("interval")
+    def _per_process(self, families: dict[str, Metric], metric: str, chart, host: str, ts: float,
+                     interval: list[dict]) -> None:
         scale = unit_scale(chart.y, chart.unit)
         values: dict[str, float] = {}
-        for row in self.store.records(host, run_id, metric, kind=chart.record_kind, since=ts - 60,
-                                      newest=True, limit=10_000, max_text=65536):
-            if row["data"] is None:
-                continue
-            record = json.loads(row["data"])
+        for record in interval:
             value = _number(record.get(chart.y))
-            if record.get("interval") == newest_interval and value is not None:
+            if value is not None:
                 comm = str(record.get("comm", ""))
                 values[comm] = values.get(comm, 0.0) + value * scale
         name = family_name(metric, chart.y, chart.unit)
@@ -183,15 +209,27 @@ class Measurements(Collector):
         for comm, value in top_n(values).items():
             family.add_metric([host, comm], value, timestamp=ts)
 
+    def _catch_up(self, shown: list[_Shown], record_kind: str) -> None:
+        """Adds the records that arrived since the last scrape to each stream's histogram sums, READ_CHUNK
+        a stream per grouped query until every stream is read up to its newest."""
+        pending = {s.stream_id: (s, self._hists.setdefault((s.host, s.run_id, s.spec.name), _Hist())) for s in shown}
+        while pending:
+            found = self.store.records_after_ids({i: hist.after_id for i, (_s, hist) in pending.items()},
+                                                 record_kind, READ_CHUNK)
+            for stream_id, rows in found.items():
+                s, hist = pending[stream_id]
+                for row_id, ts, data in rows:
+                    hist.after_id, hist.ts = row_id, max(hist.ts, ts)
+                    if s.spec.chart.kind == "histogram":
+                        self._add_hist(hist, json.loads(data))
+                    else:
+                        self._add_event(hist, s.spec.chart, json.loads(data))
+            pending = {i: p for i, p in pending.items() if len(found.get(i, ())) == READ_CHUNK}
+
     def _histograms(self, families: dict[str, Metric], metric: str, chart, host: str, run_id: str) -> None:
-        key = (host, run_id, metric)
-        hist = self._hists.setdefault(key, _Hist())
-        for _id, ts, record in self._new_records(key, chart.record_kind, hist):
-            hist.after_id, hist.ts = _id, max(hist.ts, ts)
-            if chart.kind == "histogram":
-                self._add_hist(hist, record)
-            else:
-                self._add_event(hist, chart, record)
+        hist = self._hists.get((host, run_id, metric))
+        if hist is None:
+            return
         for name in sorted(hist.slots):
             fam_name = family_name(metric, name, "s")
             family = families.get(fam_name)
@@ -201,15 +239,6 @@ class Measurements(Collector):
                 family = families[fam_name] = HistogramMetricFamily(fam_name, what, labels=["host"])
             total = hist.total.get(name) if chart.kind == "scatter" else None
             family.add_metric([host], hist.buckets(name), total, timestamp=hist.ts)
-
-    def _new_records(self, key: tuple[str, str, str], kind: str, hist: _Hist) -> Iterable[tuple[int, float, dict]]:
-        host, run_id, metric = key
-        while True:
-            chunk = self.store.records_after_id(host, run_id, metric, kind, hist.after_id, READ_CHUNK)
-            for row_id, ts, data in chunk:
-                yield row_id, ts, json.loads(data)
-            if len(chunk) < READ_CHUNK:
-                return
 
     @staticmethod
     def _add_hist(hist: _Hist, record: dict) -> None:

@@ -17,6 +17,7 @@ from collector_payloads import envelope, ours, prometheus_samples
 from helpers import PYTHON, ROOT
 from server_fixtures import IN_CI, ServerProcess, free_port
 
+from collector import measurements
 from collector.measurements import SERIES_TOP
 
 PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
@@ -73,6 +74,31 @@ def test_exposition_passes_promtool_and_holds_the_records(collector_client):
     assert offcpu[f'profiler_offcpu_total_seconds{{comm="other",{host}}}'] == pytest.approx(sum(range(1, 6)) / 1e3)
     assert sum(offcpu.values()) == pytest.approx(sum(range(1, SERIES_TOP + 6)) / 1e3)
     assert samples["collector_batches_total"] == 6                    # the collector's own health, alongside
+
+
+def test_many_hosts_read_together_each_newest_run_and_interval(collector_client, monkeypatch):
+    """The grouped reads: every host's newest run alone, each its own newest interval and sums, also when a
+    stream's backlog takes several reads (READ_CHUNK made tiny here)."""
+    monkeypatch.setattr(measurements, "READ_CHUNK", 2)
+    c = collector_client
+    for h in range(3):
+        host = f"pc-{h}"
+        old = [envelope("sysnest", T0 - 100, 1, "summary", per_sec=1.0)]
+        assert c.post("/data", json=ours(0, host=host, run_id="old", records=old)).status_code == 200
+        summaries = [envelope("sysnest", T0 + i, i + 1, "summary", per_sec=100.0 * h + i) for i in range(4)]
+        assert c.post("/data", json=ours(0, host=host, run_id="new", records=summaries)).status_code == 200
+        events = [envelope("tcpconnlat", T0 + i, 0, "event", latency_ms=1.0 + h) for i in range(h + 4)]
+        assert c.post("/data", json=ours(0, host=host, run_id="new", source="tcpconnlat",
+                                         records=events[:3])).status_code == 200
+        samples = prometheus_samples(c.get("/metrics").get_data(as_text=True))   # a scrape between two batches
+        assert c.post("/data", json=ours(1, host=host, run_id="new", source="tcpconnlat",
+                                         records=events[3:])).status_code == 200
+    samples = prometheus_samples(c.get("/metrics").get_data(as_text=True))
+    for h in range(3):
+        label = f'host="pc-{h}"'
+        assert samples[f"profiler_sysnest_syscalls_per_second{{{label}}}"] == 100.0 * h + 3
+        assert samples[f"profiler_tcpconnlat_latency_seconds_count{{{label}}}"] == h + 4
+        assert samples[f"profiler_tcpconnlat_latency_seconds_sum{{{label}}}"] == pytest.approx((h + 4) * (1.0 + h) / 1e3)
 
 
 def _prometheus_config(path, collector_port: int) -> None:
