@@ -20,7 +20,7 @@ from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer
 from PySide6.QtGui import QBrush, QCloseEvent, QColor
-from PySide6.QtWidgets import QApplication, QMainWindow, QTreeWidgetItem
+from PySide6.QtWidgets import QApplication, QCheckBox, QMainWindow, QTreeWidgetItem
 
 import config
 from client.transport import collector_url
@@ -30,6 +30,7 @@ from gui.metric_tab import MetricTab
 from gui.panels import LogPanel, OverheadPanel, TransportPanel
 from gui.session_panel import SessionPanel
 from gui.style import INVALID_STYLE, STATE_COLOURS, TEXT
+from gui.time_link import TimeLink
 from host import heap_trim, preflight
 from host.bpf_sampler import OverheadSampler
 from host.bpf_stats import BpfStatsSwitch
@@ -56,6 +57,12 @@ class MainWindow(QMainWindow):
         self.items: dict[str, QTreeWidgetItem] = {}
         self.tabs: dict[str, MetricTab] = {}
         self.drilled: int | None = None          # the process every tab shows (drill-down), if any
+        self.time_link = TimeLink()              # zooming one chart over time zooms them all, in every tab
+        self.link_box = QCheckBox("Link time axes", self)
+        self.link_box.setChecked(True)
+        self.link_box.setToolTip("zoom, pan and Reset zoom on one chart over time act on every chart over time")
+        self.link_box.toggled.connect(self.time_link.set_enabled)
+        self.statusBar().addPermanentWidget(self.link_box)
         self.running: set[str] = set()
         self._closed = False
         self.transport_panel = TransportPanel(self.ui.transport_labels)
@@ -266,7 +273,7 @@ class MainWindow(QMainWindow):
     def _tab(self, name: str) -> MetricTab:
         tab = self.tabs.get(name)
         if tab is None:
-            tab = MetricTab(self.specs[name], parent=self.ui.metric_tabs)
+            tab = MetricTab(self.specs[name], parent=self.ui.metric_tabs, time_link=self.time_link)
             tab.stop_requested.connect(self.stop_metric)
             tab.retry_requested.connect(self.retry_metric)
             tab.drill_requested.connect(self.show_process)
@@ -288,6 +295,7 @@ class MainWindow(QMainWindow):
         self.stop_metric(tab.name)
         self.ui.metric_tabs.removeTab(index)
         self.tabs.pop(tab.name, None)
+        self.time_link.leave(tab.time_charts())
         tab.deleteLater()
         if not self.tabs:
             self.ui.right_stack.setCurrentIndex(0)

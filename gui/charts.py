@@ -6,7 +6,8 @@ Every chart keeps a bounded history and only marks itself dirty when records arr
 plots zoom with the mouse wheel and pan by dragging (along time; the scatter in both directions), and
 stop following new data until "Reset zoom"; the point under the cursor is named in the bar above the
 plot (its time, series and value, from the data, not from the pixels); "Pause" freezes the picture while
-records keep arriving, and resuming draws them. Each chart says which time range it shows.
+records keep arriving, and resuming draws them. Each chart says which time range it shows. The charts
+over time share one time range across the window (gui/time_link.py): zooming one zooms them all.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ class MetricChart(LiveChart):
     zoom_y = False          # the wheel and a drag act along time only; y follows what is visible
     millis = False          # hover times to the millisecond (single events)
     filters_pid = False     # its records name their process, so a drill-down filters it
+    time_based = False      # x is wall-clock time: joins the window's shared time range
 
     def __init__(self, spec: config.MetricSpec, parent: QWidget | None = None, chart: config.Chart | None = None) -> None:
         super().__init__(spec, parent, chart)
@@ -135,8 +137,9 @@ class MetricChart(LiveChart):
         layout.addLayout(bar)
         layout.addWidget(self.plot, 1)
         self.pid: int | None = None             # drill-down: the process shown, where records name one
+        self.time_link = None                   # the window's TimeLink, once joined
         self.plot.scene().sigMouseMoved.connect(self._mouse_moved)
-        self.view_box.sigRangeChangedManually.connect(lambda *_: self._show_range())
+        self.view_box.sigRangeChangedManually.connect(self._moved_by_hand)
 
     # --- zoom, pause, hover -----------------------------------------------------------------------
     @property
@@ -145,8 +148,24 @@ class MetricChart(LiveChart):
         return not self.view_box.autoRangeEnabled()[0]
 
     def reset_view(self) -> None:
+        self.follow_live()
+        if self.time_link is not None:
+            self.time_link.reset(self)
+
+    def follow_live(self) -> None:
         self.view_box.enableAutoRange()
         self._show_range()
+
+    def show_time_range(self, x0: float, x1: float) -> None:
+        """Show x0..x1 along time (set by the shared time range, not by this chart's mouse)."""
+        self.view_box.setXRange(x0, x1, padding=0)
+        self._show_range()
+
+    def _moved_by_hand(self, *_) -> None:
+        self._show_range()
+        if self.time_link is not None and self.zoomed:
+            (x0, x1), _ = self.view_box.viewRange()
+            self.time_link.zoomed(self, x0, x1)
 
     def set_paused(self, paused: bool) -> None:
         super().set_paused(paused)
@@ -235,6 +254,8 @@ class MetricChart(LiveChart):
 class TimeSeriesChart(MetricChart):
     """y over wall-clock time, one line per series value (at most MAX_SERIES) or per declared field, last
     `history` points."""
+
+    time_based = True
 
     def __init__(self, spec: config.MetricSpec, history: int = 600, parent: QWidget | None = None,
                  chart: config.Chart | None = None) -> None:
@@ -391,6 +412,7 @@ class ScatterChart(MetricChart):
 
     zoom_y = True
     millis = True
+    time_based = True
     filters_pid = True
 
     def __init__(self, spec: config.MetricSpec, history: int = 2000, parent: QWidget | None = None,
@@ -458,6 +480,8 @@ class HeatmapChart(MetricChart):
     """Latency over time: a column per interval, a row per log2 bucket, each cell's count as its colour
     (on a log scale, so the rare slow bucket still shows). From hist records named chart.series, or
     from events, each binned by y times chart.scale."""
+
+    time_based = True
 
     def __init__(self, spec: config.MetricSpec, history: int = 300, parent: QWidget | None = None,
                  chart: config.Chart | None = None) -> None:

@@ -34,12 +34,13 @@ from PySide6.QtWidgets import (
 
 import config
 from gui import cgroup_groups, group_tree
-from gui.charts import make_charts
+from gui.charts import MetricChart, make_charts
 from gui.export import Exporter, csv_header, shown_rows, write_csv, write_png
 from gui.live import LiveChart
 from gui.models import SORT_ROLE, ColumnsModel, RecordTableModel, format_value
 from gui.pid_filter import PidFilterProxy
 from gui.style import BAD, ERROR_BANNER_STYLE, QUIET_STYLE, STATE_STYLE
+from gui.time_link import TimeLink
 
 ENVELOPE = ("metric", "ts", "kind", "interval")
 BULK = ("row", "event", "hist", "stack")  # the many records; the few others carry pid, summary, lost
@@ -66,7 +67,8 @@ class MetricTab(QWidget):
     retry_requested = Signal(str)
     drill_requested = Signal(object)          # a pid: show this process in every tab (None: everything)
 
-    def __init__(self, spec: config.MetricSpec, max_pending: int = 2000, parent: QWidget | None = None) -> None:
+    def __init__(self, spec: config.MetricSpec, max_pending: int = 2000, parent: QWidget | None = None,
+                 time_link: TimeLink | None = None) -> None:
         super().__init__(parent)
         self.spec = spec
         self.name = spec.name
@@ -94,6 +96,10 @@ class MetricTab(QWidget):
         header.addWidget(self.summary_label, 1)
         self.chart_area, self.charts = make_charts(spec, self)
         self.chart = self.charts[0]           # the registry's own chart; the others follow in tabs
+        self.time_link = time_link
+        if time_link is not None:             # its charts over time share the window's time range
+            for chart in self.time_charts():
+                time_link.join(chart)
         self.csv_button = QPushButton("Export CSV…", self)
         self.csv_button.setToolTip("the rows the table shows (filtered, in its order), raw values")
         self.csv_button.clicked.connect(lambda: self.ask_export("csv"))
@@ -247,6 +253,9 @@ class MetricTab(QWidget):
 
     def live_charts(self) -> list[LiveChart]:
         return [chart for chart in self.charts if isinstance(chart, LiveChart)]
+
+    def time_charts(self) -> list[MetricChart]:
+        return [chart for chart in self.charts if isinstance(chart, MetricChart) and chart.time_based]
 
     # --- export -----------------------------------------------------------------------------------
     def shown_chart(self) -> QWidget:
