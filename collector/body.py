@@ -2,7 +2,7 @@
 agrees with json.loads, json's own scanner otherwise), no nesting deeper than MAX_DEPTH, no unpaired
 surrogate, no infinite number. What the JSON must hold is payload.py's business.
 
-Besides the value, the scanner keeps the JSON text of each record of the body's "metrics" list, so
+Besides the value, the parser gives each record of the body's "metrics" list as compact JSON text, so
 the store need not encode every record again; and what the text alone proves about the tree (no
 surrogate escape, no overflowing number, too few brackets to be too deep) spares walking it.
 """
@@ -108,9 +108,8 @@ def _fast_payload(text: str, numbers: bytes) -> tuple[Any, list[str] | None] | N
 
 
 def _scan_payload(text: str) -> tuple[dict, list[str] | None]:
-    """json.loads for a top-level object (json's own scanner), keeping the text of each record of its
-    "metrics" list so that it need not be encoded again: for the bodies orjson does not take (long
-    integers, or something wrong). Raises ValueError/IndexError/StopIteration on anything unusual;
+    """json.loads for a top-level object (json's own scanner), with the stored text of each record of its
+    "metrics" list: for the bodies orjson does not take (long integers, or something wrong). Raises ValueError/IndexError/StopIteration on anything unusual;
     the caller then asks json.loads."""
     i = _WHITESPACE.match(text, 0).end()
     if text[i] != "{":
@@ -147,8 +146,16 @@ def _scan_payload(text: str) -> tuple[dict, list[str] | None]:
     return payload, record_texts
 
 
+def _stored_text(record: Any) -> str:
+    """A record's text as every record is stored: compact and ASCII, whatever spacing and escapes it was
+    sent with (the cgroup query finds a record by its text `"cgroup":"PATH"` before parsing it: a batch
+    sent as `"cgroup": "/x"` or `"\\/x"` and stored as sent was missing from /api/records?cgroup=/x).
+    ValueError on an infinite number: json.loads then decides."""
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
 def _scan_list(text: str, i: int) -> tuple[list, list[str], int]:
-    """The list starting at text[i] == "[": its items, the text of each, and the index after it."""
+    """The list starting at text[i] == "[": its items, the stored text of each, and the index after it."""
     items: list = []
     texts: list[str] = []
     i += 1
@@ -159,7 +166,7 @@ def _scan_list(text: str, i: int) -> tuple[list, list[str], int]:
     while True:
         item, end = _scan_value(text, i)
         items.append(item)
-        texts.append(text[i:end])
+        texts.append(_stored_text(item))
         if text[end] in _SPACE:
             end = _WHITESPACE.match(text, end).end()
         if text[end] == "]":

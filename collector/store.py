@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import orjson
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -380,8 +381,10 @@ class Store:
         the other records before the JSON is parsed, and the parsed field settles it (the text may be
         nested, a meta record's filters, or a longer path)."""
         r = records.c
-        quoted = json.dumps(path, ensure_ascii=True)  # as the collector stored it (payload.py)
-        near = r.data.contains('"cgroup":' + (quoted[:-1] if tree else quoted), autoescape=True)
+        # as the collector stored it (body.py, payload.py): json's text, or orjson's when ASCII (DEL unescaped)
+        texts = dict.fromkeys(q for q in (json.dumps(path, ensure_ascii=True), orjson.dumps(path).decode())
+                              if q.isascii())
+        near = or_(*(r.data.contains('"cgroup":' + (q[:-1] if tree else q), autoescape=True) for q in texts))
         if self.dialect == "postgresql":
             field = cast(r.data, postgresql.JSON)["cgroup"].astext
         else:
