@@ -129,7 +129,7 @@ def ties(collector_client):
         ts = T0 + [3, 1, 4, 1.5, 2][n % 5]
         fields = {"mark": f"m{n}", "pad": "x" * (n * 37 % 300)}
         if n % 9:
-            fields["cgroup"] = GROUPS[n % len(GROUPS)]
+            fields["cgroup"] = GROUPS[n // 12 % len(GROUPS)]  # every batch (n % 12) holds every group
         records.append(envelope("sysnest", ts, n, "row", **fields))
     for b in range(12):
         host = f"pc{b % 3}"
