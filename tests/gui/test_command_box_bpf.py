@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from cgroup_fixtures import GETPPID, workload_in
+from cgroup_fixtures import FORK_N, FORK_THREE, GETPPID, workload_in
 from collector_stub import CollectorStub
 from gui_fakes import make_window
 from helpers import PYTHON, end_workload
@@ -17,20 +17,7 @@ from host import preflight
 
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
-N = 5_000
-FORK_THREE = f"""
-import os, sys
-for _ in range(3):
-    if os.fork() == 0:
-        for _ in range({N}):
-            os.getppid()
-        os._exit(3)
-for _ in range(3):
-    os.wait()
-for _ in range({N}):
-    os.getppid()
-sys.exit(3)
-"""
+N = FORK_N
 
 
 def test_the_box_counts_the_command_and_its_children_only(qtbot, tmp_path):

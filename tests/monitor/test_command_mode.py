@@ -9,7 +9,7 @@ import os
 import subprocess
 
 import pytest
-from cgroup_fixtures import GETPPID, workload_in
+from cgroup_fixtures import FORK_N, FORK_THREE, GETPPID, workload_in
 from collector_stub import CollectorStub
 from helpers import PYTHON, ROOT, end_workload
 
@@ -17,21 +17,7 @@ from bcctool import cgroups
 
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
-N = 5_000
-# forks three children that each make N getppid calls and exit 3; then the same itself, and exits 3
-FORK_THREE = f"""
-import os, sys
-for _ in range(3):
-    if os.fork() == 0:
-        for _ in range({N}):
-            os.getppid()
-        os._exit(3)
-for _ in range(3):
-    os.wait()
-for _ in range({N}):
-    os.getppid()
-sys.exit(3)
-"""
+N = FORK_N
 
 
 def run_command(tmp_path, command: str, *metric_args: str) -> tuple[subprocess.CompletedProcess, dict, list]:

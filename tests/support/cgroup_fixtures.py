@@ -108,6 +108,22 @@ print(json.dumps({"calls": n}), flush=True)
 sys.stdin.readline()
 """
 
+FORK_N = 5_000
+# a command for command mode: forks three children that each make FORK_N getppid calls and exit 3; then the same itself, and exits 3
+FORK_THREE = f"""
+import os, sys
+for _ in range(3):
+    if os.fork() == 0:
+        for _ in range({FORK_N}):
+            os.getppid()
+        os._exit(3)
+for _ in range(3):
+    os.wait()
+for _ in range({FORK_N}):
+    os.getppid()
+sys.exit(3)
+"""
+
 TOUCH_PAGES = """
 import json, mmap, resource, sys
 n = int(sys.argv[1])
