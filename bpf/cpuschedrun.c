@@ -11,6 +11,12 @@
  * Totals (-DPER_THREAD) and histograms only grow; user space takes deltas, so no update is lost to a
  * read/clear race.
  *
+ * Each interval is charged only the run time inside it: the user side writes the time its interval
+ * began (`cut`), so a run that ends adds to run_ns only its part since then (its whole length still goes
+ * to the run-time histogram and `runs`), and the user side charges the open part of the runs still in
+ * `tasks` (state S_RUNNING) itself at each interval's end. A thread alone on its CPU for longer than an
+ * interval so shows ~100 % in each, not 0 % and then several hundred.
+ *
  * --cgroup (FILTER_CGROUP_ID) filters like -p: `tasks` is the member set, seeded by user space from the
  * group's and its descendants' cgroup.threads, joined by tasks created by a member (they start in its
  * group) and by any task switched out while in the group. `cgroups` keeps each thread's cgroup as of its
@@ -40,6 +46,7 @@ BPF_HASH(tasks, u32, struct task_t, MAX_TASKS);
 BPF_PERCPU_ARRAY(run_hist, u64, 64);    /* log2 slots of run time (us, or ms with -DMILLISECONDS) */
 BPF_PERCPU_ARRAY(wait_hist, u64, 64);   /* log2 slots of run-queue latency */
 LOST_COUNTER(full);                      /* threads not tracked because a map was full */
+BPF_ARRAY(cut, u64, 1);                  /* bpf_ktime_get_ns() when the user side's interval began */
 
 #ifdef PER_THREAD
 struct stat_t {
@@ -159,8 +166,11 @@ TRACEPOINT_PROBE(sched, sched_switch)
                     stats.insert(&prev, &init);
                     s = stats.lookup(&prev);
                 }
+                int zero = 0;
+                u64 *began = cut.lookup(&zero);
+                u64 charged = began && *began > t->ts ? (now > *began ? now - *began : 0) : delta;
                 if (s) {
-                    s->run_ns += delta;
+                    s->run_ns += charged;
                     s->runs++;
                 } else {
                     count_lost();

@@ -5,7 +5,8 @@ Traces sched_wakeup, sched_wakeup_new and sched_switch: a thread waits on the ru
 (or from being preempted) until it is switched in, and runs until it is switched out. Each interval
 prints log2 histograms of both and, with -P, a table per thread with CPU% (its run time as a share of
 the interval's wall time, as top and pidstat show it), run and wait time, and the top N of all threads
-by the chosen --sort.
+by the chosen --sort. Each interval is charged only the run time inside it: a run longer than an
+interval is split across the intervals it spans, so a thread never exceeds 100 %.
 """
 
 import os
@@ -72,6 +73,35 @@ def shares(d: dict, interval_ns: float) -> dict:
             "waits": d["waits"], "run_ns": d["run_ns"], "wait_ns": d["wait_ns"]}
 
 
+S_RUNNING = 2   # bpf/cpuschedrun.c: on a CPU since ts
+
+
+def open_runs(began_ns: int, now_ns: int) -> dict[int, dict[str, int]]:
+    """The part since began_ns of every run still in progress at now_ns (map `tasks`), keyed like the
+    stats deltas; runs 0: a run is counted in the interval in which it ends. Read right after the cut,
+    so a run that ends meanwhile is seldom missed."""
+    tasks = b["tasks"]
+    try:
+        in_progress = list(tasks.items_lookup_batch())
+    except Exception:  # noqa: BLE001 - kernels without batch ops
+        in_progress = list(tasks.items())
+    out = {}
+    for key, t in in_progress:
+        if t.state != S_RUNNING or t.ts >= now_ns:
+            continue
+        tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint
+        out[tid] = {"run_ns": now_ns - max(t.ts, began_ns), "wait_ns": 0, "runs": 0, "waits": 0}
+    return out
+
+
+def with_open_runs(deltas: dict[int, dict[str, int]], open_parts: dict[int, dict[str, int]]) -> dict[int, dict[str, int]]:
+    """The interval's deltas with the open part of each run in progress added to its thread's run time."""
+    for tid, part in open_parts.items():
+        d = deltas.setdefault(tid, {name: 0 for name in part})
+        d["run_ns"] += part["run_ns"]
+    return deltas
+
+
 def thread_rows(deltas: dict[int, dict[str, int]], interval_ns: float) -> list[dict]:
     """Every thread seen in the interval (or every cgroup), ordered by --sort: the caller keeps the top N."""
     rows = []
@@ -112,13 +142,18 @@ def print_interval(rows: list[dict], hists: dict[str, list[dict]]) -> None:
 run_hist, wait_hist = HistDeltas(b["run_hist"]), HistDeltas(b["wait_hist"])
 stats = CounterDeltas(b["stats"], comms=exited, tgid_of=lambda tid: tid) if args.per_process else None
 lost = b["full"]
-last = time.monotonic()
+cut = b["cut"]
+began = time.monotonic_ns()      # the BPF clock (bpf_ktime_get_ns) is CLOCK_MONOTONIC
+cut[cut.Key(0)] = cut.Leaf(began)
 for _interval in tool.intervals():
-    now = time.monotonic()
-    elapsed, last = max(now - last, 1e-9), now
+    now = time.monotonic_ns()
+    cut[cut.Key(0)] = cut.Leaf(now)     # runs ending from now on charge the next interval
+    open_parts = open_runs(began, now) if stats else {}
+    elapsed = max(now - began, 1) / 1e9
     hists = {"run_time": bcctool.log2_buckets(run_hist.step()),
              "runq_latency": bcctool.log2_buckets(wait_hist.step())}
-    deltas = stats.step() if stats else {}
+    deltas = with_open_runs(stats.step(), open_parts) if stats else {}
+    began = now
     rows = thread_rows(deltas, elapsed * 1e9)
     runs = sum(bucket["count"] for bucket in hists["run_time"])
     waits = sum(bucket["count"] for bucket in hists["runq_latency"])

@@ -145,3 +145,50 @@ def test_cpu_share_is_of_the_interval_wall_time():
     assert all(pct <= 100 for pct in inside)
     charged_ms = sum(r["cpu_pct"] / 100 * interval_s[r["interval"]] * 1e3 for r in mine)
     assert charged_ms == pytest.approx(truth["run_ns"] / 1e6, rel=0.10)
+
+
+# One thread spinning alone on a CPU for ~3.5 s: SCHED_FIFO keeps the other helpers' and the machine's
+# CFS work off it (the kernel's fair server still lends them ~5 % of the CPU), so its runs last up to
+# ~1 s, longer than the tool's 1 s intervals. It reports its own schedstat run time over the phase.
+PINNED_HOG_CHILD = """
+import json, os, sys, threading, time
+sys.stdin.readline()
+out = {}
+
+def run_ns():
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+        return int(f.read().split()[0])
+
+def hog():
+    os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    out["tid"] = threading.get_native_id()
+    start, run0 = time.monotonic(), run_ns()
+    while time.monotonic() < start + 3.5:
+        pass
+    out["run_ns"], out["wall_ns"] = run_ns() - run0, (time.monotonic() - start) * 1e9
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+t = threading.Thread(target=hog)
+t.start()
+t.join()
+print(json.dumps(out), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_run_longer_than_the_interval_is_split_across_intervals():
+    tool, truth = metric_on_report(PINNED_HOG_CHILD, "cpuschedrun", "-P", "--top", "1000", "1")
+
+    mine = sorted((r for r in tool.of_kind("row") if r["tid"] == truth["tid"]), key=lambda r: r["interval"])
+    share = 100.0 * truth["run_ns"] / truth["wall_ns"]
+    full = [r["cpu_pct"] for r in mine[1:-1]]   # intervals wholly inside the spinning phase
+    run_ms = sum(r["run_ms"] for r in mine)
+    print(f"schedstat share {share:.1f} %, run {truth['run_ns'] / 1e6:.1f} ms; per interval "
+          f"{[r['cpu_pct'] for r in mine]}, run {run_ms:.1f} ms")
+    assert share > 80, "the thread was not alone on its CPU"
+    assert len(full) >= 2
+    # each whole interval: its share of that second, never more than all of it
+    assert all(pct == pytest.approx(share, abs=8.0) for pct in full), full
+    assert all(r["cpu_pct"] <= 101 for r in mine)
+    assert run_ms == pytest.approx(truth["run_ns"] / 1e6, rel=0.10)
