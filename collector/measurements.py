@@ -73,6 +73,17 @@ def _number(value: object) -> float | None:
     return None
 
 
+def _json_number(text: str | None) -> float | None:
+    """A record field's JSON text (as the database reads it) as a finite number; a string, a bool, null or
+    a missing field is none."""
+    if text is None or text[:1] in ('"', "t", "f", "n", "[", "{"):
+        return None
+    try:
+        return _number(float(text))
+    except (ValueError, OverflowError):
+        return None
+
+
 def log2_slot(value: float) -> int:
     """The log2 slot whose upper end (2^s - 1, bcctool.log2_buckets' slots) is the first >= value."""
     return max(1, math.ceil(math.log2(value + 1)))
@@ -213,17 +224,25 @@ class Measurements(Collector):
         """Adds the records that arrived since the last scrape to each stream's histogram sums, READ_CHUNK
         a stream per grouped query until every stream is read up to its newest."""
         pending = {s.stream_id: (s, self._hists.setdefault((s.host, s.run_id, s.spec.name), _Hist())) for s in shown}
+        groups: dict[str | None, dict[int, tuple[_Shown, _Hist]]] = {}
+        for stream_id, (s, hist) in pending.items():  # events: only their y, read by the database (none parsed)
+            field_name = s.spec.chart.y if s.spec.chart.kind == "scatter" else None
+            groups.setdefault(field_name, {})[stream_id] = (s, hist)
+        for field_name, group in groups.items():
+            self._catch_up_group(group, record_kind, field_name)
+
+    def _catch_up_group(self, pending: dict[int, tuple[_Shown, _Hist]], record_kind: str, field_name: str | None) -> None:
         while pending:
             found = self.store.records_after_ids({i: hist.after_id for i, (_s, hist) in pending.items()},
-                                                 record_kind, READ_CHUNK)
+                                                 record_kind, READ_CHUNK, field=field_name)
             for stream_id, rows in found.items():
                 s, hist = pending[stream_id]
-                for row_id, ts, data in rows:
-                    hist.after_id, hist.ts = row_id, max(hist.ts, ts)
-                    if s.spec.chart.kind == "histogram":
+                hist.after_id, hist.ts = rows[-1][0], max(hist.ts, max(ts for _id, ts, _data in rows))
+                if field_name is None:
+                    for _id, _ts, data in rows:
                         self._add_hist(hist, json.loads(data))
-                    else:
-                        self._add_event(hist, s.spec.chart, json.loads(data))
+                else:
+                    self._add_events(hist, s.spec.chart, [_json_number(data) for _id, _ts, data in rows])
             pending = {i: p for i, p in pending.items() if len(found.get(i, ())) == READ_CHUNK}
 
     def _histograms(self, families: dict[str, Metric], metric: str, chart, host: str, run_id: str) -> None:
@@ -256,16 +275,18 @@ class Measurements(Collector):
                 slots[slot] = slots.get(slot, 0) + count
 
     @staticmethod
-    def _add_event(hist: _Hist, chart, record: dict) -> None:
-        value = _number(record.get(chart.y))
-        if value is None or value < 0:
-            return
+    def _add_events(hist: _Hist, chart, values: list[float | None]) -> None:
         name = chart.y
         for suffix in ("_ns", "_us", "_ms"):
             name = name.removesuffix(suffix)
-        scale = unit_scale(chart.y, chart.unit)
-        hist.scale.setdefault(name, scale)
+        valid = [v for v in values if v is not None and v >= 0]
+        if not valid:
+            return
+        scale = hist.scale.setdefault(name, unit_scale(chart.y, chart.unit))
         slots = hist.slots.setdefault(name, {})
-        slot = log2_slot(value)
-        slots[slot] = slots.get(slot, 0) + 1
-        hist.total[name] = hist.total.get(name, 0.0) + value * scale
+        total = hist.total.get(name, 0.0)
+        for value in valid:
+            slot = log2_slot(value)
+            slots[slot] = slots.get(slot, 0) + 1
+            total += value * scale
+        hist.total[name] = total

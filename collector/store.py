@@ -243,11 +243,12 @@ class Store:
                     found.setdefault(int(stream_id), []).append((float(ts), data))
         return found
 
-    def records_after_ids(self, after: dict[int, int], kind: str,
-                          limit: int) -> dict[int, list[tuple[int, float, str]]]:
+    def records_after_ids(self, after: dict[int, int], kind: str, limit: int,
+                          field: str | None = None) -> dict[int, list[tuple[int, float, str]]]:
         """Per stream (its id: the record id read up to), (id, ts, JSON text) of up to `limit` of its newer
         records of this kind, in id order: what arrived since a reader last looked (an outbox's late
-        batch included, whatever its ts), for many streams in one query per 200."""
+        batch included, whatever its ts), for many streams in one query per 200. field: the record's
+        top-level field as JSON text instead of the whole record (read by the database, never parsed here)."""
         found: dict[int, list[tuple[int, float, str]]] = {}
         ids = sorted(after)
         with self.engine.connect() as conn:
@@ -256,7 +257,7 @@ class Store:
                 params: dict = {f"s{i}": stream_id for i, stream_id in enumerate(chunk)}
                 params.update({f"a{i}": after[stream_id] for i, stream_id in enumerate(chunk)})
                 params.update(kind=kind, limit=limit)
-                for stream_id, row_id, ts, data in conn.execute(_after_walks(len(chunk)), params):
+                for stream_id, row_id, ts, data in conn.execute(_after_walks(self.dialect, len(chunk), field), params):
                     found.setdefault(int(stream_id), []).append((int(row_id), float(ts), data))
         return found
 
@@ -412,13 +413,14 @@ def _newest_walks(n: int) -> Select:
 
 
 @functools.lru_cache(maxsize=16)
-def _after_walks(n: int) -> Select:
+def _after_walks(dialect: str, n: int, field: str | None) -> Select:
     """records_after_ids' query for n streams (bound as s0.., a0.., kind, limit)."""
     r = records.c
+    data = r.data if field is None else json_sql.field_json(dialect, r.data, field).label("data")
     walks = []
     for i in range(n):
         stream_id = bindparam(f"s{i}", type_=ID)
-        walks.append(select(stream_id.label("stream"), r.id, r.ts, r.data)
+        walks.append(select(stream_id.label("stream"), r.id, r.ts, data)
                      .where(r.stream == stream_id, r.kind == bindparam("kind"), r.id > bindparam(f"a{i}", type_=ID))
                      .order_by(r.id).limit(bindparam("limit")).subquery())
     return union_all(*(select(w) for w in walks))

@@ -93,7 +93,13 @@ def test_many_hosts_read_together_each_newest_run_and_interval(collector_client,
         samples = prometheus_samples(c.get("/metrics").get_data(as_text=True))   # a scrape between two batches
         assert c.post("/data", json=ours(1, host=host, run_id="new", source="tcpconnlat",
                                          records=events[3:])).status_code == 200
-    samples = prometheus_samples(c.get("/metrics").get_data(as_text=True))
+    odd = [envelope("tcpconnlat", T0, 0, "event", latency_ms=v) for v in ("slow", True, None, -1.0, [2])]
+    assert c.post("/data", json=ours(2, host="pc-0", run_id="new", source="tcpconnlat", records=odd)).status_code == 200
+    assert c.post("/data", json=ours(0, host="pc-odd", source="tcpconnlat", records=odd)).status_code == 200
+    reply = c.get("/metrics")
+    assert reply.status_code == 200
+    samples = prometheus_samples(reply.get_data(as_text=True))
+    assert not [k for k in samples if 'host="pc-odd"' in k and k.startswith("profiler_")]   # no number: no histogram
     for h in range(3):
         label = f'host="pc-{h}"'
         assert samples[f"profiler_sysnest_syscalls_per_second{{{label}}}"] == 100.0 * h + 3
