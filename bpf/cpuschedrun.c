@@ -201,6 +201,12 @@ TRACEPOINT_PROBE(sched, sched_switch)
                 count_lost();
         }
     }
+#ifdef FILTER_CGROUP_ID
+    /* a thread moved out of the group while it ran: its run ends here, or each interval would charge
+       it the whole interval (user space charges open runs) for as long as it stays out */
+    else if (prev != 0)
+        tasks.delete(&prev);
+#endif
 
     /* next: its wait ends and its run starts */
     if (next == 0)
