@@ -102,6 +102,7 @@ def top_n(values: dict[str, float], n: int = SERIES_TOP) -> dict[str, float]:
 class _Hist:
     """Cumulative log2 slot counts of one stream (per hist name), and up to which record they go."""
     after_id: int = 0
+    stored: int = -1  # the stream's records count when last read up to its newest: unchanged, nothing to read
     ts: float = 0.0
     slots: dict[str, dict[int, float]] = field(default_factory=dict)
     scale: dict[str, float] = field(default_factory=dict)
@@ -124,6 +125,7 @@ class _Shown:
     host: str
     run_id: str
     spec: object  # config.MetricSpec
+    stored: int  # records the stream holds (any kind)
 
 
 def _newest_interval(rows: list[tuple[float, str | None]]) -> tuple[float, dict, list[dict]] | None:
@@ -155,16 +157,16 @@ class Measurements(Collector):
         up to 200 streams — not a query or two per stream (1.2 s at 50 hosts x 10 metrics on SQLite,
         3 s on PostgreSQL)."""
         families: dict[str, Metric] = {}
-        newest: dict[tuple[str, str], tuple[int, str]] = {}
-        for stream_id, host, run_id, source in self.store.stream_ids():  # most recently seen first
-            newest.setdefault((host, source), (stream_id, run_id))  # the newest run of each (host, metric)
+        newest: dict[tuple[str, str], tuple[int, str, int]] = {}
+        for stream_id, host, run_id, source, stored in self.store.stream_ids():  # most recently seen first
+            newest.setdefault((host, source), (stream_id, run_id, stored))  # the newest run of each (host, metric)
         groups: dict[tuple[str, str], list[_Shown]] = {}
-        for (host, source), (stream_id, run_id) in sorted(newest.items()):
+        for (host, source), (stream_id, run_id, stored) in sorted(newest.items()):
             spec = registered(source)
             if spec is None or spec.chart.kind not in ("timeseries", "histogram", "scatter", "stacks"):
                 continue
             read = "log2" if spec.chart.kind in ("histogram", "scatter") else spec.chart.kind
-            groups.setdefault((read, spec.chart.record_kind), []).append(_Shown(stream_id, host, run_id, spec))
+            groups.setdefault((read, spec.chart.record_kind), []).append(_Shown(stream_id, host, run_id, spec, stored))
         with self._lock:
             for (read, record_kind), shown in sorted(groups.items()):
                 if read == "log2":
@@ -224,12 +226,17 @@ class Measurements(Collector):
         """Adds the records that arrived since the last scrape to each stream's histogram sums, READ_CHUNK
         a stream per grouped query until every stream is read up to its newest."""
         pending = {s.stream_id: (s, self._hists.setdefault((s.host, s.run_id, s.spec.name), _Hist())) for s in shown}
+        # a stream that stored nothing since it was last read (a host gone quiet) is not asked: its
+        # query would walk every newer record of the lab (PostgreSQL reads them in id order)
+        pending = {i: (s, hist) for i, (s, hist) in pending.items() if hist.stored != s.stored}
         groups: dict[str | None, dict[int, tuple[_Shown, _Hist]]] = {}
         for stream_id, (s, hist) in pending.items():  # events: only their y, read by the database (none parsed)
             field_name = s.spec.chart.y if s.spec.chart.kind == "scatter" else None
             groups.setdefault(field_name, {})[stream_id] = (s, hist)
         for field_name, group in groups.items():
             self._catch_up_group(group, record_kind, field_name)
+        for s, hist in pending.values():
+            hist.stored = s.stored  # counted before the reads: a batch stored meanwhile makes the next scrape look again
 
     def _catch_up_group(self, pending: dict[int, tuple[_Shown, _Hist]], record_kind: str, field_name: str | None) -> None:
         while pending:

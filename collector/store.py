@@ -221,11 +221,11 @@ class Store:
                         found.setdefault(ids[stream_id], []).append((float(ts), number))
         return {key: pts[::-1] for key, pts in found.items()}
 
-    def stream_ids(self) -> list[tuple[int, str, str, str]]:
-        """(id, host, run_id, source) of every stream, most recently seen first."""
+    def stream_ids(self) -> list[tuple[int, str, str, str, int]]:
+        """(id, host, run_id, source, records stored) of every stream, most recently seen first."""
         s = streams.c
         with self.engine.connect() as conn:
-            return [tuple(row) for row in conn.execute(select(s.id, s.host, s.run_id, s.source)
+            return [tuple(row) for row in conn.execute(select(s.id, s.host, s.run_id, s.source, s.records)
                                                        .order_by(s.last_seen.desc()))]
 
     def newest_records(self, stream_ids: list[int], kind: str, window: float,
