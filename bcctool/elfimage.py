@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -162,8 +163,28 @@ def find_debug_file(info: ElfInfo, original_path: str, root: str = "", debug_roo
     return None
 
 
+# path -> (when, key): every CFI row or symbol a stack library has not yet memoized asks for its
+# object, many times a second; a stat through /proc/PID/root costs more than the lookup itself
+_KEY_TTL_S = 1.0
+_MAX_KEYS = 4096
+_keys: dict[str, tuple[float, tuple | None]] = {}
+
+
 def file_key(path: str) -> tuple | None:
-    """What identifies a file's contents for caching: (device, inode, size, mtime); None if unreadable."""
+    """What identifies a file's contents for caching: (device, inode, size, mtime); None if unreadable.
+    Remembered for a second per path."""
+    now = time.monotonic()
+    known = _keys.get(path)
+    if known is not None and now - known[0] < _KEY_TTL_S:
+        return known[1]
+    if len(_keys) >= _MAX_KEYS:
+        _keys.clear()
+    key = _stat_key(path)
+    _keys[path] = (now, key)
+    return key
+
+
+def _stat_key(path: str) -> tuple | None:
     if path == VDSO:
         return (VDSO,) if vdso_image() is not None else None
     try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import ctypes.util
+import functools
 import os
 import struct
 import time
@@ -35,8 +36,10 @@ _stashed_once = False
 _loaded = False  # this process compiled and loaded BPF (only then is the compiler's data stashed)
 
 
+@functools.cache
 def malloc_trim_function() -> Callable[[int], int] | None:
-    """glibc's malloc_trim, or None where the C library has none."""
+    """glibc's malloc_trim, or None where the C library has none. Looked up once: find_library runs
+    ldconfig in a child process, and the heap is trimmed twice a second."""
     try:
         trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
     except (OSError, AttributeError):
@@ -111,6 +114,7 @@ def _dynamic_pages(path: str, base: int | None) -> tuple[int, int] | None:
     return None
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
