@@ -36,8 +36,9 @@ RAW_TRACEPOINTS = {"sys_enter": "raw_syscalls:sys_enter", "sys_exit": "raw_sysca
 # whichever task happens to run: counted system-wide only.
 # A wakeup of a thread on another CPU is raised there, in its IPI, in whatever task runs (often the idle
 # task): the workload's own count of them swung from 56 to 2,436 between runs, so it is system-wide only.
+# A softirq runs in whatever task it interrupts or in ksoftirqd: system-wide only too.
 ELSEWHERE = {"block:block_io_start", "block:block_rq_issue", "block:block_rq_complete", "kmem:kfree",
-             "kmem:kmem_cache_free", "sched:sched_wakeup"}
+             "kmem:kmem_cache_free", "sched:sched_wakeup", "irq:softirq_entry", "irq:softirq_exit"}
 # How often the pipe partner is already asleep when the other side writes decides how many switches a
 # round trip raises: that follows the machine's load, not the metric. A swallowed event counts 0, so
 # switches are held to the workload's own floor in its own tasks instead.
