@@ -142,10 +142,12 @@ def open_blocks(began_ns: int, now_ns: int) -> dict[tuple, dict[str, int]]:
     except Exception:  # noqa: BLE001 - kernels without batch ops
         in_progress = list(start_map.items())
     out = {}
+    dwarf_blocks.open_at_cut = set()
     for key, st in in_progress:
         tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint
         if now_ns - st.ts < args.min_block_us * 1000 or st.ts >= now_ns:
             continue
+        dwarf_blocks.open_at_cut.add((tid, st.ts))
         comm = taskinfo.comm_of(tid) or "[gone]"
         part = now_ns - max(st.ts, began_ns)
         merge(out.setdefault((st.tgid, tid, comm, st.kstack, st.ustack, st.cgid), {}),
@@ -186,6 +188,7 @@ class DwarfBlocks:
     # parsing a new object's CFI costs up to seconds (once per build-id, then read from the disk cache);
     # past this much parsing in one interval, blocks keep their frame-pointer stack until the next
     PARSE_BUDGET_S = 1.0
+    PENDING_WAIT_S = 0.02
 
     def __init__(self) -> None:
         self.unwinder = Unwinder(cache_dir=default_cache_dir())
@@ -195,12 +198,20 @@ class DwarfBlocks:
         self.began = 0      # when the interval being gathered began (bpf_ktime_get_ns)
         self.cut = 0        # while the ring is drained at a cut: blocks ending from then on are the next interval's
         self.after_cut: dict[tuple, dict[str, int]] = {}
+        # the last cut, the interval it closed, and the blocks open_blocks() found in progress there
+        self.last_cut = self.last_began = 0
+        self.open_at_cut: set[tuple[int, int]] = set()
 
     def on_block(self, ctx: object, data: object, size: int) -> int:
         raw = ctypes.string_at(data, size)
         tgid, tid, kstack, ustack, delta, charged, end, cgid, comm = self.HEADER.unpack_from(raw)
-        # its syscall returned after the interval it ended in was printed: that interval's time is gone
-        charged = min(charged, max(0, end - self.began))
+        # Sent after the interval it ended in was printed (its thread ran on, preempted, before its
+        # syscall returned): counted in this interval rather than lost. Ended after the last cut but
+        # missing from the blocks open_blocks() read just after it (it ended in between): its part
+        # before the cut was charged nowhere, so it is added here.
+        start = end - delta
+        if start < self.last_cut <= end and (tid, start) not in self.open_at_cut:
+            charged += self.last_cut - max(start, self.last_began)
         if self.unwinder.parse_seconds - self.parse_mark > self.PARSE_BUDGET_S:
             self.deferred += 1
             user = ustack
@@ -217,9 +228,14 @@ class DwarfBlocks:
         submitted when its syscall returns and served only while the harness waits, so one unwinding
         slowly (a first CFI parse) or a stop would otherwise leave whole blocks for the next interval,
         which charges them nothing (they ended before it began)."""
+        self.last_cut, self.last_began = cut_ns, self.began
         self.cut = cut_ns
         try:
             b.ring_buffer_consume()
+            # blocks that ended before the cut but wait for their syscall to return: a moment for them
+            deadline = time.monotonic() + self.PENDING_WAIT_S
+            while any(p.end < cut_ns for p in b["pending"].values()) and time.monotonic() < deadline:
+                b.ring_buffer_poll(timeout=2)
         finally:
             self.cut = 0
         self.began = cut_ns

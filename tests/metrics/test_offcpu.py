@@ -125,9 +125,10 @@ def test_long_block_is_split_across_the_intervals_it_spans():
     assert all(r["total_ms"] <= interval_s[r["interval"]] * 1e3 * 1.01 + 1 for r in mine)
     assert all(r["total_ms"] == pytest.approx(interval_s[r["interval"]] * 1e3, rel=0.02) for r in mine[1:-1])
     assert sum(r["total_ms"] for r in mine) == pytest.approx(truth["blocked_ms"], rel=0.03)
-    # counted once, in the interval it ends in, with its whole length
-    assert [r["count"] for r in mine][-1] >= 1 and sum(r["count"] for r in mine[:-1]) == 0
+    # counted once, in the interval it ends in, with its whole length (under load the thread may also
+    # wait a moment for the GIL as it starts: a short block of its own, counted where it ends)
     assert mine[-1]["max_us"] >= 2.9e6
+    assert all(r["max_us"] < 2.9e6 for r in mine[:-1])
 
 
 def test_state_filter_keeps_sleeps_or_d_state_waits():
