@@ -96,7 +96,7 @@ struct pending_t {
     struct key_t key;
     u64 delta;
     u64 charged;
-    u64 end;      /* when it ended: a block sent after its interval was printed charges none */
+    u64 end;      /* when it ended: user space waits at a cut for those that ended before it */
     u64 uip;
     u64 usp;
 };
