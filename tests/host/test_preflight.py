@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, reachable_by_others
 
 import config
 from bcctool import kernelfeatures
@@ -72,8 +72,9 @@ def test_a_user_who_cannot_read_tracefs_is_told_the_metrics_need_root_not_that_i
     if os.access(kernelfeatures.tracefs_root() or "/sys/kernel/tracing", os.R_OK, effective_ids=False) and \
             os.stat("/sys/kernel/tracing").st_mode & 0o005:
         pytest.skip("tracefs is readable by everyone on this machine")
-    out = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c", NOBODY_VERDICTS, ROOT],
-                         capture_output=True, text=True, timeout=60, cwd="/")
+    with reachable_by_others(ROOT):
+        out = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c", NOBODY_VERDICTS, ROOT],
+                             capture_output=True, text=True, timeout=60, cwd="/")
     assert out.returncode == 0, out.stderr
     total, hidden, runnable = map(int, out.stdout.split())
     assert total == len(config.METRICS) and hidden == total and runnable == total

@@ -14,12 +14,11 @@ import os
 import pwd
 import secrets
 import shutil
-import stat
 import subprocess
 import tempfile
 
 import pytest
-from helpers import PYTHON, ROOT, MetricProcess
+from helpers import PYTHON, ROOT, MetricProcess, reachable_by_others
 
 import config
 from host import privhelper
@@ -140,21 +139,8 @@ def _above(path: str) -> list[str]:
 
 @pytest.fixture(scope="module", autouse=True)
 def checkout_reachable():
-    """A checkout under /root (0700, as a CI runner may clone it) is out of an unprivileged user's reach:
-    while this module runs, each closed directory above it gets the others' search bit (x, never r),
-    as a root-owned install under /opt has; the modes are put back after."""
-    opened = []
-    try:
-        if os.geteuid() == 0:
-            for d in _above(ROOT):
-                mode = stat.S_IMODE(os.stat(d).st_mode)
-                if not mode & 0o001:
-                    os.chmod(d, mode | 0o001)
-                    opened.append((d, mode))
+    with reachable_by_others(ROOT):
         yield
-    finally:
-        for d, mode in reversed(opened):
-            os.chmod(d, mode)
 
 
 @pytest.fixture(scope="module")

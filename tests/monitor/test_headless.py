@@ -17,7 +17,7 @@ import time
 
 import pytest
 from collector_stub import CollectorStub, free_port
-from helpers import PYTHON, ROOT, SUPPORT, process_alive, prog_ids_of, progs_released
+from helpers import PYTHON, ROOT, SUPPORT, process_alive, prog_ids_of, progs_released, reachable_by_others
 
 import config
 from host import procs
@@ -172,28 +172,18 @@ def test_unusable_state_dir_is_one_line(tmp_path):
     assert result.stderr.count("\n") == 1
 
 
-def reachable_by_others(path: str) -> bool:
-    """Can an unprivileged user reach `path` (every directory above it searchable by others)?"""
-    while path != os.path.dirname(path):
-        path = os.path.dirname(path)
-        if not os.stat(path).st_mode & 0o001:
-            return False
-    return True
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch to an unprivileged user")
-@pytest.mark.skipif(not reachable_by_others(os.path.join(ROOT, "main_app.py")),
-                    reason="the checkout is not reachable by an unprivileged user")
 def test_refused_elevation_exits_1_with_one_message():
     """Not root, and `sudo -n` wants a password: the metric does not start, the run says why once."""
     tmp_path = tempfile.mkdtemp(prefix="headless-nobody-")    # pytest's tmp_path is not reachable by nobody
     os.chmod(tmp_path, 0o777)
     fake_sudo = os.path.join(SUPPORT, "fake_bin", "sudo")
-    result = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", f"HOME={tmp_path}",
-         PYTHON, os.path.join(ROOT, "main_app.py"), "--headless", "--metric", "sysnest", "--duration", "30",
-         "--state-dir", str(tmp_path), "--elevate", f"{fake_sudo} -n"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    with reachable_by_others(ROOT):
+        result = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", f"HOME={tmp_path}",
+             PYTHON, os.path.join(ROOT, "main_app.py"), "--headless", "--metric", "sysnest", "--duration", "30",
+             "--state-dir", str(tmp_path), "--elevate", f"{fake_sudo} -n"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1, result.stderr
     said = [line for line in result.stderr.splitlines() if "cannot start sysnest as root" in line]
     assert len(said) == 1 and "sudo: a password is required" in said[0], result.stderr

@@ -3,13 +3,16 @@ that no BPF program they loaded is left in the kernel."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from bcctool import task_alive as process_alive  # noqa: F401 - true while a pid exists and is no zombie
@@ -227,3 +230,24 @@ def metric_on_report(code: str, metric: str, *args: str) -> tuple[MetricProcess,
         tool.kill()
         end_workload(child)
     return tool, truth
+
+
+@contextlib.contextmanager
+def reachable_by_others(path: str = ROOT) -> Iterator[None]:
+    """A checkout under /root (0700, as a CI runner may clone it) is out of an unprivileged user's reach:
+    meanwhile each closed directory above `path` gets the others' search bit (x, never r), as a
+    root-owned install under /opt has; the modes are put back after. Without root, nothing changes."""
+    opened = []
+    try:
+        if os.geteuid() == 0:
+            at = path
+            while at != os.path.dirname(at):
+                at = os.path.dirname(at)
+                mode = stat.S_IMODE(os.stat(at).st_mode)
+                if not mode & 0o001:
+                    os.chmod(at, mode | 0o001)
+                    opened.append((at, mode))
+        yield
+    finally:
+        for at, mode in reversed(opened):
+            os.chmod(at, mode)
