@@ -7,17 +7,14 @@ from __future__ import annotations
 import os
 
 import pytest
-from cgroup_fixtures import FORK_N, FORK_THREE, GETPPID, workload_in
+from cgroup_fixtures import FORK_THREE, GETPPID, check_fork_three_counted, workload_in
 from collector_stub import CollectorStub
 from gui_fakes import make_window
 from helpers import PYTHON, end_workload
 
-from bcctool import cgroups
 from host import preflight
 
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
-
-N = FORK_N
 
 
 def test_the_box_counts_the_command_and_its_children_only(qtbot, tmp_path):
@@ -51,11 +48,4 @@ def test_the_box_counts_the_command_and_its_children_only(qtbot, tmp_path):
         end_workload(outside, timeout=120)
         stub.stop()
     rows = [r for r in records if r["kind"] == "row" and r["level"] == "detail"]
-    getppid = [r for r in rows if r["syscall"] == "getppid"]
-    counted = sum(r["count"] for r in getppid)
-    print("getppid counted", counted, "of", 4 * N, "in", len({r["pid"] for r in getppid}), "processes")
-    assert abs(counted - 4 * N) <= 4 * N * 0.001, counted
-    assert len({r["pid"] for r in getppid}) == 4          # the command and its three children
-    assert outside.pid not in {r["pid"] for r in rows}
-    rel = "/" + os.path.relpath(outcome["cgroup"], cgroups.v2_mount())
-    assert {r["cgroup"] for r in rows} <= {rel, ""}, {r["cgroup"] for r in rows}
+    check_fork_three_counted(rows, outside.pid, outcome["cgroup"])

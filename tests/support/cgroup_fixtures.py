@@ -124,6 +124,21 @@ for _ in range({FORK_N}):
 sys.exit(3)
 """
 
+
+def check_fork_three_counted(rows: list[dict], outside_pid: int, group: str) -> None:
+    """sysnest's detail rows of FORK_THREE run in `group`: every getppid of the command and its three
+    children counted (within 0.1 %), in those 4 processes, in that group, and nothing of `outside_pid`."""
+    from bcctool import cgroups  # noqa: PLC0415
+
+    getppid = [r for r in rows if r["syscall"] == "getppid"]
+    counted = sum(r["count"] for r in getppid)
+    print("getppid counted", counted, "of", 4 * FORK_N, "in", len({r["pid"] for r in getppid}), "processes")
+    assert abs(counted - 4 * FORK_N) <= 4 * FORK_N * 0.001, counted
+    assert len({r["pid"] for r in getppid}) == 4          # the command and its three children
+    assert outside_pid not in {r["pid"] for r in rows}
+    rel = "/" + os.path.relpath(group, cgroups.v2_mount())
+    assert {r["cgroup"] for r in rows} <= {rel, ""}, {r["cgroup"] for r in rows}
+
 TOUCH_PAGES = """
 import json, mmap, resource, sys
 n = int(sys.argv[1])
