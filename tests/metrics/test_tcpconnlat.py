@@ -4,7 +4,7 @@ import socket
 import subprocess
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, report_of, run_workload, settle_and_stop
+from helpers import human_output, metric_on_child, run_workload
 
 N = 50   # connects per address family
 CONNECT_CHILD = """
@@ -73,14 +73,7 @@ def traced_connects(listeners, *tool_args: str, lport_filter: bool = False) -> t
 
 def traced_report(child: subprocess.Popen, *tool_args: str) -> tuple[list, object]:
     """(the event records of tcpconnlat on the run_workload child, the child's JSON report)."""
-    tool = MetricProcess("tcpconnlat", "-p", str(child.pid), "0.3", *tool_args)
-    try:
-        tool.wait_meta()
-        report = report_of(child)
-        settle_and_stop(tool)
-    finally:
-        tool.kill()
-        end_workload(child)
+    tool, report = metric_on_child(child, "tcpconnlat", "0.3", *tool_args)
     assert not tool.of_kind("lost"), tool.of_kind("lost")
     return tool.of_kind("event"), report
 

@@ -220,7 +220,11 @@ def timed_bound(count: int, n: int) -> float:
 def metric_on_report(code: str, metric: str, *args: str) -> tuple[MetricProcess, Any]:
     """`metric *args -p CHILD` on a run_workload child that does its work once released and prints a
     JSON report of its own books; (the stopped tool, that report)."""
-    child = run_workload(code)
+    return metric_on_child(run_workload(code), metric, *args)
+
+
+def metric_on_child(child: subprocess.Popen, metric: str, *args: str) -> tuple[MetricProcess, Any]:
+    """metric_on_report on a run_workload child already started (with arguments of its own)."""
     tool = MetricProcess(metric, "-p", str(child.pid), *args)
     try:
         tool.wait_meta()
