@@ -133,26 +133,27 @@ class Symbols:
         self.seen -= gone
 
 
-def open_blocks(began_ns: int, now_ns: int) -> dict[tuple, dict[str, int]]:
+def open_blocks(began_ns: int, now_ns: int) -> tuple[dict[tuple, dict[str, int]], set[tuple[int, int]]]:
     """The part since began_ns of every block still in progress at now_ns (map `start`), keyed like
     read_blocks(); count 0: the block is counted in the interval in which it ends. Read in one batch
-    right after the cut, so a block that ends meanwhile is seldom missed."""
+    right after the cut, so a block that ends meanwhile is seldom missed. With them, the (tid, start)
+    of each: a DWARF block that arrives later and is not among them had its part before the cut
+    charged nowhere (DwarfBlocks.on_block)."""
     try:
         in_progress = list(start_map.items_lookup_batch())
     except Exception:  # noqa: BLE001 - kernels without batch ops
         in_progress = list(start_map.items())
-    out = {}
-    dwarf_blocks.open_at_cut = set()
+    out, open_keys = {}, set()
     for key, st in in_progress:
         tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint
         if now_ns - st.ts < args.min_block_us * 1000 or st.ts >= now_ns:
             continue
-        dwarf_blocks.open_at_cut.add((tid, st.ts))
+        open_keys.add((tid, st.ts))
         comm = taskinfo.comm_of(tid) or "[gone]"
         part = now_ns - max(st.ts, began_ns)
         merge(out.setdefault((st.tgid, tid, comm, st.kstack, st.ustack, st.cgid), {}),
               {"total_ns": part, "length_ns": 0, "count": 0, "min_ns": 0, "max_ns": 0})
-    return out
+    return out, open_keys
 
 
 def read_blocks() -> dict[tuple, dict[str, int]]:
@@ -332,7 +333,7 @@ for _interval in tool.intervals():
     now = time.monotonic_ns()
     elapsed = max(now - began, 1) / 1e9
     cut[cut.Key(0)] = cut.Leaf(now)     # blocks ending from now on charge the next interval
-    blocks = open_blocks(began, now)
+    blocks, dwarf_blocks.open_at_cut = open_blocks(began, now)
     dwarf_taken = dwarf_blocks.take_at(now) if dwarf else {}
     began = now
     for key, v in read_blocks().items():
