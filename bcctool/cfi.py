@@ -21,6 +21,7 @@ import hashlib
 import io
 import os
 import struct
+import weakref
 from array import array
 from dataclasses import dataclass
 
@@ -246,8 +247,9 @@ _OMIT = 0xFF
 
 
 def search_table(hdr: bytes, hdr_addr: int) -> tuple[array, array] | None:
-    """The binary search table of an .eh_frame_hdr: (function start vaddrs, their FDEs' vaddrs),
-    sorted by start; None where the header holds none or encodes it in a way not read here."""
+    """The binary search table of an .eh_frame_hdr: (function starts, their FDEs), each as an int32
+    offset from hdr_addr (the .eh_frame_hdr's vaddr), sorted by start; None where the header holds none
+    or encodes it in a way not read here."""
     if len(hdr) < 4 or hdr[0] != 1 or hdr[3] != _DATAREL_SDATA4 or hdr[2] == _OMIT:
         return None
     pos = 4
@@ -266,8 +268,9 @@ def search_table(hdr: bytes, hdr_addr: int) -> tuple[array, array] | None:
     pairs.frombytes(hdr[pos : pos + 8 * count])
     if struct.pack("=i", 1) != struct.pack("<i", 1):
         pairs.byteswap()
-    starts = array("Q", [hdr_addr + v for v in pairs[0::2]])
-    fdes = array("Q", [hdr_addr + v for v in pairs[1::2]])
+    # kept as they are in the file, 4 bytes each from hdr_addr (an object of 100,000 functions: 0.8 MB
+    # where 8-byte addresses took 1.6 MB, and no list of ints on the way)
+    starts, fdes = pairs[0::2], pairs[1::2]
     if any(starts[i] > starts[i + 1] for i in range(count - 1)):
         return None
     return starts, fdes
@@ -275,27 +278,31 @@ def search_table(hdr: bytes, hdr_addr: int) -> tuple[array, array] | None:
 
 class LazyCfiTable:
     """An object's CFI read one FDE at a time: the .eh_frame_hdr search table says which FDE covers an
-    address, and that FDE alone is parsed, on its first lookup. A large object's first samples then
-    cost milliseconds, not the seconds of parsing its whole .eh_frame (python3: 1.8 s of CPU), and a
-    profile only ever parses the functions it saw. Parsed FDEs are kept up to MAX_FDES, then the
-    memo starts over."""
+    address, and that FDE alone is read from the file and parsed, on its first lookup. A large object's
+    first samples then cost milliseconds, not the seconds of parsing its whole .eh_frame (python3:
+    1.8 s of CPU), and a profile only ever parses the functions it saw. The .eh_frame stays in the file
+    (an open descriptor; libLLVM's is 5 MB, which a copy held in every profiling process); parsed FDEs
+    are kept up to MAX_FDES, then the memo starts over."""
 
     MAX_FDES = 2048
     FDE_BYTES = 160  # what one parsed FDE's rows hold, about (counted up front, MAX_FDES of them)
 
-    def __init__(self, starts: array, fdes: array, eh_frame: bytes, eh_frame_addr: int, structs) -> None:
-        self.starts, self.fdes, self.eh_frame_addr = starts, fdes, eh_frame_addr
-        self._cfi = CallFrameInfo(io.BytesIO(eh_frame), len(eh_frame), eh_frame_addr, structs, for_eh_frame=True)
+    def __init__(self, starts: array, fdes: array, hdr_addr: int, stream, eh_frame_addr: int, structs) -> None:
+        """starts, fdes: search_table()'s, from hdr_addr; stream: a file (or bytes) positioned so that
+        `stream offset + eh_frame_addr` is a vaddr (pyelftools computes pc-relative pointers that way)."""
+        self.starts, self.fdes, self.hdr_addr, self.eh_frame_addr = starts, fdes, hdr_addr, eh_frame_addr
+        weakref.finalize(self, stream.close)  # evicted from a cache: its descriptor closed with it
+        self._cfi = CallFrameInfo(stream, 0, eh_frame_addr, structs, for_eh_frame=True)
         self._parsed: dict[int, tuple[int, array, list]] = {}  # FDE index -> (end, pcs, rows)
         self._cies: dict[int, _State] = {}
         self.parsed_fdes = 0  # FDEs parsed so far (a re-parse after the memo started over counts again)
-        self.nbytes = len(eh_frame) + 16 * len(starts) + self.MAX_FDES * self.FDE_BYTES + 400
+        self.nbytes = 8 * len(starts) + self.MAX_FDES * self.FDE_BYTES + 8600  # + the file's read buffer
 
     def __len__(self) -> int:
         return len(self.starts)
 
     def find(self, vaddr: int) -> tuple[int, int, int, int] | None:
-        i = bisect.bisect_right(self.starts, vaddr) - 1
+        i = bisect.bisect_right(self.starts, vaddr - self.hdr_addr) - 1
         if i < 0:
             return None
         parsed = self._parsed.get(i)
@@ -310,7 +317,7 @@ class LazyCfiTable:
     def _parse(self, i: int) -> tuple[int, array, list]:
         if len(self._parsed) >= self.MAX_FDES:
             self._parsed.clear()
-        offset = self.fdes[i] - self.eh_frame_addr
+        offset = self.hdr_addr + self.fdes[i] - self.eh_frame_addr
         parsed: tuple[int, array, list] = (0, array("Q"), [])
         try:
             entry = self._cfi._parse_entry_at(offset)  # noqa: SLF001 - pyelftools' one-entry reader
@@ -338,7 +345,12 @@ def read_lazy_table(elf) -> LazyCfiTable | None:
     if table is None:
         return None
     structs = DWARFStructs(little_endian=True, dwarf_format=32, address_size=8)
-    return LazyCfiTable(*table, eh.data(), eh["sh_addr"], structs)
+    if isinstance(elf.stream, io.BytesIO):  # the vDSO, from this process's memory: a page or two
+        return LazyCfiTable(*table, hdr["sh_addr"], io.BytesIO(eh.data()), eh["sh_addr"], structs)
+    # the file itself, read where an FDE is looked up: its offset 0 is the vaddr .eh_frame's offset
+    # below .eh_frame's own vaddr
+    stream = open(os.dup(elf.stream.fileno()), "rb", buffering=4096)  # noqa: SIM115 - the table owns it
+    return LazyCfiTable(*table, hdr["sh_addr"], stream, eh["sh_addr"] - eh["sh_offset"], structs)
 
 
 def _entries(elf) -> list:

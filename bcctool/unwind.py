@@ -252,9 +252,10 @@ class Unwinder:
         def read(elf) -> tuple:  # the file opened once: its segments and build-id, then a table
             info = read_info(elf)
             disk = os.path.join(self.cache_dir, cache_name(info, key)) if self.cache_dir else None
-            table = CfiTable.load(disk) if disk else None
-            if table is None and self.lazy:
-                table = read_lazy_table(elf)  # None: no .eh_frame_hdr, parsed whole below
+            # lazy first: a whole table read back from disk holds every row in memory (libLLVM's: 3 MB)
+            table = read_lazy_table(elf) if self.lazy else None  # None: no .eh_frame_hdr
+            if table is None and disk:
+                table = CfiTable.load(disk)
             return info, disk, table
 
         opened = with_elf(path, read)

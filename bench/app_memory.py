@@ -41,14 +41,40 @@ def slope_mb_per_min(points: list[tuple[float, float]]) -> float:
     return 60 * statistics.linear_regression(seconds, mb).slope
 
 
-def children_mb(state_dir: str) -> tuple[float, float]:
-    """Summed (RSS, PSS) in MB of the metric processes the app has running (their pid files)."""
-    rss = pss = 0.0
+def metric_of(path: str) -> str:
+    """The metric a pid file of the app's registry runs (its argv holds metrics/NAME.py)."""
+    try:
+        with open(path) as f:
+            argv = json.load(f)["argv"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "?"
+    scripts = [os.path.basename(a)[:-3] for a in argv if a.endswith(".py")]
+    return scripts[-1] if scripts else "?"
+
+
+def children_memory(state_dir: str) -> dict[str, dict[str, float]]:
+    """{metric: {rss, pss, private}} in MB of each metric process the app has running (its pid files)."""
+    out = {}
     for path in glob.glob(os.path.join(state_dir, "children", "*.json")):
         memory = smaps_rollup_mb(int(os.path.basename(path)[:-5]))
         if memory:
-            rss, pss = rss + memory["rss"], pss + memory["pss"]
-    return rss, pss
+            out[metric_of(path)] = {"rss": round(memory["rss"], 1), "pss": round(memory["pss"], 1),
+                                    "private": round(memory["private_dirty"] + memory["private_clean"], 1)}
+    return out
+
+
+def per_metric_growth(samples: list[dict]) -> dict[str, dict]:
+    """Each metric's memory at its first sample after the first minute, at its last, and its peak PSS."""
+    out: dict[str, dict] = {}
+    for s in samples:
+        for name, m in s.get("per_metric", {}).items():
+            row = out.setdefault(name, {"at_1_min": m, "peak_pss": m["pss"]})
+            row["end"] = m
+            row["peak_pss"] = max(row["peak_pss"], m["pss"])
+    for row in out.values():
+        start = row["at_1_min"]["pss"]
+        row["growth_pct"] = round(100 * (max(row["end"]["pss"], row["peak_pss"]) - start) / start, 1) if start else None
+    return out
 
 
 def run(quick: bool = False, rss_minutes: float | None = None) -> dict:
@@ -72,9 +98,11 @@ def run(quick: bool = False, rss_minutes: float | None = None) -> dict:
             while app.poll() is None:
                 rss = harness.proc_status_kb(app.pid, "VmRSS")
                 if rss is not None:
-                    metrics_rss, metrics_pss = children_mb(state)
+                    per_metric = children_memory(state)
                     samples.append({"t": round(time.monotonic() - started, 1), "app_mb": round(rss / 1024, 1),
-                                    "metrics_mb": round(metrics_rss, 1), "metrics_pss_mb": round(metrics_pss, 1)})
+                                    "metrics_mb": round(sum(m["rss"] for m in per_metric.values()), 1),
+                                    "metrics_pss_mb": round(sum(m["pss"] for m in per_metric.values()), 1),
+                                    "per_metric": per_metric})
                 if samples and time.monotonic() >= next_log:
                     next_log += 60
                     harness.log(f"  {samples[-1]['t']:.0f} s: app {samples[-1]['app_mb']} MB, "
@@ -113,6 +141,8 @@ def run(quick: bool = False, rss_minutes: float | None = None) -> dict:
         "metrics_mb_end": running[-1]["metrics_mb"], "metrics_mb_peak": max(s["metrics_mb"] for s in samples),
         "metrics_pss_mb": {"at_1_min": pss_warm, "end": pss_end, "peak_after_1_min": pss_peak},
         "metrics_pss_growth_pct": round(pss_growth_pct, 1) if pss_growth_pct is not None else None,
+        # every metric process: while all ran (the samples with all of them), after the first minute
+        "per_metric": per_metric_growth([s for s in running if len(s.get("per_metric", {})) == len(names)]),
         "records": sum(m["records"] for m in summary["metrics"].values()),
         "dropped": sum(m["dropped"] for m in summary["metrics"].values()),
         "pending": sum(m["pending"] for m in summary["metrics"].values()),
@@ -141,6 +171,24 @@ def table(result: dict) -> str:
     if pss:
         out += (f"\n\nThe metric processes' PSS (sum): {pss['at_1_min']:.0f} MB at 1 min, {pss['end']:.0f} MB at the end, "
                 f"peak {pss['peak_after_1_min']:.0f} MB after 1 min ({result['metrics_pss_growth_pct']:+.1f} %).")
+    per_metric = result.get("per_metric")
+    if per_metric:
+        rows = [[name, f"{m['at_1_min']['pss']:.1f} MB", f"{m['end']['pss']:.1f} MB", f"{m['peak_pss']:.1f} MB",
+                 f"{m['growth_pct']:+.1f} %" if m["growth_pct"] is not None else "n/a",
+                 f"{m['at_1_min']['private']:.1f} / {m['end']['private']:.1f} MB",
+                 f"{m['at_1_min']['rss']:.0f} / {m['end']['rss']:.0f} MB"]
+                for name, m in sorted(per_metric.items())]
+        starts = sum(m["at_1_min"]["pss"] for m in per_metric.values())
+        ends = sum(m["end"]["pss"] for m in per_metric.values())
+        rows.append(["**all**", f"**{starts:.0f} MB**", f"**{ends:.0f} MB**", "",
+                     f"{100 * (ends - starts) / starts:+.1f} %" if starts else "n/a",
+                     f"{sum(m['at_1_min']['private'] for m in per_metric.values()):.0f} / "
+                     f"{sum(m['end']['private'] for m in per_metric.values()):.0f} MB",
+                     f"{sum(m['at_1_min']['rss'] for m in per_metric.values()):.0f} / "
+                     f"{sum(m['end']['rss'] for m in per_metric.values()):.0f} MB"])
+        out += "\n\nEach metric process (smaps_rollup), at 1 min and at the end of the run:\n\n" + stats.md_table(
+            ["metric", "PSS at 1 min", "PSS at the end", "peak PSS", "growth", "private (1 min / end)",
+             "RSS (1 min / end)"], rows)
     if result["failed_metrics"]:
         out += "\n\nMetrics that ended with an error: " + "; ".join(f"{n}: {e}" for n, e in result["failed_metrics"].items())
     return out

@@ -238,14 +238,15 @@ def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
 
 
 def frames(stack_id: int, call_site: int) -> list[str]:
-    """The kernel stack, symbolized; without one, the caller the tracepoint names."""
+    """The kernel stack, symbolized (bcctool.symbols' kallsyms, 4 MB; BCC's ksym cache held 12 MB of
+    libbcc heap); without one, the caller the tracepoint names."""
     try:
         addrs = list(stacks.walk(stack_id)) if stack_id >= 0 else []
     except KeyError:
         addrs = []
     if not addrs:
-        return ["[stack not recorded]", b.ksym(call_site).decode(errors="replace")]
-    return [b.ksym(addr).decode(errors="replace") for addr in addrs[: args.stack_depth]]
+        return ["[stack not recorded]", user.sym.kernel(call_site)]
+    return [user.sym.kernel(addr) for addr in addrs[: args.stack_depth]]
 
 
 def print_report(summary: dict, top: list[dict], groups: list[dict], sysmem: dict) -> None:
