@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from elftools.dwarf.callframe import FDE, CallFrameInfo
 from elftools.dwarf.structs import DWARFStructs
 
-from .elfimage import ELF_ERRORS, ElfInfo, with_elf
+from .elfimage import ELF_ERRORS, SHT_NOBITS, ElfInfo, section_data, section_named, with_elf
 
 # how the CFA is found
 CFA_NONE, CFA_SP, CFA_BP, CFA_PLT, CFA_EXPR = 0, 1, 2, 3, 4
@@ -338,25 +338,25 @@ class LazyCfiTable:
 
 def read_lazy_table(elf) -> LazyCfiTable | None:
     """A LazyCfiTable of the object's .eh_frame, None where it has no usable .eh_frame_hdr."""
-    hdr, eh = elf.get_section_by_name(".eh_frame_hdr"), elf.get_section_by_name(".eh_frame")
-    if hdr is None or eh is None or eh["sh_type"] == "SHT_NOBITS" or elf.elfclass != 64 or not elf.little_endian:
+    hdr, eh = section_named(elf, ".eh_frame_hdr"), section_named(elf, ".eh_frame")
+    if hdr is None or eh is None or eh.type == SHT_NOBITS or elf.elfclass != 64 or not elf.little_endian:
         return None
-    table = search_table(hdr.data(), hdr["sh_addr"])
+    table = search_table(section_data(elf, hdr), hdr.addr)
     if table is None:
         return None
     structs = DWARFStructs(little_endian=True, dwarf_format=32, address_size=8)
     if isinstance(elf.stream, io.BytesIO):  # the vDSO, from this process's memory: a page or two
-        return LazyCfiTable(*table, hdr["sh_addr"], io.BytesIO(eh.data()), eh["sh_addr"], structs)
+        return LazyCfiTable(*table, hdr.addr, io.BytesIO(section_data(elf, eh)), eh.addr, structs)
     # the file itself, read where an FDE is looked up: its offset 0 is the vaddr .eh_frame's offset
     # below .eh_frame's own vaddr
     stream = open(os.dup(elf.stream.fileno()), "rb", buffering=4096)  # noqa: SIM115 - the table owns it
-    return LazyCfiTable(*table, hdr["sh_addr"], stream, eh["sh_addr"] - eh["sh_offset"], structs)
+    return LazyCfiTable(*table, hdr.addr, stream, eh.addr - eh.offset, structs)
 
 
 def _entries(elf) -> list:
-    if elf.get_section_by_name(".eh_frame") is not None:
+    if section_named(elf, ".eh_frame") is not None:
         return elf.get_dwarf_info(relocate_dwarf_sections=False, follow_links=False).EH_CFI_entries()
-    if elf.get_section_by_name(".debug_frame") is not None:
+    if section_named(elf, ".debug_frame") is not None:
         return elf.get_dwarf_info(relocate_dwarf_sections=False, follow_links=False).CFI_entries()
     return []
 

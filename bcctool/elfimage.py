@@ -4,14 +4,19 @@ Both symbolization (symbols.py) and unwinding (unwind.py) turn a file offset fro
 the ELF's own virtual address (the address `nm`, .eh_frame and addr2line speak) through the PT_LOAD
 segments, and both look for the separate debug file a distro installs under /usr/lib/debug, found by
 build-id (.build-id/xx/yyyy.debug) or by .gnu_debuglink (next to the file, in .debug/, or under
-/usr/lib/debug/<dir>). Parsing is pyelftools'; every failure is None, never an exception.
+/usr/lib/debug/<dir>). pyelftools parses the ELF header; the section and program header tables are
+read here with struct (`sections(elf)`, `read_info`): pyelftools makes an object of every section to
+find one by name, parsing each hash table whole on the way (libLLVM: 100 ms per lookup, where the
+tables themselves take under a millisecond). Every failure is None, never an exception.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import struct
 import time
+import weakref
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +30,7 @@ VDSO = "[vdso]"
 _vdso: list[bytes | None] = []
 T = TypeVar("T")
 # what a malformed file can make pyelftools raise; anything of these is "not a usable ELF"
-ELF_ERRORS = (ELFError, OSError, ValueError, KeyError, IndexError, AssertionError, EOFError, TypeError)
+ELF_ERRORS = (ELFError, OSError, ValueError, KeyError, IndexError, AssertionError, EOFError, TypeError, struct.error)
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,72 @@ class Segment:
     vaddr: int
     filesz: int
     memsz: int
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section header, as the struct reader below found it."""
+
+    name: str
+    type: int
+    addr: int
+    offset: int
+    size: int
+    link: int
+
+
+SHT_SYMTAB, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 2, 7, 8, 11
+PT_LOAD = 1
+NT_GNU_BUILD_ID = 3
+# (section header, program header) layouts of ELF32 and ELF64, in the file's byte order
+_SHDR = {32: "IIIIIIIIII", 64: "IIQQQQIIQQ"}  # name type flags addr offset size link info align entsize
+_PHDR = {32: "IIIIIIII", 64: "IIQQQQQQ"}  # 32: type offset vaddr paddr filesz memsz flags align; 64: flags 2nd
+_sections: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # ELFFile -> its sections, read once
+
+
+def sections(elf: ELFFile) -> list[Section]:
+    """The file's section headers in index order (names from .shstrtab), read once per open file."""
+    known = _sections.get(elf)
+    if known is not None:
+        return known
+    order = "<" if elf.little_endian else ">"
+    shdr = struct.Struct(order + _SHDR[elf.elfclass])
+    count, names_at = elf["e_shnum"], elf["e_shstrndx"]
+    raw = _read(elf, elf["e_shoff"], shdr.size) if elf["e_shoff"] else b""
+    if len(raw) == shdr.size and (count == 0 or names_at == 0xFFFF):  # > 0xff00 sections: counts in entry 0
+        first = shdr.unpack(raw)
+        count, names_at = count or first[5], first[6] if names_at == 0xFFFF else names_at
+    if not elf["e_shoff"] or elf["e_shentsize"] < shdr.size:
+        count = 0
+    table = _read(elf, elf["e_shoff"], count * elf["e_shentsize"]) if count else b""
+    headers = [shdr.unpack_from(table, i * elf["e_shentsize"]) for i in range(len(table) // elf["e_shentsize"])]
+    names = b""
+    if 0 < names_at < len(headers):
+        names = _read(elf, headers[names_at][4], headers[names_at][5])
+    out = []
+    for h in headers:
+        end = names.find(b"\0", h[0])
+        name = names[h[0] : end if end >= 0 else None].decode(errors="replace") if h[0] < len(names) else ""
+        out.append(Section(name, h[1], h[3], h[4], h[5], h[6]))
+    _sections[elf] = out
+    return out
+
+
+def section_named(elf: ELFFile, name: str) -> Section | None:
+    return next((sec for sec in sections(elf) if sec.name == name), None)
+
+
+def section_data(elf: ELFFile, sec: Section) -> bytes:
+    """A section's bytes (b"" for NOBITS: they are not in the file)."""
+    return b"" if sec.type == SHT_NOBITS else _read(elf, sec.offset, sec.size)
+
+
+def _read(elf: ELFFile, offset: int, size: int) -> bytes:
+    elf.stream.seek(offset)
+    data = elf.stream.read(size)
+    if len(data) != size:
+        raise EOFError(f"ELF truncated: {size} bytes at {offset}")
+    return data
 
 
 @dataclass(frozen=True)
@@ -87,21 +158,33 @@ def with_elf(path: str, read: Callable[[ELFFile], T]) -> T | None:
 
 
 def read_info(elf: ELFFile) -> ElfInfo:
+    order = "<" if elf.little_endian else ">"
+    phdr = struct.Struct(order + _PHDR[elf.elfclass])
     segments = []
-    for seg in elf.iter_segments():
-        if seg["p_type"] == "PT_LOAD":
-            segments.append(Segment(seg["p_offset"], seg["p_vaddr"], seg["p_filesz"], seg["p_memsz"]))
+    if elf["e_phoff"] and elf["e_phentsize"] >= phdr.size:
+        table = _read(elf, elf["e_phoff"], elf["e_phnum"] * elf["e_phentsize"])
+        for i in range(elf["e_phnum"]):
+            fields = phdr.unpack_from(table, i * elf["e_phentsize"])
+            if fields[0] == PT_LOAD:
+                at = (2, 3, 5, 6) if elf.elfclass == 64 else (1, 2, 4, 5)  # offset, vaddr, filesz, memsz
+                segments.append(Segment(*(fields[i] for i in at)))
     return ElfInfo(tuple(segments), _build_id(elf), _debuglink(elf))
 
 
 def _build_id(elf: ELFFile) -> str | None:
+    order = "<" if elf.little_endian else ">"
     try:
-        for sec in elf.iter_sections():
-            if sec["sh_type"] != "SHT_NOTE":
+        for sec in sections(elf):
+            if sec.type != SHT_NOTE:
                 continue
-            for note in sec.iter_notes():
-                if note["n_type"] == "NT_GNU_BUILD_ID":
-                    return str(note["n_desc"])
+            data, pos = section_data(elf, sec), 0
+            while pos + 12 <= len(data):  # namesz, descsz, type; the name and desc each padded to 4 bytes
+                namesz, descsz, kind = struct.unpack_from(order + "III", data, pos)
+                name_at = pos + 12
+                desc_at = name_at + ((namesz + 3) & ~3)
+                if kind == NT_GNU_BUILD_ID and data[name_at : name_at + namesz] == b"GNU\0" and descsz:
+                    return data[desc_at : desc_at + descsz].hex()
+                pos = desc_at + ((descsz + 3) & ~3)
     except ELF_ERRORS:
         return None
     return None
@@ -109,10 +192,10 @@ def _build_id(elf: ELFFile) -> str | None:
 
 def _debuglink(elf: ELFFile) -> tuple[str, int] | None:
     try:
-        sec = elf.get_section_by_name(".gnu_debuglink")
+        sec = section_named(elf, ".gnu_debuglink")
         if sec is None:
             return None
-        data = sec.data()
+        data = section_data(elf, sec)
     except ELF_ERRORS:
         return None
     name, _, rest = data.partition(b"\0")

@@ -33,9 +33,20 @@ import time
 from array import array
 from dataclasses import dataclass
 
-from elftools.elf.sections import SymbolTableSection
-
-from .elfimage import DEBUG_ROOT, ELF_ERRORS, VDSO, ElfInfo, debug_file_for, load_per_file, read_info, with_elf
+from .elfimage import (
+    DEBUG_ROOT,
+    ELF_ERRORS,
+    SHT_DYNSYM,
+    SHT_SYMTAB,
+    VDSO,
+    ElfInfo,
+    debug_file_for,
+    load_per_file,
+    read_info,
+    section_data,
+    sections,
+    with_elf,
+)
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
 
@@ -45,6 +56,8 @@ UNKNOWN = "[unknown]"
 KERNEL = "[kernel]"
 _FUNC_TYPES = (2, 10)  # STT_FUNC, STT_GNU_IFUNC
 _SYM64 = struct.Struct("<IBBHQQ")  # Elf64_Sym: name, info, other, shndx, value, size
+_SYM64_BE = struct.Struct(">IBBHQQ")
+_SYM32, _SYM32_BE = struct.Struct("<IIIBBH"), struct.Struct(">IIIBBH")  # Elf32_Sym: name, value, size, info, other, shndx
 
 
 @dataclass(frozen=True)
@@ -98,29 +111,27 @@ class SymbolTable:
     @classmethod
     def from_elf(cls, elf) -> list[tuple[int, int, str | bytes]]:
         """The function symbols of an open ELFFile's .symtab and .dynsym."""
-        out: list[tuple[int, int, str]] = []
-        for sec in elf.iter_sections():
-            if not isinstance(sec, SymbolTableSection) or sec["sh_type"] == "SHT_NOBITS":
+        out: list[tuple[int, int, str | bytes]] = []
+        table = sections(elf)
+        for sec in table:
+            if sec.type not in (SHT_SYMTAB, SHT_DYNSYM) or not 0 < sec.link < len(table):
                 continue
             try:
-                if elf.elfclass == 64 and elf.little_endian:
-                    out.extend(_symbols64(sec.data(), elf.get_section(sec["sh_link"]).data()))
-                else:
-                    out.extend(
-                        (s["st_value"], s["st_size"], s.name)
-                        for s in sec.iter_symbols()
-                        if s["st_info"]["type"] in ("STT_FUNC", "STT_GNU_IFUNC")
-                        and s["st_value"]
-                        and s["st_shndx"] != "SHN_UNDEF"
-                    )
+                out.extend(_symbols(elf, section_data(elf, sec), section_data(elf, table[sec.link])))
             except ELF_ERRORS:
                 continue
         return out
 
 
-def _symbols64(data: bytes, strtab: bytes):
+def _symbols(elf, data: bytes, strtab: bytes):
     # struct over the raw table: pyelftools' per-symbol objects cost ~30x more on a big .symtab
-    for name_at, info, _other, shndx, value, size in _SYM64.iter_unpack(data[: len(data) - len(data) % 24]):
+    if elf.elfclass == 64:
+        sym = _SYM64 if elf.little_endian else _SYM64_BE
+        rows = ((n, v, z, i, x) for n, i, _o, x, v, z in sym.iter_unpack(data[: len(data) - len(data) % 24]))
+    else:
+        sym = _SYM32 if elf.little_endian else _SYM32_BE
+        rows = ((n, v, z, i, x) for n, v, z, i, _o, x in sym.iter_unpack(data[: len(data) - len(data) % 16]))
+    for name_at, value, size, info, shndx in rows:
         if (info & 0xF) in _FUNC_TYPES and value and shndx:
             end = strtab.find(b"\0", name_at)
             yield value, size, strtab[name_at : end if end >= 0 else None]
