@@ -623,6 +623,10 @@ METRICS.append(
             Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per sample", default=16384,
                 minimum=4096, maximum=65536, metavar="BYTES",
                 cli_help="dwarf: bytes of user stack copied per sample, a multiple of 4096 (default 16384)"),
+            Arg("python_frames", "--python-frames", "choice", "dwarf: CPython 3.11 function names in python stacks",
+                default="on", choices=("on", "off"),
+                cli_help="dwarf: the Python functions of CPython 3.11 processes, merged where "
+                         "_PyEval_EvalFrameDefault runs them (default on)"),
             Arg("include_idle", "--include-idle", "flag", "count the idle task (pid 0) too", default=False),
             Arg("folded", "--folded", "flag", "folded stacks of the whole run instead of the tables", default=False,
                 short="-f", form=False,

@@ -8,7 +8,8 @@
  * a few thousand buckets, each bucket preallocated at 1 KiB), and a ring buffer of whole stacks costs
  * memory only for the samples in flight. The user side aggregates.
  *
- * -DINCLUDE_IDLE counts the idle task (pid 0); -DUSER_ONLY / -DKERNEL_ONLY take one stack only. */
+ * -DINCLUDE_IDLE counts the idle task (pid 0); -DUSER_ONLY / -DKERNEL_ONLY take one stack only.
+ * -DPYTHON_FRAMES (with -DUSER_DWARF) adds the CPython frame chain of python processes (pystack.h). */
 /* before common.h: it pulls in linux/sched.h, whose enum defines TASK_COMM_LEN */
 #include <uapi/linux/bpf_perf_event.h>
 #include "common.h"
@@ -20,6 +21,9 @@
 
 #ifdef USER_DWARF
 #include "ustack.h"
+#ifdef PYTHON_FRAMES
+#include "pystack.h"
+#endif
 #endif
 
 struct sample_t {
@@ -32,12 +36,18 @@ struct sample_t {
     u64 kips[STACK_DEPTH]; /* innermost first */
 #ifdef USER_DWARF
     struct ustack_t user;
+#ifdef PYTHON_FRAMES
+    struct pystack_t py;   /* after the stack copy: its offset is USER + sizeof(struct ustack_t) */
+#endif
 #else
     u64 uips[STACK_DEPTH];
 #endif
 };
 
 BPF_RINGBUF_OUTPUT(samples, RING_PAGES);
+#if defined(USER_DWARF) && defined(PYTHON_FRAMES)
+PY_PROCS_MAP;
+#endif
 LOST_COUNTER(ring_full);   /* samples dropped: the ring buffer was full (the user side fell behind) */
 
 int on_sample(struct bpf_perf_event_data *ctx)
@@ -71,6 +81,9 @@ int on_sample(struct bpf_perf_event_data *ctx)
 #ifndef KERNEL_ONLY
 #ifdef USER_DWARF
     s->udepth = ustack_capture(&s->user) == 0 ? 0 : -14;
+#ifdef PYTHON_FRAMES
+    pystack_capture(py_procs.lookup(&s->tgid), s->tid, &s->py);
+#endif
 #else
     long ubytes = bpf_get_stack(ctx, s->uips, sizeof(s->uips), BPF_F_USER_STACK);
     s->udepth = ubytes < 0 ? ubytes : (u64)ubytes / 8;

@@ -26,6 +26,7 @@ EXAMPLES = [
     ("cpuprofile -F 999 -p 185 5", "process 185 at 999 Hz, 5-second intervals"),
     ("cpuprofile -U --tid 186", "thread 186, user stacks only"),
     ("cpuprofile --user-stacks fp", "user stacks by frame pointers (no stack copy)"),
+    ("cpuprofile --python-frames off", "python processes: the interpreter's C frames only"),
     ("cpuprofile --folded --duration 30 > out.folded", "30 s of folded stacks for flamegraph.pl / speedscope"),
     ("cpuprofile --json", "NDJSON: summary, top-function rows and every stack, each interval"),
     ("cpuprofile --cgroup lab/job-7 --group-by cgroup", "one cgroup v2 group and those below, top functions per group"),
@@ -58,6 +59,9 @@ USER = KIPS + DEPTH * 8
 USTACK_HEAD = 40                     # bpf/ustack.h: ip, sp, bp, base, size, err
 USTACK_SIZE = struct.Struct("<I")    # its size field
 NO_STACK = -14                       # -EFAULT from a stack walk: no stack of that kind (not a loss)
+PY_FRAMES = 64                       # Python frames taken per sample (bpf/pystack.h)
+PYSTACK_HEAD = 8                     # struct pystack_t: depth, err, then 16 bytes a frame
+PY_NOT_PYTHON = 1                    # its err for a process not registered in py_procs
 
 
 def ring_pages(sample_bytes: int) -> int:
@@ -76,8 +80,11 @@ def load(mode: str):
     cflags += ["-DKERNEL_ONLY"] * args.kernel_only
     if mode == "dwarf" and not args.kernel_only:
         pages = args.stack_size // PAGE
+        python = args.python_frames == "on"
+        py_bytes = PYSTACK_HEAD + 16 * PY_FRAMES if python else 0
         cflags += ["-DUSER_DWARF", f"-DUSTACK_PAGES={pages}",
-                   f"-DRING_PAGES={ring_pages(USER + USTACK_HEAD + (pages + 1) * PAGE)}"]
+                   f"-DRING_PAGES={ring_pages(USER + USTACK_HEAD + (pages + 1) * PAGE + py_bytes)}"]
+        cflags += ["-DPYTHON_FRAMES", f"-DPY_FRAMES={PY_FRAMES}"] * python
     else:
         cflags += [f"-DRING_PAGES={ring_pages(USER + DEPTH * 8)}"]
     # dwarf needs bpf_get_current_task_btf() and bpf_task_pt_regs(): where the kernel refuses them,
@@ -88,6 +95,7 @@ def load(mode: str):
 b = load(args.user_stacks)
 
 
+from bcctool.pyframes import PythonFrames, is_python_exe  # noqa: E402
 from bcctool.ringreader import RingReader  # noqa: E402
 from bcctool.symbols import UNKNOWN, Symbolizer  # noqa: E402 - pyelftools; --help works without it
 from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
@@ -95,10 +103,14 @@ from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 sym = Symbolizer()
 unwinder = Unwinder(cache_dir=default_cache_dir())
 dwarf = args.user_stacks == "dwarf" and not args.kernel_only and not tool.variant
+# python processes' own frames (bpf/pystack.h), in dwarf mode: they are merged where the unwound native
+# stack runs _PyEval_EvalFrameDefault
+python = PythonFrames() if dwarf and args.python_frames == "on" else None
+PY = USER + USTACK_HEAD + (args.stack_size // PAGE + 1) * PAGE   # struct pystack_t's offset in a sample
 BACKLOG_BYTES = 64 << 20         # dwarf: stack copies waiting to be unwound, at most
 lock = threading.Lock()          # pending and backlog are filled on the reader thread
 pending: dict[tuple, int] = {}   # (tgid, comm, cgroup id, kernel addrs, user addrs) -> samples, this interval
-backlog: list[tuple] = []        # dwarf: (tgid, comm, cgroup id, kernel addrs, the ustack_t record)
+backlog: list[tuple] = []        # dwarf: (tgid, comm, cgroup id, kernel addrs, the ustack_t record, python frames)
 backlog_bytes = 0
 walk_errors = {"kernel_stack": 0, "user_stack": 0, "unwind_backlog": 0}
 seen: set[int] = set()           # processes whose maps are snapshot (at their first sample's interval)
@@ -116,14 +128,20 @@ def on_record(raw: bytes) -> None:
             if backlog_bytes + size > BACKLOG_BYTES:
                 walk_errors["unwind_backlog"] += 1
                 return
-            backlog.append((tgid, comm, cgid, kernel, raw[USER: USER + USTACK_HEAD + size]))
+            py = None
+            if python is not None:
+                depth, err = HEADER_PY.unpack_from(raw, PY)
+                if err != PY_NOT_PYTHON:
+                    py = raw[PY: PY + PYSTACK_HEAD + 16 * min(depth, PY_FRAMES)]
+            backlog.append((tgid, comm, cgid, kernel, raw[USER: USER + USTACK_HEAD + size], py))
             backlog_bytes += size
             return
         user = raw[USER: USER + 8 * udepth] if udepth > 0 else udepth
-        key = (tgid, comm, cgid, kernel, user)
+        key = (tgid, comm, cgid, kernel, user, None)
         pending[key] = pending.get(key, 0) + 1
 
 
+HEADER_PY = struct.Struct("<Ii")
 reader = RingReader(b["samples"], on_record)
 reader.start()
 
@@ -153,6 +171,30 @@ def attach_sampling() -> None:
         raise RuntimeError(f"no thread of {args.tid or args.pid} could be sampled (it exited)")
 
 
+def watch_python(tgid: int) -> None:
+    """A CPython process of a known version goes into py_procs: BPF takes its frames from now on."""
+    value = python.register(tgid, sym.maps(tgid))
+    if value is not None:
+        procs = b["py_procs"]
+        procs[procs.Key(tgid)] = procs.Leaf.from_buffer_copy(value)
+
+
+def forget_python(tgid: int) -> None:
+    if python is not None and tgid in python.processes:
+        python.forget(tgid)
+        try:
+            del b["py_procs"][b["py_procs"].Key(tgid)]
+        except KeyError:
+            pass
+
+
+if python is not None:
+    # the python processes running now, before the first sample (the others at their first interval)
+    running = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    for tgid in [args.pid] if args.pid else [taskinfo.tgid_of(args.tid)] if args.tid else running:
+        if tgid and (args.pid or args.tid or is_python_exe(tgid)):
+            seen.add(tgid)
+            watch_python(tgid)
 try:
     attach_sampling()
 except Exception as exc:  # noqa: BLE001 - BCC raises bare Exception when the event cannot be opened
@@ -167,7 +209,8 @@ user_stacks = "none" if args.kernel_only else ("dwarf" if dwarf else "fp")
 note = "bpf_task_pt_regs() refused: frame pointers instead" if args.user_stacks == "dwarf" and tool.variant else ""
 _ = sym.kernel_symbols   # /proc/kallsyms read now (about a second), not in the first interval
 tool.meta(frequency_hz=args.frequency, cpus=os.cpu_count(), user_stacks=user_stacks, group_by=args.group_by,
-          stack_size=args.stack_size if dwarf else 0, **({"note": note} if note else {}))
+          stack_size=args.stack_size if dwarf else 0, python_frames="on" if python is not None else "off",
+          **({"note": note} if note else {}))
 if not args.folded:
     tool.say(f"Sampling on-CPU stacks at {args.frequency} Hz ({user_stacks} user stacks)... Hit Ctrl-C to end.")
 
@@ -217,16 +260,20 @@ def take_interval() -> dict[tuple, int]:
         if tgid and tgid not in seen:
             seen.add(tgid)
             sym.snapshot(tgid)
-    for tgid, comm, cgid, kernel, record in copies:
+            if python is not None:
+                watch_python(tgid)
+        elif python is not None and python.retry(tgid):
+            watch_python(tgid)   # a python whose runtime was not up yet
+    for tgid, comm, cgid, kernel, record, py in copies:
         if hurried():
             pcs = [struct.unpack_from("<Q", record)[0]]   # the ip only
         else:
             pcs = unwinder.unwind_ustack(sym.maps(tgid) if tgid else None, record).pcs
-        key = (tgid, comm, cgid, kernel, tuple(pcs) if pcs else NO_STACK)
+        key = (tgid, comm, cgid, kernel, tuple(pcs) if pcs else NO_STACK, py)
         taken[key] = taken.get(key, 0) + 1
     out: dict[tuple, int] = {}
     global unnamed
-    for (tgid, comm, cgid, kernel, user), n in taken.items():
+    for (tgid, comm, cgid, kernel, user, py), n in taken.items():
         quick = hurried()
         unnamed += n if quick else 0
         for source, depth in (("kernel_stack", kernel), ("user_stack", user)):
@@ -235,7 +282,12 @@ def take_interval() -> dict[tuple, int]:
         frames: list[tuple] = []
         if isinstance(user, (bytes, tuple)):
             addrs = user if isinstance(user, tuple) else struct.unpack(f"<{len(user) // 8}Q", user)
-            frames += reversed([address(a, "user") for a in addrs] if quick else user_frames(tgid, addrs))
+            named = [address(a, "user") for a in addrs] if quick else user_frames(tgid, addrs)
+            if py and not quick:
+                named = python.merge(tgid, named, py, n)   # each eval loop's Python frames above it
+            frames += reversed(named)
+        elif py and not quick:
+            frames += reversed(python.merge(tgid, [], py, n))
         elif user != NO_STACK and user != 0:
             frames.append(LOST["user"])
         if isinstance(kernel, bytes):
@@ -298,7 +350,9 @@ def print_tables(summary: dict, rows: list[dict]) -> None:
     columns = [*who, ("SELF", 6), ("SELF%", 6), ("TOTAL", 6), ("TOTAL%", 6), ("FUNCTION", -40)]
     lines = []
     for r in rows:
-        where = f" [{r['module']}]" if r["module"] else (" [k]" if r["frame_kind"] == "kernel" else "")
+        # a python frame's name carries its file and line already: "outer (prog.py:12)"
+        where = f" [{r['module']}]" if r["module"] and r["frame_kind"] != "python" else (
+            " [k]" if r["frame_kind"] == "kernel" else "")
         ident = [(r["cgroup"] or str(r["cgroup_id"]))[-24:], r["processes"]] if by_cgroup else [r["pid"], r["comm"]]
         lines.append([*ident, r["self_samples"], f"{r['self_pct']:.1f}", r["total_samples"],
                       f"{r['total_pct']:.1f}", shorten(r["function"]) + where])
@@ -316,6 +370,7 @@ whole_run: dict[str, int] = {}
 stop_seen = 0.0
 lost_seen = 0
 unwound_seen: dict[str, int] = {}
+python_seen: dict[str, int] = {}
 last = time.monotonic()
 for _interval in tool.intervals():
     now = time.monotonic()
@@ -342,6 +397,11 @@ for _interval in tool.intervals():
         # (the copy or the frame limit ended first), failed (no CFI and no frame pointer, no mapping)
         summary["unwound"] = {k: v - unwound_seen.get(k, 0) for k, v in unwinder.outcomes.items()}
         unwound_seen = dict(unwinder.outcomes)
+    if python is not None:
+        # python processes' frame walks: complete (the chain's end), truncated (PY_FRAMES), no_thread (a
+        # thread with no Python thread state), unreadable; unmatched: runs of frames and eval loops differ
+        summary["python"] = {k: v - python_seen.get(k, 0) for k, v in python.outcomes.items()}
+        python_seen = dict(python.outcomes)
     lost_seen = lost_total
     rows = top_functions(stacks)
     if args.folded:
@@ -363,6 +423,7 @@ for _interval in tool.intervals():
     for tgid in [t for t in seen if not os.path.exists(f"/proc/{t}")]:
         seen.discard(tgid)
         sym.forget(tgid)
+        forget_python(tgid)
 
 reader.stop()
 if args.folded and not tool.json:
