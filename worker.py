@@ -1,28 +1,33 @@
 """One running metric: its script as a subprocess, read without blocking, parsed into records that
-reach the main thread in small batches. Runs on its own QThread (see monitor/controller.py).
+reach the main thread in batches. Runs on its own QThread (see monitor/controller.py).
 
 The script runs in its own process group (so a stop reaches everything it started) and dies with the
 app (PR_SET_PDEATHSIG). stdout and stderr are read together through a selector; stdout lines go
-through the registry's output_parser and those that are not records go to the log with stderr. Records
-are emitted every `batch_interval` seconds or `batch_records` records, never one signal per line, so a
-script printing thousands of lines a second cannot flood the GUI's event loop. stop() asks with
-SIGINT, then SIGTERM, then SIGKILL, each after a short wait; the process is always reaped.
+through the registry's output_parser and those that are not records go to the log with stderr; with the
+default parser a read's whole run of record lines is parsed in one json.loads. Records go to `sink`
+(the transport's submit) from this thread as they are parsed, so sending them costs the GUI thread
+nothing, and are emitted every `batch_interval` seconds or `batch_records` records, never one signal
+per line, so a script printing thousands of lines a second cannot flood the GUI's event loop. stop()
+asks with SIGINT, then SIGTERM, then SIGKILL, each after a short wait; the process is always reaped.
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import selectors
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
 import config
+from client.wire import RECORD_KINDS
 from host import procs
 from host.elevation import elevated_argv, missing_message, refused_message, said_by_elevation
 
@@ -31,6 +36,7 @@ CLEAN_EXITS = (0, -signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + si
 STDERR_TAIL = 20                   # stderr lines kept for a crash report
 LOG_LINES_PER_SECOND = 200         # beyond this a chatty script's log lines are counted, not sent
 MAX_LINE = 8 * 2**20
+_DECODER = json.JSONDecoder()
 
 
 def build_argv(spec: config.MetricSpec, values: dict[str, Any], python: str,
@@ -49,7 +55,8 @@ class Worker(QObject):
     def __init__(self, name: str, spec: config.MetricSpec, argv: list[str], *,
                  children: procs.ChildRegistry | None = None, elevate: list[str] | tuple[str, ...] = (),
                  batch_records: int = 1000, batch_interval: float = 0.1,
-                 stop_waits: tuple[float, float, float] = STOP_WAITS) -> None:
+                 stop_waits: tuple[float, float, float] = STOP_WAITS,
+                 sink: Callable[[str, list[dict]], None] | None = None) -> None:
         super().__init__()
         self.name = name
         self.spec = spec
@@ -59,6 +66,8 @@ class Worker(QObject):
         self.batch_records = batch_records
         self.batch_interval = batch_interval
         self.stop_waits = stop_waits
+        self.sink = sink                       # called on this thread with every run of parsed records
+        self._whole_reads = spec.output_parser is config.parse_ndjson
         self.pid: int | None = None
         self.records_total = 0
         self._stop_requested = False
@@ -196,6 +205,11 @@ class Worker(QObject):
             self._log(f"[a line of more than {MAX_LINE} bytes was dropped]")
             rest = b""
         self._partial[is_err] = rest
+        if not is_err and self._whole_reads and lines:
+            records = parse_records(lines)
+            if records is not None:
+                self._add(records)
+                return
         for raw in lines:
             self._line(is_err, raw)
 
@@ -220,17 +234,26 @@ class Worker(QObject):
             if text.strip():
                 self._log(text)
             return
+        self._add([record])
+
+    def _add(self, records: list[dict]) -> None:
+        if self.sink is not None:
+            self.sink(self.name, records)
         if not self._batch:
             self._batch_started = time.monotonic()
-        self._batch.append(record)
-        self.records_total += 1
+        self._batch.extend(records)
+        self.records_total += len(records)
         if len(self._batch) >= self.batch_records:
             self._flush()
 
     def _flush(self) -> None:
-        if self._batch:
-            batch, self._batch = self._batch, []
-            self.output_ready.emit(self.name, batch)
+        batch, self._batch, size = self._batch, [], self.batch_records
+        if len(batch) <= size:
+            if batch:
+                self.output_ready.emit(self.name, batch)
+            return
+        for start in range(0, len(batch), size):      # a read's run of records may pass the bound
+            self.output_ready.emit(self.name, batch[start:start + size])
 
     def _log(self, text: str) -> None:
         now = time.monotonic()
@@ -278,6 +301,30 @@ class Worker(QObject):
         if self.elevate and isinstance(exc, FileNotFoundError):
             return missing_message(self.name, program)
         return f"cannot start {self.name}: {program}: {exc.strerror or exc}"
+
+
+def parse_records(lines: list[bytes]) -> list[dict] | None:
+    """Lines that are all NDJSON records (as config.parse_ndjson takes them), decoded as one text and
+    parsed object after object; None when any line is not exactly one record, and the caller goes line
+    by line. Each object must end at a line's end and there must be as many as lines, so no object
+    spans two lines (JSON allows a newline inside one) and none shares a line."""
+    try:
+        text = b"\n".join(lines).decode()
+    except UnicodeDecodeError:          # line by line, with replacement characters
+        return None
+    records, at, decode = [], 0, _DECODER.raw_decode
+    try:
+        while at < len(text):
+            record, at = decode(text, at)
+            if at < len(text) and text[at] != "\n":
+                return None
+            at += 1
+            if not isinstance(record, dict) or record.get("kind") not in RECORD_KINDS or "metric" not in record:
+                return None
+            records.append(record)
+    except ValueError:                  # not JSON, or whitespace around it
+        return None
+    return records if len(records) == len(lines) else None
 
 
 def _has_exited(pid: int) -> bool:

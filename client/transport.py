@@ -67,6 +67,7 @@ class _Source:
         self.sent_batches = 0
         self.sent_records = 0
         self.dropped = 0
+        self.ended = False               # its metric ended: cut what it left now, not at the next flush
 
     def add(self, records: list[dict]) -> int:
         """Append; returns how many of the oldest records spilled to stay within the bound."""
@@ -130,6 +131,14 @@ class Transport:
                 source.spilled_since_batch += spilled
                 self._count_drop("buffer_full", spilled, source)
             if len(source.buffer) >= self.tuning["batch_records"]:
+                self._cond.notify()
+
+    def end_of(self, source_script: str) -> None:
+        """The metric has ended: its last records need not wait for the flush interval."""
+        with self._cond:
+            source = self._sources.get(source_script)
+            if source is not None and source.buffer:
+                source.ended = True
                 self._cond.notify()
 
     def set_server(self, url: str | None, token: str | None) -> None:
@@ -216,47 +225,42 @@ class Transport:
                 return
 
     def _batch_due(self) -> bool:
-        full = any(len(s.buffer) >= self.tuning["batch_records"] for s in self._sources.values())
+        full = any(len(s.buffer) >= self.tuning["batch_records"] or s.ended for s in self._sources.values())
         return full or time.monotonic() >= self._next_flush
 
     def _take(self, everything: bool) -> list[tuple[str, list[dict], int]]:
-        """Under the lock: pop whole batches (all of each buffer when `everything`)."""
+        """Under the lock: pop whole batches (all of each buffer when `everything`, or when its metric
+        ended)."""
         size = self.tuning["batch_records"]
         cuts = []
         for name, source in self._sources.items():
-            while len(source.buffer) >= size or (everything and source.buffer):
+            whole, source.ended = everything or source.ended, False
+            while len(source.buffer) >= size or (whole and source.buffer):
                 n = min(size, len(source.buffer))
                 cuts.append((name, [source.buffer.popleft() for _ in range(n)], source.spilled_since_batch))
                 source.spilled_since_batch = 0
-            if everything and source.spilled_since_batch and not source.buffer:
+            if whole and source.spilled_since_batch and not source.buffer:
                 # spilled records still reach the collector as a count, in an otherwise empty batch
                 cuts.append((name, [], source.spilled_since_batch))
                 source.spilled_since_batch = 0
         return cuts
 
     def _store(self, name: str, records: list[dict], dropped: int) -> None:
-        """Serialize outside the lock, split by bytes, write each batch to the outbox."""
-        encoded = [_encode(r) for r in records]
-        chunks, chunk, size = [], [], 0
-        for item in encoded:
-            if chunk and size + len(item) > self.tuning["batch_bytes"]:
-                chunks.append(chunk)
-                chunk, size = [], 0
-            chunk.append(item)
-            size += len(item) + 1
-        chunks.append(chunk)
-        for n, part in enumerate(chunks):
-            def build(batch_id: str, sequence: int, part: list[bytes] = part, n: int = n) -> tuple[bytes, int]:
+        """Serialize outside the lock (the whole cut in one json.dumps: a third of the builder's time
+        per record of one call each), split by bytes, write each batch to the outbox."""
+        for n, (part, count) in enumerate(_encode_parts(records, int(self.tuning["batch_bytes"]))):
+            def build(batch_id: str, sequence: int, part: bytes = part, n: int = n,
+                      count: int = count) -> tuple[bytes, int]:
                 head = json.dumps(batch_head(source=name, batch_id=batch_id, sequence=sequence, host=self.host,
                                              run_id=self.run_id, dropped=dropped if n == 0 else 0),
                                   separators=(",", ":")).encode()
-                body = head[:-1] + b',"metrics":[' + b",".join(part) + b"]}"
-                return gzip.compress(body, compresslevel=1), len(part)
+                body = head[:-1] + b',"metrics":[' + part + b"]}"
+                return gzip.compress(body, compresslevel=1), count
             try:
                 self._outbox.add(self.run_id, name, build)
             except sqlite3.Error as exc:
                 with self._cond:
-                    self._count_drop("outbox_error", len(part), self._source(name), f"outbox: {exc}")
+                    self._count_drop("outbox_error", count, self._source(name), f"outbox: {exc}")
                 continue
             with self._cond:
                 self._source(name).created_batches += 1
@@ -431,13 +435,23 @@ class Transport:
             self._pending = pending
 
 
-def _encode(record: dict) -> bytes:
+def _encode(value: Any) -> bytes:
     """Strict JSON: a NaN or infinity (json.loads lets a script print one) becomes null; a strict
     collector would otherwise reject the NaN token and with it the whole batch."""
     try:
-        return json.dumps(record, separators=(",", ":"), default=str, allow_nan=False).encode()
+        return json.dumps(value, separators=(",", ":"), default=str, allow_nan=False).encode()
     except ValueError:
-        return json.dumps(_finite(record), separators=(",", ":"), default=str).encode()
+        return json.dumps(_finite(value), separators=(",", ":"), default=str).encode()
+
+
+def _encode_parts(records: list[dict], limit: int) -> list[tuple[bytes, int]]:
+    """The records as comma-joined JSON parts of at most `limit` bytes each (a single larger record is
+    a part of its own), with each part's record count; one part, possibly empty, when they all fit."""
+    text = _encode(records)[1:-1]
+    if len(text) <= limit or len(records) <= 1:
+        return [(text, len(records))]
+    half = len(records) // 2
+    return _encode_parts(records[:half], limit) + _encode_parts(records[half:], limit)
 
 
 def _finite(value: Any) -> Any:

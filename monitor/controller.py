@@ -1,7 +1,8 @@
 """What the window and the headless runner share: start and stop metrics, each in a Worker on its own
-QThread, and forward their records to the Transport. Lives on the main thread; its slots only move
-data between objects (the subprocess I/O is in the workers, the network I/O in the transport's
-threads), so the GUI never waits on either.
+QThread whose records go straight to the Transport from that thread. Lives on the main thread; its
+slots only pass the workers' batches on to the window (the subprocess I/O and the hand-over to the
+transport are in the workers, the network I/O in the transport's threads), so the GUI never waits on
+either.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from worker import Worker, build_argv
 class MonitorController(QObject):
     # `object`, not `list`: a `list` signal makes PySide convert every record to a QVariantMap and back
     # (~1.6 µs a record, keys reordered); `object` hands the same Python list over.
-    records = Signal(str, object)               # metric name, list[dict] parsed records (a small batch)
+    records = Signal(str, object)               # metric name, list[dict] parsed records (~10 batches a second)
     log = Signal(str, str)                      # metric name ("" = app), one log line
     metric_started = Signal(str)                # metric name
     metric_finished = Signal(str, int, str)     # metric name, exit status, error ("" when stopped cleanly)
@@ -40,7 +41,9 @@ class MonitorController(QObject):
         self.elevate = list(DEFAULT_ELEVATE if elevate is None else elevate)
         self.registry = {spec.name: spec for spec in (config.METRICS if registry is None else registry)}
         self.python = python or sys.executable
-        self.worker_options = dict(worker_options or {})
+        # the window takes records at most 10 times a second, in one batch however many arrived (the
+        # transport has them already); the record bound only caps a batch's memory
+        self.worker_options = {"batch_records": 50_000, "batch_interval": 0.1, **(worker_options or {})}
         self.children = procs.ChildRegistry(self.state_dir)
         # A previous run that was killed may have left metric processes (and their BPF programs).
         self.startup_messages = self.children.end_leftovers(self.elevate if needs_elevation() else None)
@@ -70,7 +73,7 @@ class MonitorController(QObject):
         elevated = needs_elevation() and bool(self.elevate)
         argv = build_argv(spec, values, self.python, self.elevate, elevated)
         worker = Worker(name, spec, argv, children=self.children, elevate=self.elevate if elevated else (),
-                        **self.worker_options)
+                        sink=self.transport.submit, **self.worker_options)
         thread = QThread()
         thread.setObjectName(f"worker-{name}")
         worker.moveToThread(thread)
@@ -120,7 +123,6 @@ class MonitorController(QObject):
     # --- from the workers (queued onto this thread) ---------------------------------------------------
     @Slot(str, object)
     def _on_records(self, name: str, records: list) -> None:
-        self.transport.submit(name, records)
         totals = self.totals.get(name)
         if totals is not None:
             totals["records"] += len(records)
@@ -142,6 +144,7 @@ class MonitorController(QObject):
         if entry:
             self._retiring.append(entry)     # its thread ends shortly; the name is free again now
         self.totals[name].update(status=status, error=error)
+        self.transport.end_of(name)         # its last records are all in the transport: send them now
         if error:
             self.log.emit(name, error)
         self.metric_finished.emit(name, status, error)

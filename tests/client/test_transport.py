@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import http.server
+import json
 import os
 import socket
 import sqlite3
@@ -375,3 +376,27 @@ def test_a_url_without_a_scheme_is_fixed_and_another_refused(typed, fixed):
             collector_url(typed)
     else:
         assert collector_url(typed) == fixed
+
+
+def test_batches_split_by_bytes_keep_every_record_in_order(collector, outbox):
+    # the cut is serialized in one json.dumps and halved until each part fits batch_bytes
+    t = Transport(collector.url, outbox_path=outbox, batch_records=1000, batch_bytes=20_000, **FAST)
+    t.submit("m", records("m", 0, 1000, pad=40))
+    t.close(10)
+    sizes = [len(p["metrics"]) for p in collector.batches.values()]
+    assert len(sizes) > 1 and sum(sizes) == 1000
+    assert [r["i"] for r in collector.records("m")] == list(range(1000))
+    for payload in collector.batches.values():
+        assert len(b",".join(json.dumps(r, separators=(",", ":")).encode() for r in payload["metrics"])) <= 20_000
+
+
+def test_an_ended_metric_s_last_records_leave_without_waiting_for_the_flush(collector, outbox):
+    t = Transport(collector.url, outbox_path=outbox, batch_records=1000, flush_interval=30.0)
+    t.submit("m", records("m", 0, 10))
+    time.sleep(0.3)
+    assert not collector.batches, "a partial batch waits for the flush interval"
+    t.end_of("m")
+    wait_for(lambda: len(collector.records("m")) == 10, 5, "the ended metric's records")
+    t.end_of("nobody")          # a metric that sent nothing: nothing to do
+    t.close(5)
+    assert t.status()["dropped"] == 0

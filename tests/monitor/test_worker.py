@@ -224,3 +224,49 @@ def test_a_leftover_from_before_a_reboot_ends_nothing(tmp_path):
     finally:
         unrelated.kill()
         unrelated.wait()
+
+
+EVERYDAY_LINES = [b'{"metric":"m","kind":"event","i":1}', b'{"metric":"m","kind":"row","x":[1,2]}']
+
+
+@pytest.mark.parametrize("lines", [
+    EVERYDAY_LINES,
+    [b'{"metric":"m","kind":"event","i":1}', b'not a record'],
+    [b'{"metric":"m","kind":"event","i":1}', b''],
+    [b'{"metric":"m","kind":"nope"}', b'{"metric":"m","kind":"event"}'],
+    [b'{"kind":"event"}'],
+    [b'{"metric":"m","kind":"event"},{"metric":"m","kind":"event"}'],
+    [b'{"metric":"m","kind":"row","x":[{}', b'{}]},{"metric":"m","kind":"row"}'],
+    [b'{"metric":"m","kind":"event","s":"\xff"}'],
+    [b'{"metric":"m","kind":"event","v":NaN}\r'],
+    [b'{"metric":"m","kind":"event","v":NaN}'],
+    [b'{"metric":"m",', b'"kind":"event"}', b'{"metric":"m","kind":"event"}'],
+    [b' {"metric":"m","kind":"event"}'],
+    [b'{"metric":"m","kind":"event"}', b'{"metric":"m","kind":"event"}', b''],
+])
+def test_a_read_parsed_at_once_is_what_line_by_line_would_give(lines):
+    # a read's lines in one json.loads when every one is a record; else None, and they go line by line
+    from config import parse_ndjson
+    from worker import parse_records
+
+    one_by_one = [parse_ndjson(line.decode("utf-8", "replace")) for line in lines]
+    at_once = parse_records(lines)
+    if None in one_by_one:          # a line that is not a record: the read must go line by line
+        assert at_once is None
+    elif at_once is not None:       # else line by line too (odd bytes or spacing), which is never wrong
+        assert at_once == one_by_one
+    if lines == EVERYDAY_LINES:
+        assert at_once is not None, "a read of plain records is parsed at once"
+
+
+def test_the_sink_takes_every_record_on_the_worker_thread(qtbot):
+    taken, threads = [], set()
+
+    def sink(name: str, records: list[dict]) -> None:
+        threads.add(threading.current_thread().name)
+        taken.extend(records)
+
+    run = Run(FLOOD, {"lines": 20_000, "noise": True}, sink=sink).start()
+    assert run.wait(qtbot) == (0, "")
+    assert taken == run.records and len(taken) == 20_001
+    assert "MainThread" not in threads
