@@ -1,6 +1,7 @@
 """An object's call-frame information (.eh_frame, or .debug_frame of its debug file) as a compact table.
 
-pyelftools parses the CFI entries; their instructions are run here into one row per address range,
+pyelftools parses the CFI entries (ehframe.py decodes single FDEs, faster); their instructions are run
+here into one row per address range,
 holding just what an x86-64 unwinder with ip, sp and bp can use:
 
     cfa   = sp + off | bp + off | the PLT expression (sp + 8, + 8 more past the push) | unusable
@@ -25,9 +26,9 @@ import weakref
 from array import array
 from dataclasses import dataclass
 
-from elftools.dwarf.callframe import FDE, CallFrameInfo
-from elftools.dwarf.structs import DWARFStructs
+from elftools.dwarf.callframe import FDE
 
+from .ehframe import Cie, Fde, read_fde
 from .elfimage import ELF_ERRORS, SHT_NOBITS, ElfInfo, section_data, section_named, with_elf
 
 # how the CFA is found
@@ -143,11 +144,10 @@ def _set_cfa_reg(state: _State, reg: int) -> None:
 def _run(
     instructions, state: _State, caf: int, daf: int, pc: int, initial: _State | None, rows: list
 ) -> tuple[_State, int]:
-    """Run CFA instructions from `state`, appending (pc, row) whenever the address advances."""
+    """Run CFA instructions, (name, args) pairs (ehframe.py's), from `state`, appending (pc, row)
+    whenever the address advances."""
     stack: list[_State] = []
-    for instr in instructions:
-        name = getattr(instr.opcode, "name", str(instr.opcode)).rsplit(".", 1)[-1].removeprefix("DW_CFA_")
-        args = instr.args
+    for name, args in instructions:
         if name.startswith("advance_loc"):
             rows.append((pc, state.row()))
             pc += args[0] * caf
@@ -192,25 +192,40 @@ def _run(
     return state, pc
 
 
-def _initial_state(cie, cie_cache: dict[int, _State]) -> _State:
-    initial = cie_cache.get(cie.offset)
-    if initial is None:
-        caf, daf = cie["code_alignment_factor"], cie["data_alignment_factor"]
-        initial = cie_cache[cie.offset] = _run(cie.instructions, _State(), caf, daf, 0, None, [])[0]
-    return initial
+def _named(instructions) -> list[tuple[str, list]]:
+    """pyelftools' instructions as the (name, args) pairs _run reads."""
+    return [(getattr(i.opcode, "name", str(i.opcode)).rsplit(".", 1)[-1].removeprefix("DW_CFA_"), i.args)
+            for i in instructions]
+
+
+def _rows(start: int, end: int, instructions: list, caf: int, daf: int, initial: _State) -> list:
+    """[(pc, row)...] of one FDE: its rows inside its own address range, in order."""
+    fde_rows: list = []
+    last, last_pc = _run(instructions, initial.copy(), caf, daf, start, initial, fde_rows)
+    fde_rows.append((last_pc, last.row()))
+    return [(pc, row) for pc, row in fde_rows if start <= pc < end]
 
 
 def _fde_rows(entry, cie_cache: dict[int, _State]) -> tuple[int, int, list]:
-    """(start, end, [(pc, row)...]) of one FDE: its rows inside its own address range, in order."""
+    """(start, end, [(pc, row)...]) of one FDE as pyelftools parsed it."""
     cie = entry.cie
     caf, daf = cie["code_alignment_factor"], cie["data_alignment_factor"]
-    initial = _initial_state(cie, cie_cache)
+    initial = cie_cache.get(cie.offset)
+    if initial is None:
+        initial = cie_cache[cie.offset] = _run(_named(cie.instructions), _State(), caf, daf, 0, None, [])[0]
     start = entry["initial_location"]
     end = start + entry["address_range"]
-    fde_rows: list = []
-    last, last_pc = _run(entry.instructions, initial.copy(), caf, daf, start, initial, fde_rows)
-    fde_rows.append((last_pc, last.row()))
-    return start, end, [(pc, row) for pc, row in fde_rows if start <= pc < end]
+    return start, end, _rows(start, end, _named(entry.instructions), caf, daf, initial)
+
+
+def _decoded_rows(fde: Fde, cie_cache: dict[int, _State]) -> tuple[int, list]:
+    """(end, [(pc, row)...]) of one FDE as ehframe.read_fde decoded it."""
+    cie = fde.cie
+    caf, daf = cie.code_alignment_factor, cie.data_alignment_factor
+    initial = cie_cache.get(cie.offset)
+    if initial is None:
+        initial = cie_cache[cie.offset] = _run(cie.instructions, _State(), caf, daf, 0, None, [])[0]
+    return fde.end, _rows(fde.start, fde.end, fde.instructions, caf, daf, initial)
 
 
 def build_table(entries) -> CfiTable:
@@ -287,14 +302,15 @@ class LazyCfiTable:
     MAX_FDES = 2048
     FDE_BYTES = 160  # what one parsed FDE's rows hold, about (counted up front, MAX_FDES of them)
 
-    def __init__(self, starts: array, fdes: array, hdr_addr: int, stream, eh_frame_addr: int, structs) -> None:
+    def __init__(self, starts: array, fdes: array, hdr_addr: int, stream, eh_frame_addr: int) -> None:
         """starts, fdes: search_table()'s, from hdr_addr; stream: a file (or bytes) positioned so that
         `stream offset + eh_frame_addr` is a vaddr (pyelftools computes pc-relative pointers that way)."""
         self.starts, self.fdes, self.hdr_addr, self.eh_frame_addr = starts, fdes, hdr_addr, eh_frame_addr
         weakref.finalize(self, stream.close)  # evicted from a cache: its descriptor closed with it
-        self._cfi = CallFrameInfo(stream, 0, eh_frame_addr, structs, for_eh_frame=True)
+        self._stream = stream
         self._parsed: dict[int, tuple[int, array, list]] = {}  # FDE index -> (end, pcs, rows)
-        self._cies: dict[int, _State] = {}
+        self._cies: dict[int, Cie] = {}  # CIE offset -> decoded (few, shared by every FDE)
+        self._initial: dict[int, _State] = {}  # CIE offset -> its initial rules
         self.parsed_fdes = 0  # FDEs parsed so far (a re-parse after the memo started over counts again)
         self.nbytes = 8 * len(starts) + self.MAX_FDES * self.FDE_BYTES + 8600  # + the file's read buffer
 
@@ -320,17 +336,12 @@ class LazyCfiTable:
         offset = self.hdr_addr + self.fdes[i] - self.eh_frame_addr
         parsed: tuple[int, array, list] = (0, array("Q"), [])
         try:
-            entry = self._cfi._parse_entry_at(offset)  # noqa: SLF001 - pyelftools' one-entry reader
-            if isinstance(entry, FDE) and entry.cie is not None:
-                _, end, rows = _fde_rows(entry, self._cies)
+            fde = read_fde(self._stream, offset, self.eh_frame_addr, self._cies)
+            if fde is not None:
+                end, rows = _decoded_rows(fde, self._initial)
                 parsed = (end, array("Q", [pc for pc, _ in rows]), [row for _, row in rows])
-        except ELF_ERRORS:
+        except (*ELF_ERRORS, ArithmeticError):
             pass
-        finally:
-            # pyelftools keeps every entry it parsed; keep its CIEs (few, shared) and drop the FDE
-            cached = self._cfi._entry_cache.get(offset)  # noqa: SLF001
-            if isinstance(cached, FDE):
-                del self._cfi._entry_cache[offset]  # noqa: SLF001
         self.parsed_fdes += 1
         self._parsed[i] = parsed
         return parsed
@@ -344,13 +355,12 @@ def read_lazy_table(elf) -> LazyCfiTable | None:
     table = search_table(section_data(elf, hdr), hdr.addr)
     if table is None:
         return None
-    structs = DWARFStructs(little_endian=True, dwarf_format=32, address_size=8)
     if isinstance(elf.stream, io.BytesIO):  # the vDSO, from this process's memory: a page or two
-        return LazyCfiTable(*table, hdr.addr, io.BytesIO(section_data(elf, eh)), eh.addr, structs)
+        return LazyCfiTable(*table, hdr.addr, io.BytesIO(section_data(elf, eh)), eh.addr)
     # the file itself, read where an FDE is looked up: its offset 0 is the vaddr .eh_frame's offset
     # below .eh_frame's own vaddr
     stream = open(os.dup(elf.stream.fileno()), "rb", buffering=4096)  # noqa: SIM115 - the table owns it
-    return LazyCfiTable(*table, hdr.addr, stream, eh.addr - eh.offset, structs)
+    return LazyCfiTable(*table, hdr.addr, stream, eh.addr - eh.offset)
 
 
 def _entries(elf) -> list:
