@@ -2,8 +2,8 @@
 """sysnest: syscall counts and latency, nested by process or by syscall.
 
 Traces raw_syscalls sys_enter/sys_exit (raw tracepoints). Per (process, syscall) the kernel keeps a
-count, total and max latency and errors in a per-CPU map; each interval prints the top groups (processes
-or syscalls) with their top members.
+count, total and max latency and errors in a slot of a per-CPU array (the `slots` hash says whose slot is
+which); each interval prints the top groups (processes or syscalls) with their top members.
 """
 
 import os
@@ -11,6 +11,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
+
+from bcc.utils import get_possible_cpus
 
 from bcctool import Tool, kernelfeatures, process_name
 from bcctool.cgroups import CGROUP_FIELDS
@@ -34,13 +36,14 @@ args = tool.parse_args()
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid, filter_ppid=args.ppid)
 if args.sample > 1:
     cflags.append(f"-DSAMPLE_EVERY={args.sample}")
+cflags.append(f"-DSLOT_CPUS={max(get_possible_cpus()) + 1}")   # each CPU hands out its own slots
 variants = [["-DUSE_TASK_STORAGE"], []] if kernelfeatures.task_storage_available() else [[]]
 b = tool.load(cflags, variants=variants)
 # sampling needs a per-thread tick between syscalls, which only task storage keeps
 sample_every = args.sample if tool.variant else 1
 if sample_every != args.sample:
     print("sysnest: no task storage on this kernel: every syscall is timed (--sample ignored)", file=sys.stderr)
-stats, comms, epoch = b["stats"], b["comms"], b["epoch"]
+stats, slots, free_slots, comms, epoch = b["stats"], b["slots"], b["free_slots"], b["comms"], b["epoch"]
 
 if args.ppid:
     # Children that already exist; the fork tracepoint adds the ones born while tracing.
@@ -68,15 +71,24 @@ except ImportError:  # pragma: no cover - bcc always ships it
         return b"sys_%d" % nr
 
 
+def _int(v) -> int:
+    """A u32 leaf as BCC hands it back: a ctypes value from a lookup, an int from a batch."""
+    return v if isinstance(v, int) else v.value
+
+
 def read_totals(min_epoch: int) -> dict[tuple[int, int, int], tuple[int, int, int, int, int]]:
     """(tgid, nr, cgroup id) -> (count, total_ns, errors, timed, max_ns in windows >= min_epoch), summed over CPUs;
     timed: the syscalls in total_ns (all of them unless sampling)."""
     totals = {}
     try:
-        items = stats.items_lookup_batch()
+        items = slots.items_lookup_batch()
     except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
-        items = stats.items()
-    for key, per_cpu in items:
+        items = slots.items()
+    for key, slot in items:
+        try:
+            per_cpu = stats.getvalue(stats.Key(_int(slot)))
+        except KeyError:
+            continue
         count = total = errors = timed = mx = 0
         for v in per_cpu:
             count += v.count
@@ -90,13 +102,19 @@ def read_totals(min_epoch: int) -> dict[tuple[int, int, int], tuple[int, int, in
 
 
 def forget_exited(seen: dict, delta_keys: set) -> None:
-    """Delete keys of processes that have exited and had nothing new this interval."""
+    """Forget keys of processes that have exited and had nothing new this interval, and give their slots
+    back zeroed (no thread left can be holding one)."""
     for key in [k for k in seen if k not in delta_keys and not os.path.exists(f"/proc/{k[0]}")]:
         seen.pop(key, None)
+        ckey = slots.Key(*key)
         try:
-            del stats[stats.Key(*key)]
+            slot = _int(slots[ckey])
+            del slots[ckey]
         except KeyError:
-            pass
+            slot = None
+        if slot is not None:
+            stats[stats.Key(slot)] = stats.Leaf()
+            free_slots.push(free_slots.Leaf(slot))
         try:
             del comms[comms.Key(key[0])]
         except KeyError:

@@ -1,6 +1,8 @@
 """sysnest against a workload with a known count: a child that makes exactly N getppid calls."""
 
 
+import os
+
 import pytest
 from helpers import MetricProcess, end_workload, human_output, next_line, run_workload, timed_bound
 
@@ -83,3 +85,60 @@ def test_sampled_timing_counts_every_call_and_times_one_in_n():
 def test_human_output_has_columns():
     out = human_output("sysnest", "0.3", "2")
     assert "COUNT" in out and "AVG(us)" in out and "MAX(us)" in out
+
+
+def _free_slot_waiting(tool_pid: int) -> bool:
+    """True when sysnest's free_slots queue holds a slot. Read in this process (libbpf, through the map's id in
+    sysnest's fdinfo), not with bpftool: a child of this process is traced here, and would take the slot."""
+    import ctypes
+    import glob
+    libbpf = ctypes.CDLL("libbpf.so.1", use_errno=True)
+    for path in glob.glob(f"/proc/{tool_pid}/fdinfo/*"):
+        try:
+            with open(path) as f:
+                info = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        if info.get("map_type", "").strip() == "22":   # BPF_MAP_TYPE_QUEUE: sysnest's only one
+            fd = libbpf.bpf_map_get_fd_by_id(int(info["map_id"]))
+            assert fd >= 0, os.strerror(ctypes.get_errno())
+            try:
+                slot = ctypes.c_uint32()
+                return libbpf.bpf_map_lookup_elem(fd, None, ctypes.byref(slot)) == 0   # a peek
+            finally:
+                os.close(fd)
+    raise AssertionError("sysnest has no free_slots queue")
+
+
+def test_slots_of_an_exited_process_are_reused_zeroed():
+    """A second child, started once the first child's slots were given back, is counted from zero: its
+    getppid calls are exactly N and its syscalls about as many as the first's (identical programs), not
+    the first's counts added on."""
+    tool = MetricProcess("sysnest", "--ppid", str(os.getpid()), "0.3", "--top", "50", "--details-top", "200")
+    children = []
+    try:
+        tool.wait_meta()
+        for run in range(2):
+            child = run_workload(GETPPID_CHILD)
+            children.append(child.pid)
+            assert next_line(child).split()[0] == "done"
+            end_workload(child)
+            # a summary 4 intervals after one that began after the child ended: read, forgotten, given back
+            seen = len(tool.records)
+            first = tool.read_until(lambda r, old=tool.records[:seen]: r["kind"] == "summary" and r not in old)
+            tool.read_until(lambda r, n=first["interval"] + 4: r["kind"] == "summary" and r["interval"] >= n)
+            if run == 0:   # the first child's slots wait in the queue for the next new keys
+                assert _free_slot_waiting(tool.proc.pid)
+        status, _ = tool.stop()
+        assert status == 0
+    finally:
+        tool.kill()
+    details = [r for r in tool.records if r["kind"] == "row" and r["level"] == "detail"]
+    first, second = ({r["syscall"]: 0 for r in details if r["pid"] == pid} for pid in children)
+    for r in details:
+        for pid, counts in zip(children, (first, second), strict=True):
+            if r["pid"] == pid:
+                counts[r["syscall"]] += r["count"]
+    print("first", sum(first.values()), "second", sum(second.values()))
+    assert first["getppid"] == second["getppid"] == N
+    assert sum(second.values()) < sum(first.values()) + N / 2
