@@ -260,7 +260,9 @@ class Symbolizer:
     def __init__(
         self,
         max_objects: int = 128,
-        max_bytes: int = 40 << 20,  # system-wide cpuprofile/offcpu stay near 100 MB PSS with the Unwinder's 32 MB
+        # cpuprofile, offcpu and compmem each hold one, beside an Unwinder (16 MB): with names in one bytes
+        # object libLLVM's table counts 3 MB (34,000 names; 5.2 MB before), so 24 MB holds about what 40 MB held
+        max_bytes: int = 24 << 20,
         kallsyms: str = "/proc/kallsyms",
         debug_root: str = DEBUG_ROOT,
     ) -> None:

@@ -2,7 +2,7 @@
 
 API (nothing here raises on bad input; every loop is bounded):
 
-    unwinder = Unwinder(cache_dir=None, max_objects=64, max_bytes=32 << 20, max_frames=127, use_cfi=True,
+    unwinder = Unwinder(cache_dir=None, max_objects=64, max_bytes=16 << 20, max_frames=127, use_cfi=True,
                         max_disk_bytes=256 << 20, lazy=True)
     unwinder = Unwinder(cache_dir=default_cache_dir())   # tables kept under the state directory
     result = unwinder.unwind(maps, ip, sp, bp, stack, base=None)
@@ -124,7 +124,7 @@ class Unwinder:
         self,
         cache_dir: str | None = None,
         max_objects: int = 64,
-        max_bytes: int = 32 << 20,
+        max_bytes: int = 16 << 20,  # a lazy table counts 0.3 MB of parsed FDEs plus 8 bytes per function
         max_frames: int = 127,
         use_cfi: bool = True,
         max_disk_bytes: int = 256 << 20,
