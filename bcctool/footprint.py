@@ -26,7 +26,7 @@ from collections.abc import Callable
 # the shared libraries of BCC's compiler, which a loaded tool no longer runs
 COMPILER_LIBS = ("/libLLVM", "/libclang")
 MADV_DONTNEED = 4
-M_MMAP_THRESHOLD = -3  # mallopt's parameter
+M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # mallopt's parameters
 PROT_READ, PROT_WRITE, PROT_EXEC = 1, 2, 4
 PT_DYNAMIC = 2
 TRIM_PERIOD_S = 0.5
@@ -180,8 +180,21 @@ def mmap_large_blocks() -> bool:
         return False
 
 
+def one_arena() -> bool:
+    """Every thread allocates from the main heap. A thread's first malloc otherwise gets it an arena of
+    its own (cpuprofile's ring reader: the stack copies it hands over), whose freed pages stay
+    fragmented beside the main heap's: 8 MB more PSS in cpuprofile under a light load. The threads
+    here take turns on the GIL anyway, so they hardly contend for the lock."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    try:
+        return libc.mallopt(M_ARENA_MAX, 1) == 1
+    except AttributeError:  # not glibc
+        return False
+
+
 def after_load() -> None:
-    """Right after a load: the heap the compiler freed, its code pages, and a fixed mmap threshold."""
+    """Right after a load (before a metric starts its threads): the heap the compiler freed, its code
+    pages, a fixed mmap threshold and one malloc arena."""
     global _last_trim, _loaded
     if KEEP:
         return
@@ -190,6 +203,7 @@ def after_load() -> None:
     _last_trim = time.monotonic()
     drop_compiler_pages()
     mmap_large_blocks()
+    one_arena()
 
 
 def between_intervals() -> None:
