@@ -6,9 +6,12 @@ PostgreSQL's default, durable settings), a no-op Flask endpoint, one that only v
 server.py does (collector.payload) and one that logs every record like the original paper's server —
 all five served by waitress with server.py's 8 threads, each started fresh per repetition, in a
 rotated order. Beside them, the storage ceilings (bench/ingest_ceiling.py): plain sqlite3 and psycopg
-writers putting the same batches into the same schema with the same durability, no HTTP. The targets
-are the collector's batches/s over its database's ceiling in the same repetition; ratios to the no-op
-endpoint are shown too. After each collector run the database is checked: every batch wrk saw
+writers putting the same batches into the same schema with the same durability, no HTTP; and the
+collector's own writer given the same batches already parsed, in one thread (what its storage code
+costs when it shares no GIL with request threads). The targets are the collector's batches/s over its
+database's ceiling in the same repetition; ratios to the no-op endpoint are shown too, and to what one
+process pays validating and then storing one after the other (1 / (1/validate-only + 1/ceiling), per
+repetition: not a hard limit, as the database's own work can run beside Python's on the second CPU). After each collector run the database is checked: every batch wrk saw
 answered 200 is stored, with its 100 records.
 """
 
@@ -34,11 +37,20 @@ CONNECTIONS = 8
 APPS = os.path.join(harness.BENCH, "ingest_apps.py")
 LUA = os.path.join(harness.BENCH, "post_batches.lua")
 SQLITE_CEILING, PG_CEILING = "SQLite ceiling (plain sqlite3)", "PostgreSQL ceiling (plain psycopg)"
+SQLITE_WRITER, PG_WRITER = "collector's writer alone, SQLite", "collector's writer alone, PostgreSQL"
 CONFIGS = ["no-op Flask", "collector, SQLite", "collector, PostgreSQL", "validate only, store nothing",
-           "log every record (original)", SQLITE_CEILING, PG_CEILING]
+           "log every record (original)", SQLITE_CEILING, PG_CEILING, SQLITE_WRITER, PG_WRITER]
+# not measured: what one process pays when it validates (the "validate only" row) and then stores (the
+# ceiling) one after the other, per repetition: 1 / (1/validate + 1/ceiling)
+SQLITE_SERIAL, PG_SERIAL = "one process, validate then store: SQLite", "one process, validate then store: PostgreSQL"
+SERIAL_OF = {SQLITE_SERIAL: SQLITE_CEILING, PG_SERIAL: PG_CEILING}
 REF_APPS = {"no-op Flask": "noop", "validate only, store nothing": "validate", "log every record (original)": "logonly"}
 TARGET = 0.8  # of the database's ceiling
-CEILING_OF = {"collector, SQLite": SQLITE_CEILING, "collector, PostgreSQL": PG_CEILING}
+CEILING_OF = {"collector, SQLite": SQLITE_CEILING, "collector, PostgreSQL": PG_CEILING,
+              SQLITE_WRITER: SQLITE_CEILING, PG_WRITER: PG_CEILING, SQLITE_SERIAL: SQLITE_CEILING,
+              PG_SERIAL: PG_CEILING}
+BOUND_OF = {"collector, SQLite": SQLITE_SERIAL, "collector, PostgreSQL": PG_SERIAL}
+TARGETED = ("collector, SQLite", "collector, PostgreSQL")
 
 
 class RefApp:
@@ -97,6 +109,9 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
                 return ingest_ceiling.sqlite_ceiling(os.path.join(workdir, f"c{n}.db"), seconds, RECORDS, CONNECTIONS)
             if config == PG_CEILING:
                 return ingest_ceiling.postgres_ceiling(pg.create_database(), seconds, RECORDS, CONNECTIONS)
+            if config in (SQLITE_WRITER, PG_WRITER):
+                url = pg.create_database() if config == PG_WRITER else f"sqlite:///{os.path.join(workdir, f'w{n}.db')}"
+                return ingest_ceiling.collector_writer(url, seconds, RECORDS, CONNECTIONS)
             if config in REF_APPS:
                 app = RefApp(REF_APPS[config], workdir)
                 try:
@@ -121,30 +136,35 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         harness.log(f"collector ingest: {reps} repetitions of {len(CONFIGS)} endpoints, {seconds} s of wrk each")
         values = stats.alternate(CONFIGS, one, reps, harness.log)
     shutil.rmtree(workdir, ignore_errors=True)
+    for serial, ceiling in SERIAL_OF.items():
+        values[serial] = [1 / (1 / v + 1 / c) if v and c else None
+                          for v, c in zip(values["validate only, store nothing"], values[ceiling], strict=True)]
     ratios = stats.paired(values, "no-op Flask", "ratio")
     rows = []
-    for c in CONFIGS:
+    for c in [*CONFIGS, *SERIAL_OF]:
         row = {"config": c, "batches_per_s": stats.summary(values[c]),
                "records_per_s": stats.summary([v * RECORDS for v in values[c] if v is not None]),
-               "vs_noop": stats.summary(ratios[c], 2), "vs_ceiling": None}
-        if c in CEILING_OF:
-            row["vs_ceiling"] = stats.summary([v / b for v, b in zip(values[c], values[CEILING_OF[c]], strict=True)
-                                               if v is not None and b], 2)
+               "vs_noop": stats.summary(ratios[c], 2), "vs_ceiling": None, "vs_serial": None}
+        for key, of in (("vs_ceiling", CEILING_OF), ("vs_serial", BOUND_OF)):
+            if c in of:
+                row[key] = stats.summary([v / b for v, b in zip(values[c], values[of[c]], strict=True)
+                                          if v is not None and b], 2)
         rows.append(row)
     by = {r["config"]: r for r in rows}
     return {"title": "Collector ingest", "reps": reps, "seconds": seconds, "connections": CONNECTIONS,
             "records_per_batch": RECORDS, "rows": rows, "problems": problems,
             "targets": [stats.target(f"{c} vs {CEILING_OF[c]}", f">= {TARGET}x", by[c]["vs_ceiling"]["median"],
-                                     TARGET, higher_is_better=True, unit="x") for c in CEILING_OF]}
+                                     TARGET, higher_is_better=True, unit="x") for c in TARGETED]}
 
 
 def table(result: dict) -> str:
     rows = [[r["config"], stats.fmt(r["batches_per_s"]), stats.fmt(r["records_per_s"]),
-             stats.fmt(r["vs_noop"], "x", 2), stats.fmt(r.get("vs_ceiling"), "x", 2) if r.get("vs_ceiling") else ""]
+             stats.fmt(r["vs_noop"], "x", 2), stats.fmt(r.get("vs_ceiling"), "x", 2) if r.get("vs_ceiling") else "",
+             stats.fmt(r.get("vs_serial"), "x", 2) if r.get("vs_serial") else ""]
             for r in result["rows"]]
     out = stats.md_table([f"endpoint ({result['connections']} connections, {result['seconds']} s)", "batches/s",
                             f"records/s ({result['records_per_batch']} a batch)", "vs no-op",
-                            "vs its database's ceiling"], rows)
+                            "vs its database's ceiling", "vs one process, validate then store"], rows)
     if result.get("problems"):
         out += "\n\nProblems seen: " + "; ".join(result["problems"])
     return out

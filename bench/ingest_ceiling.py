@@ -18,7 +18,9 @@ from collections.abc import Iterator
 
 from sqlalchemy.engine import make_url
 
+from collector.payload import parse_body
 from collector.store import Store
+from collector.writer import Ingest
 
 RECORD = ('{{"metric":"sysnest","ts":{ts:.3f},"kind":"row","interval":1,"level":"detail","pid":{pid},'
           '"comm":"stress","syscall":"read","nr":0,"count":120,"errors":0,"total_us":35.25,'
@@ -132,4 +134,35 @@ def postgres_ceiling(url: str, seconds: float, records: int, group: int) -> floa
         if spent >= seconds:
             break
     conn.close()
+    return done / spent
+
+
+def _body(stream: int, seq: int, t: float, rows: list[tuple[float, str]]) -> bytes:
+    """The batch as bench/post_batches.lua posts it."""
+    return (f'{{"schema":1,"timestamp":{t:.1f},"source_script":"sysnest","batch_id":"writer-{stream}-{seq}",'
+            f'"sequence":{seq},"host":"writer-host-{stream}","run_id":"writer","metrics":[{",".join(d for _, d in rows)}]}}'
+            ).encode()
+
+
+def collector_writer(url: str, seconds: float, records: int, group: int) -> float:
+    """Batches/s of the collector's own writer (collector.writer, what server.py's group commit runs)
+    given the same batches already parsed, `group` a transaction, in one thread: no HTTP and no GIL
+    shared with request threads. Batches/s counts only the time in the writer (checkpoints included)."""
+    store = Store(url)
+    writer = store._writer  # noqa: SLF001 - the group commit's write, without its requests
+    spent, done = 0.0, 0
+    try:
+        for batch_group in groups(records, group):
+            jobs = [Ingest(parse_body(_body(stream, seq, t, rows)), None, "127.0.0.1", 2.0)
+                    for stream, seq, t, rows in batch_group]
+            started = time.perf_counter()
+            writer._write_group(jobs)  # noqa: SLF001
+            if writer._checkpoints:  # noqa: SLF001
+                writer._checkpoints.after_commit()  # noqa: SLF001
+            spent += time.perf_counter() - started
+            done += len(jobs)
+            if spent >= seconds:
+                break
+    finally:
+        store.close()
     return done / spent
