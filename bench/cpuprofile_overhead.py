@@ -127,7 +127,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
             wall, cpu_after = time.monotonic() - started, run_.cpu_now()
             if run_.cpu_at_ready is not None and cpu_after is not None:
                 tracer_cpu[name].append((cpu_after - run_.cpu_at_ready) / wall)
-            if run_.tracer.proc.poll() is not None:
+            if run_.tracer.exited():
                 raise BenchError(f"{name} exited during the workload: {list(run_.tracer.tail)[-2:]}")
             if name in OURS:
                 time.sleep(1.2)   # one more interval: the workload's last samples are counted

@@ -128,9 +128,9 @@ class Tracer:
         """Seconds from start to the ready line; BenchError (with its last output) if it never came."""
         deadline = time.monotonic() + timeout
         while not self.ready.wait(0.1):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
+            if self.exited() or time.monotonic() > deadline:
                 self._reader.join(1)
-                why = "exited" if self.proc.poll() is not None else f"not ready after {timeout}s"
+                why = "exited" if self.exited() else f"not ready after {timeout}s"
                 last = " | ".join(list(self.tail)[-3:])
                 self.stop()
                 raise BenchError(f"{self.name} {why}: {last[-300:]}")
@@ -140,18 +140,34 @@ class Tracer:
         """Current resident set size, from /proc/PID/status."""
         return proc_status_kb(self.proc.pid, "VmRSS")
 
+    def exited(self) -> bool:
+        """True once the child has exited. It is not reaped here (Popen.poll would reap it and take its
+        rusage with it): stop() reaps it with wait4, which is where peak RSS and CPU time come from."""
+        if self.status is not None or self.proc.returncode is not None:
+            return True
+        try:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
     def stop(self, timeout: float = 15) -> int:
         """SIGTERM, wait, SIGKILL after `timeout`; returns the exit status and records the peak RSS."""
         if self.status is not None:
             return self.status
-        if self.proc.poll() is None:
+        if not self.exited():
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + timeout
         while True:
-            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            try:
+                pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            except ChildProcessError:
+                # reaped by someone else (a Popen.poll() or wait() on self.proc): its status is in the
+                # Popen; its rusage went with the reaping, so peak RSS and CPU stay None (not guessed)
+                self.status = self.proc.returncode if self.proc.returncode is not None else -1
+                break
             if pid:
                 self.peak_rss_kb = usage.ru_maxrss
                 self.cpu_s = usage.ru_utime + usage.ru_stime

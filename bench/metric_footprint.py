@@ -59,7 +59,7 @@ def all_at_once(keep: bool = False) -> dict[str, dict[str, float]]:
         time.sleep(max(0.0, started + SETTLE_S - time.monotonic()))
         memory = {}
         for name, tracer in tracers.items():
-            if tracer.proc.poll() is not None:
+            if tracer.exited():
                 raise BenchError(f"{name} exited: {' | '.join(list(tracer.tail)[-2:])[-300:]}")
             memory[name] = smaps_rollup_mb(tracer.proc.pid)
         return memory

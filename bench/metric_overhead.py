@@ -66,7 +66,7 @@ class Run:
 
     def check_alive(self) -> None:
         for name, tracer in self.tracers.items():
-            if tracer.proc.poll() is not None:
+            if tracer.exited():
                 raise BenchError(f"{name} exited during the workload: {' | '.join(list(tracer.tail)[-2:])[-300:]}")
 
     def stop(self) -> None:

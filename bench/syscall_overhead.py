@@ -62,7 +62,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         with Tracer(argv, ready, name=config) as tracer:
             tracer.wait_ready()
             value = quiet.run(lambda: measure(binary, n_fast, runs), [tracer.proc.pid])
-            if tracer.proc.poll() is not None:
+            if tracer.exited():
                 raise BenchError(f"{config} exited during the run")
         return value
 
