@@ -299,8 +299,11 @@ class LazyCfiTable:
     (an open descriptor; libLLVM's is 5 MB, which a copy held in every profiling process); parsed FDEs
     are kept up to MAX_FDES, then the memo starts over."""
 
-    MAX_FDES = 2048
-    FDE_BYTES = 160  # what one parsed FDE's rows hold, about (counted up front, MAX_FDES of them)
+    MAX_FDES = 1024
+    # what one parsed FDE holds (its pcs, its list of shared rows, the memo's entry), counted up front,
+    # MAX_FDES of them: 550 bytes for libLLVM's 16 rows per FDE (tracemalloc); 160 was counted while
+    # each row was a tuple of its own, 1.6 KB an FDE, so a table could hold 3 MB where 0.3 were counted
+    FDE_BYTES = 550
 
     def __init__(self, starts: array, fdes: array, hdr_addr: int, stream, eh_frame_addr: int) -> None:
         """starts, fdes: search_table()'s, from hdr_addr; stream: a file (or bytes) positioned so that
@@ -339,12 +342,21 @@ class LazyCfiTable:
             fde = read_fde(self._stream, offset, self.eh_frame_addr, self._cies)
             if fde is not None:
                 end, rows = _decoded_rows(fde, self._initial)
-                parsed = (end, array("Q", [pc for pc, _ in rows]), [row for _, row in rows])
+                parsed = (end, array("Q", [pc for pc, _ in rows]), [_shared(row) for _, row in rows])
         except (*ELF_ERRORS, ArithmeticError):
             pass
         self.parsed_fdes += 1
         self._parsed[i] = parsed
         return parsed
+
+
+_ROWS: dict[tuple, tuple] = {}  # every distinct row once: (CFA_SP, 16, -8, SAME) recurs in most FDEs
+
+
+def _shared(row: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    if len(_ROWS) >= 1 << 14:  # a few hundred distinct rows are usual; garbage CFI could make more
+        _ROWS.clear()
+    return _ROWS.setdefault(row, row)
 
 
 def read_lazy_table(elf) -> LazyCfiTable | None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
+import sys
 import time
 from array import array
 from dataclasses import dataclass
@@ -99,7 +100,8 @@ class SymbolTable:
         return len(self.starts)
 
     def name(self, i: int) -> str:
-        return self._names[self._offsets[i] : self._offsets[i + 1]].decode(errors="replace")
+        # interned: the frames memoized for every process that runs this object share one string
+        return sys.intern(self._names[self._offsets[i] : self._offsets[i + 1]].decode(errors="replace"))
 
     def lookup(self, addr: int) -> tuple[str, int] | None:
         """(name, offset into it) of the symbol covering `addr`, or None."""
@@ -184,7 +186,7 @@ class KernelSymbols:
 
     def name(self, i: int) -> str:
         """The i-th symbol's name, in address order."""
-        return self._names[self._offsets[i]:self._offsets[i + 1]].decode(errors="replace")
+        return sys.intern(self._names[self._offsets[i]:self._offsets[i + 1]].decode(errors="replace"))
 
     def lookup(self, addr: int) -> Frame | None:
         i = bisect.bisect_right(self.starts, addr) - 1

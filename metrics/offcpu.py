@@ -49,7 +49,7 @@ blocked, stacks = b["blocked"], b["stacks"]
 dwarf = "USER_DWARF" in tool.variant
 
 
-from bcctool.symbols import UNKNOWN, Frame, Symbolizer  # noqa: E402 - pyelftools; --help works without it
+from bcctool.symbols import UNKNOWN, Symbolizer  # noqa: E402 - pyelftools; --help works without it
 from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 
 
@@ -63,8 +63,7 @@ class Symbols:
 
     def __init__(self) -> None:
         self.sym = Symbolizer()
-        self.kernel: dict[int, str] = {}
-        self.user: dict[tuple[int, int], Frame] = {}
+        self.kernel: dict[int, str] = {}   # kernel return addresses: as many as the kernel's code has
         self.cut = 0        # user stacks cut where the walk left mapped code
         self.seen: set[int] = set()
 
@@ -93,7 +92,7 @@ class Symbols:
         self.seen.add(tgid)
         names = []
         for addr in addrs:
-            frame = self._user(tgid, addr)
+            frame = self.sym.user(tgid, addr)   # memoized per process snapshot, bounded
             if frame.module == UNKNOWN:
                 self.cut += 1
                 break
@@ -109,12 +108,6 @@ class Symbols:
             self.kernel[addr] = self.sym.kernel(addr)
         return self.kernel[addr]
 
-    def _user(self, tgid: int, addr: int) -> Frame:
-        key = (tgid, addr)
-        if key not in self.user:
-            self.user[key] = self.sym.user(tgid, addr)
-        return self.user[key]
-
     def on_new_maps(self, ctx: object, data: object, size: int) -> int:
         """Ring buffer `new_maps`: a process blocked for the first time or exec'ed; read its maps now."""
         self.snapshot([ctypes.cast(data, ctypes.POINTER(ctypes.c_uint32)).contents.value])
@@ -123,7 +116,6 @@ class Symbols:
     def forget(self, alive: set[int]) -> None:
         """Drop what belongs to processes that have exited (their addresses may be reused)."""
         gone = self.seen - alive
-        self.user = {k: v for k, v in self.user.items() if k[0] not in gone}
         for tgid in gone:
             self.sym.forget(tgid)
             try:

@@ -52,3 +52,30 @@ def test_symbol_table_bytes_are_honest() -> None:
     held = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert 0.7 * held <= table.nbytes <= 1.5 * held, (held, table.nbytes)
+
+
+def test_lazy_cfi_table_leaves_eh_frame_in_the_file() -> None:
+    """A lazy table holds the search table (8 bytes per FDE) and the FDEs parsed, not a copy of the
+    object's .eh_frame (an FDE takes 24 bytes or more there; libLLVM's .eh_frame is 5 MB, which every
+    profiling process held); its lookups still find rows, and it counts what it holds."""
+    from elftools.elf.elffile import ELFFile
+
+    mapping = max((m for m in _file_mappings() if m.path.endswith(".so") or "python" in m.path),
+                  key=lambda m: os.path.getsize(m.path))
+    with open(mapping.path, "rb") as f:
+        elf = ELFFile(f)
+        eh_frame = elf.get_section_by_name(".eh_frame").data_size
+        text = elf.get_section_by_name(".text")
+        lo, hi = text["sh_addr"], text["sh_addr"] + text["sh_size"]
+    unwinder = Unwinder(cache_dir=None)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    table = unwinder.object_for(mapping).table
+    loaded = tracemalloc.get_traced_memory()[0] - before
+    found = sum(table.find(lo + (hi - lo) * i // 200) is not None for i in range(200))
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert found >= 150, found  # most of .text has CFI
+    # (+ pyelftools' structs for the parse and the file's read buffer)
+    assert loaded <= 8 * len(table) + (128 << 10) and loaded < eh_frame / 2, (loaded, len(table), eh_frame)
+    assert held <= table.nbytes, (held, table.nbytes)
