@@ -285,7 +285,7 @@ class FlameGraph(QWidget):
         node, frame = box.node, box.node.frame
         lines = ["all" if box.depth == 0 else frame.name]
         if box.depth > 0:
-            where = {"kernel": "kernel", "process": "process"}.get(frame.kind, "user")
+            where = {"kernel": "kernel", "process": "process", "python": "python"}.get(frame.kind, "user")
             lines.append(f"{frame.module} ({where})" if frame.module else where)
         share = 100.0 * node.total / self.root.total if self.root.total > 0 else 0.0
         lines.append(f"{format_weight(node.total, self.unit)}, {share:.2f} % of all")

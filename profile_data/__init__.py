@@ -2,8 +2,9 @@
 
 Pure Python (no Qt, no Flask): the window, the collector and the tests share it. Public API:
 
-    Frame(name, module="", kind="user")   one frame; kind is "user", "kernel" or "process" (the root
-                                          frame a stack starts with: its comm)
+    Frame(name, module="", kind="user")   one frame; kind is "user", "kernel", "python" (a CPython
+                                          function) or "process" (the root frame a stack starts with:
+                                          its comm)
     Profile(unit)                         stacks (tuples of Frame, root first) -> weight, in `unit`:
                                           "samples", "ns" or "bytes"
         .add(stack, weight)  .remove(stack, weight)  .merge(other)  .subtract(other)  .total  .stacks

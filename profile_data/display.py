@@ -1,6 +1,7 @@
 """How a profile is shown, the same in the window and on the collector's pages: a weight in its unit
 as people read it, and a frame's colour (flamegraph.pl's palette: red to dark orange for user code,
-orange to yellow for the kernel, grey-blue for processes; steady per name)."""
+orange to yellow for the kernel, green for interpreted (Python) functions, grey-blue for processes;
+steady per name)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def frame_rgb(frame: Frame) -> tuple[int, int, int]:
     v1, v2, v3 = (h & 7) / 7, ((h >> 3) & 7) / 7, ((h >> 6) & 7) / 7  # a few shades: a paint batches them
     if frame.kind == "kernel":
         return 235 + int(20 * v1), 150 + int(70 * v2), int(40 * v3)
+    if frame.kind == "python":
+        return int(50 * v1), 170 + int(60 * v2), int(60 * v3)
     if frame.kind in ("process", "root"):
         return 150 + int(30 * v1), 170 + int(30 * v2), 200 + int(30 * v3)
     return 200 + int(55 * v3), 40 + int(90 * v1), int(50 * v2)

@@ -6,13 +6,14 @@ from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 UNITS = ("samples", "ns", "bytes")
-KINDS = ("user", "kernel", "process")
+KINDS = ("user", "kernel", "process", "python")
 OTHER = "[other stacks]"
 
 
 class Frame(NamedTuple):
     """One frame: a function (or address) name, the object it lives in ("" when unknown), and whether it
-    runs in the kernel, in user space, or is the process (comm) a stack is rooted at."""
+    runs in the kernel, in user space (native code, or "python": a CPython function, its file as the
+    module), or is the process (comm) a stack is rooted at."""
 
     name: str
     module: str = ""

@@ -24,7 +24,7 @@ def _frame(text: str, kind: str) -> Frame:
 def _dict_frame(value: Mapping) -> Frame:
     kind = value.get("kind") or ("kernel" if value.get("kernel") else "user")
     return Frame(str(value.get("name") or "[unknown]"), str(value.get("module") or ""),
-                 kind if kind in ("kernel", "user") else "user")
+                 kind if kind in ("kernel", "user", "python") else "user")
 
 
 def is_stack_record(record: Mapping) -> bool:

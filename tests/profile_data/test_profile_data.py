@@ -21,6 +21,7 @@ from profile_data import (
     to_folded,
     top_functions,
 )
+from profile_data.display import frame_rgb
 
 # app: main calls a (60) and b (30, of which c 10); db: main calls a (10). Total 100.
 FOLDED = """app;main;a 60
@@ -141,6 +142,18 @@ def test_cpuprofile_stack_record_frames_root_first_with_kind():
                          {"name": "asm_sysvec_apic_timer_interrupt", "module": "", "kind": "kernel"}]}
     profile = from_records([record], "count", "samples")
     assert to_folded(profile) == "hot;main [hot];work [hot];asm_sysvec_apic_timer_interrupt_[k] 12\n"
+
+
+def test_python_frames_keep_their_kind_and_a_colour_of_their_own():
+    record = {"kind": "stack", "pid": 9, "comm": "python3", "count": 5,
+              "frames": [{"name": "_PyEval_EvalFrameDefault", "module": "python3.11", "kind": "user"},
+                         {"name": "outer (app.py:12)", "module": "/srv/app.py", "kind": "python"},
+                         {"name": "odd", "module": "", "kind": "lisp"}]}
+    (stack,) = from_records([record], "count", "samples").stacks
+    assert [f.kind for f in stack] == ["process", "user", "python", "user"]
+    red, green, _blue = frame_rgb(stack[2])
+    assert green > 150 and red < 60   # green, as flamegraph.pl paints interpreted code
+    assert frame_rgb(stack[1])[0] >= 200   # native user code stays red
 
 
 def test_offcpu_sample_records_make_a_profile_of_every_stack_row():
