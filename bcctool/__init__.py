@@ -37,7 +37,7 @@ from typing import Any
 import config
 from client.wire import SCHEMA_VERSION
 
-from . import cgroups, footprint, kernelfeatures
+from . import cgroups, footprint, kernelfeatures, ksymstub
 
 BPF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bpf")
 
@@ -312,7 +312,8 @@ class Tool:
         for n, extra in enumerate(tries):
             last = n == len(tries) - 1
             try:
-                self.bpf = _quiet_load(BPF, path, base + extra, show_errors=last)
+                with ksymstub.stub_kallsyms():   # BCC's compile skips reading the kernel's symbols
+                    self.bpf = _quiet_load(BPF, path, base + extra, show_errors=last)
                 self.variant = " ".join(extra)
                 footprint.after_load()
                 return self.bpf
