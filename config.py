@@ -576,6 +576,10 @@ METRICS.append(
             Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per block", default=16384,
                 minimum=4096, maximum=65536, metavar="BYTES",
                 cli_help="dwarf: bytes of user stack copied for a long block (default 16384)"),
+            Arg("python_frames", "--python-frames", "choice", "dwarf: CPython 3.11 function names in python stacks",
+                default="on", choices=("on", "off"),
+                cli_help="dwarf: the Python functions of CPython 3.11 processes in long blocks' stacks, merged "
+                         "where _PyEval_EvalFrameDefault runs them (default on)"),
         ),
         probes=("sched:sched_switch",),
         # rows: level "thread" (these fields) and level "stack" (the same, plus kernel_frames and

@@ -9,6 +9,7 @@ API (nothing here raises on bad input; a process that is not a known CPython sim
                                         # kind); raw: a struct pystack_t (or its first 8 + 16 * depth bytes);
                                         # n: the samples it stands for (outcomes are counted per sample)
     py.outcomes                         # Counter: complete, truncated, no_thread, unreadable, unmatched
+    py.count(pid, raw, n=1)             # count a walk's outcome without naming its frames
     py.retry(pid)                       # True: a CPython whose runtime was not up yet, worth registering again
     py.forget(pid)
     is_python_exe(pid)                  # its executable is named like an interpreter (python3.11...)
@@ -52,7 +53,7 @@ _I32 = struct.Struct("<i")
 _LIBRARY = re.compile(r"(^|/)(lib)?python3\.\d+")  # python3.11, libpython3.11.so.1.0, python3.11d
 _MAX_STR = 1024
 _MAX_LINETABLE = 1 << 16
-_MAX_CODES = 8192  # code objects named per process before its cache is emptied
+_MAX_CODES = 8192  # code objects named (all processes together) before the caches are emptied
 _MAX_TRIES = 10  # registrations of a process whose runtime is not up yet (once an interval)
 
 
@@ -122,6 +123,7 @@ class PythonFrames:
         self.binaries = BoundedCache(32, 1 << 20)
         self.processes: dict[int, _Process] = {}
         self.outcomes: Counter[str] = Counter()
+        self.cached = 0  # code objects held, all processes together
         self.unready: dict[int, int] = {}  # pid -> registrations tried that found no runtime yet
 
     # --- processes ----------------------------------------------------------------------------
@@ -177,6 +179,7 @@ class PythonFrames:
         self.unready.pop(pid, None)
         proc = self.processes.pop(pid, None)
         if proc is not None:
+            self.cached -= len(proc.codes)
             os.close(proc.mem)
 
     def close(self) -> None:
@@ -193,7 +196,7 @@ class PythonFrames:
         depth, err = PYSTACK_HEAD.unpack_from(raw)
         if err == PY_NOT_PYTHON:
             return None
-        self.outcomes[OUTCOME.get(err, "unreadable")] += n
+        self.count(pid, raw, n)
         depth = min(depth, (len(raw) - PYSTACK_HEAD.size) // 16)
         out = []
         for i in range(depth):
@@ -202,6 +205,12 @@ class PythonFrames:
             if frame is not None:
                 out.append((frame, bool(code & 1)))
         return out
+
+    def count(self, pid: int, raw: bytes, n: int = 1) -> None:
+        if pid in self.processes and len(raw) >= PYSTACK_HEAD.size:
+            err = PYSTACK_HEAD.unpack_from(raw)[1]
+            if err != PY_NOT_PYTHON:
+                self.outcomes[OUTCOME.get(err, "unreadable")] += n
 
     def merge(self, pid: int, native: list[tuple], raw: bytes | None, n: int = 1) -> list[tuple]:
         """`native` (innermost first) with each eval loop's Python frames just inside its
@@ -237,10 +246,13 @@ class PythonFrames:
         if frame is not None:
             return frame
         if code not in proc.codes:
-            if len(proc.codes) >= _MAX_CODES:
-                proc.codes.clear()
-                proc.lines.clear()
+            if self.cached >= _MAX_CODES:  # bounded memory over any number of python processes
+                for other in self.processes.values():
+                    other.codes.clear()
+                    other.lines.clear()
+                self.cached = 0
             proc.codes[code] = _read_code(proc, code)
+            self.cached += 1
         info = proc.codes[code]
         if info is None:
             return ("[unknown python]", "", KIND)
@@ -250,7 +262,7 @@ class PythonFrames:
             index = firsttraceable
         line = line_of(linetable, firstlineno, index)
         frame = (f"{qualname} ({os.path.basename(filename)}:{line if line is not None else '?'})", filename, KIND)
-        if len(proc.lines) < 4 * _MAX_CODES:
+        if len(proc.lines) < 4 * len(proc.codes):
             proc.lines[key] = frame
         return frame
 

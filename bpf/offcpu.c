@@ -26,7 +26,10 @@
  * and the block goes to user space with the copy (ring buffer `dwarf_blocks`). A thread that blocks
  * again inside the same syscall (a lock on the way out) sends it from that switch, in its own context
  * too. A block that ends otherwise (a page fault; user registers that differ) is counted with its
- * frame-pointer stack in `blocked`, and in `dwarf_missed`. */
+ * frame-pointer stack in `blocked`, and in `dwarf_missed`.
+ *
+ * -DPYTHON_FRAMES (with -DUSER_DWARF): with the copy, the CPython frame chain of a python thread
+ * (pystack.h), taken at the same moment: its frames do not change while it is blocked. */
 #include "common.h"
 #include "sched_state.h"
 
@@ -86,6 +89,10 @@ BPF_RINGBUF_OUTPUT(new_maps, 4);     /* tgids whose maps to read now */
 
 #ifdef USER_DWARF
 #include "ustack.h"
+#ifdef PYTHON_FRAMES
+#include "pystack.h"
+PY_PROCS_MAP;
+#endif
 #ifndef DWARF_MIN_NS
 #define DWARF_MIN_NS 1000000
 #endif
@@ -111,6 +118,9 @@ struct dwarf_block_t {   /* the ring buffer's record: one block and its user sta
     u64 cgid;
     char comm[TASK_COMM_LEN];
     struct ustack_t user;
+#ifdef PYTHON_FRAMES
+    struct pystack_t py;   /* after the stack copy: at offset 64 + sizeof(struct ustack_t) */
+#endif
 };
 BPF_HASH(pending, u32, struct pending_t, 16384);
 BPF_RINGBUF_OUTPUT(dwarf_blocks, DWARF_RING_PAGES);
@@ -222,6 +232,9 @@ static __always_inline void send_pending(u32 tid, u64 ip, u64 sp)
     __builtin_memcpy(&e->comm, p->key.comm, TASK_COMM_LEN);
     pending.delete(&tid);
     ustack_capture(&e->user);
+#ifdef PYTHON_FRAMES
+    pystack_capture(py_procs.lookup(&e->tgid), tid, &e->py);
+#endif
     dwarf_blocks.ringbuf_submit(e, 0);
 }
 

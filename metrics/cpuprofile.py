@@ -176,7 +176,10 @@ def watch_python(tgid: int) -> None:
     value = python.register(tgid, sym.maps(tgid))
     if value is not None:
         procs = b["py_procs"]
-        procs[procs.Key(tgid)] = procs.Leaf.from_buffer_copy(value)
+        try:
+            procs[procs.Key(tgid)] = procs.Leaf.from_buffer_copy(value)
+        except Exception:  # noqa: BLE001 - BCC raises bare Exception: the map is full (1,024 processes)
+            python.forget(tgid)
 
 
 def forget_python(tgid: int) -> None:

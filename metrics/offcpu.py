@@ -29,6 +29,7 @@ EXAMPLES = [
     ("offcpu --stack-depth 20 --json", "stacks cut at 20 frames; NDJSON records for the app"),
     ("offcpu --cgroup lab/job-7 --group-by cgroup", "one cgroup v2 group and those below, a row per group"),
     ("offcpu --user-stacks fp", "frame-pointer user stacks only (no stack copies)"),
+    ("offcpu --python-frames off", "python processes: the interpreter's C frames only"),
 ]
 
 # --state: sched_switch prev_state bits (bpf/sched_state.h): S interruptible, D uninterruptible
@@ -44,13 +45,19 @@ cflags += ["-DPREEMPTED"] * args.preempted
 if args.state != "all":
     cflags.append(f"-DSTATE_MASK={STATE_BITS[args.state]}")
 dwarf_cflags = ["-DUSER_DWARF", f"-DDWARF_MIN_NS={args.dwarf_min_us * 1000}", f"-DUSTACK_PAGES={args.stack_size // 4096}"]
+PY_FRAMES = 64   # Python frames taken per long block (bpf/pystack.h)
+dwarf_cflags += ["-DPYTHON_FRAMES", f"-DPY_FRAMES={PY_FRAMES}"] * (args.python_frames == "on")
 b = tool.load(cflags, variants=[dwarf_cflags, []] if args.user_stacks == "dwarf" else None)
 blocked, stacks = b["blocked"], b["stacks"]
 dwarf = "USER_DWARF" in tool.variant
 
 
-from bcctool.symbols import UNKNOWN, Symbolizer  # noqa: E402 - pyelftools; --help works without it
-from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
+from bcctool.pyframes import KIND as PYTHON_KIND  # noqa: E402
+from bcctool.pyframes import PYSTACK_HEAD, PythonFrames  # noqa: E402
+from bcctool.symbols import UNKNOWN, Frame, Symbolizer  # noqa: E402 - pyelftools; --help works without it
+from bcctool.unwind import USTACK_HEADER, Unwinder, default_cache_dir  # noqa: E402
+
+USTACK_HEAD = USTACK_HEADER.size   # struct ustack_t before its stack bytes
 
 
 class Symbols:
@@ -66,11 +73,30 @@ class Symbols:
         self.kernel: dict[int, str] = {}   # kernel return addresses: as many as the kernel's code has
         self.cut = 0        # user stacks cut where the walk left mapped code
         self.seen: set[int] = set()
+        # python processes' own frames in long blocks' stacks (bpf/pystack.h), dwarf mode
+        self.python = PythonFrames() if dwarf and "PYTHON_FRAMES" in tool.variant else None
 
     def snapshot(self, pids: list[int]) -> None:
         for pid in pids:
-            if self.sym.snapshot(pid) is not None:
+            snap = self.sym.snapshot(pid)
+            if snap is not None:
                 self.seen.add(pid)
+                self.watch_python(pid, snap)
+
+    def watch_python(self, pid: int, snap) -> None:
+        """A CPython process of a known version goes into py_procs: its long blocks carry its frames."""
+        value = self.python.register(pid, snap) if self.python is not None else None
+        if value is not None:
+            procs = b["py_procs"]
+            try:
+                procs[procs.Key(pid)] = procs.Leaf.from_buffer_copy(value)
+            except Exception:  # noqa: BLE001 - BCC raises bare Exception: the map is full (1,024 processes)
+                self.python.forget(pid)
+
+    def retry_python(self) -> None:
+        """Python processes whose runtime was not up when they first blocked: once an interval."""
+        for pid in [p for p in self.python.unready if self.python.retry(p)] if self.python is not None else []:
+            self.watch_python(pid, self.sym.maps(pid))
 
     def frames(self, stack_id: int, tgid: int) -> list[str]:
         """Innermost first; [] for no stack (a kernel thread's user stack, a lost one)."""
@@ -99,9 +125,15 @@ class Symbols:
             names.append(str(frame))
         return names
 
-    def dwarf_frames(self, pcs: tuple[int, ...], tgid: int) -> list[str]:
-        """An unwound user stack's frames, innermost first."""
-        return [str(f) for f in self.sym.user_stack(tgid, list(pcs))]
+    def dwarf_frames(self, pcs: tuple, tgid: int) -> list[str]:
+        """An unwound user stack's frames, innermost first; a python process's block ends with its
+        Python frames (bytes, a struct pystack_t), merged above the eval loops that run them."""
+        py = pcs[-1] if pcs and isinstance(pcs[-1], bytes) else None
+        frames = self.sym.user_stack(tgid, list(pcs[:-1] if py is not None else pcs))
+        if py is None or self.python is None:
+            return [str(f) for f in frames]
+        merged = self.python.merge(tgid, [(f.name, f.module, "user") for f in frames], py, n=0)
+        return [f[0] if f[2] == PYTHON_KIND else str(Frame(f[0], f[1])) for f in merged]
 
     def _kernel(self, addr: int) -> str:
         if addr not in self.kernel:
@@ -118,6 +150,12 @@ class Symbols:
         gone = self.seen - alive
         for tgid in gone:
             self.sym.forget(tgid)
+            if self.python is not None and tgid in self.python.processes:
+                self.python.forget(tgid)
+                try:
+                    del b["py_procs"][b["py_procs"].Key(tgid)]
+                except KeyError:
+                    pass
             try:
                 del seen_map[seen_map.Key(tgid)]
             except KeyError:
@@ -211,10 +249,28 @@ class DwarfBlocks:
         else:
             result = self.unwinder.unwind_ustack(symbols.sym.maps(tgid), memoryview(raw)[self.HEADER.size :])
             user = tuple(result.pcs) if result.pcs else ustack
+            py = self.python_part(tgid, raw)
+            if py is not None and result.pcs:
+                user += (py,)
         key = (tgid, tid, comm.split(b"\0", 1)[0].decode(errors="replace"), kstack, user, cgid)
         merge((self.after_cut if self.cut and end >= self.cut else self.taken).setdefault(key, {}), {"total_ns": charged, "length_ns": delta, "count": 1,
                                                    "min_ns": delta, "max_ns": delta})
         return 0
+
+    def python_part(self, tgid: int, raw: bytes) -> bytes | None:
+        """The block's Python frames (struct pystack_t after the stack copy), its walk counted; None
+        for a process not registered as python."""
+        if symbols.python is None or tgid not in symbols.python.processes:
+            return None
+        at = self.HEADER.size + USTACK_HEAD + (args.stack_size // 4096 + 1) * 4096
+        if len(raw) < at + PYSTACK_HEAD.size:
+            return None
+        depth, err = PYSTACK_HEAD.unpack_from(raw, at)
+        if err == 1:   # PY_NOT_PYTHON: taken before the process was registered
+            return None
+        py = raw[at : at + PYSTACK_HEAD.size + 16 * min(depth, PY_FRAMES)]
+        symbols.python.count(tgid, py)
+        return py
 
     def take_at(self, cut_ns: int) -> dict[tuple, dict[str, int]]:
         """The blocks that ended before cut_ns. What waits in the ring is drained first: a block is
@@ -311,11 +367,13 @@ symbols.snapshot([args.pid] if args.pid else [int(p) for p in os.listdir("/proc"
 refused = args.user_stacks == "dwarf" and not dwarf   # the kernel refused bpf_task_pt_regs() and co.
 tool.meta(min_block_us=args.min_block_us, stack_depth=args.stack_depth, preempted=args.preempted,
           user_stacks="dwarf" if dwarf else "fp", dwarf_min_us=args.dwarf_min_us if dwarf else None,
+          python_frames="on" if symbols.python is not None else "off",
           **({"note": "DWARF user stacks refused by the kernel: frame pointers instead"} if refused else {}))
 if not args.folded:
     tool.say("Tracing off-CPU time (blocked threads)... Hit Ctrl-C to end.")
 full, stack_errors = b["full"], b["stack_errors"]
 dwarf_seen: dict[str, int] = {}
+python_seen: dict[str, int] = {}
 start_map, cut = b["start"], b["cut"]
 began = time.monotonic_ns()     # the BPF clock (bpf_ktime_get_ns) is CLOCK_MONOTONIC
 cut[cut.Key(0)] = cut.Leaf(began)
@@ -359,6 +417,11 @@ for _interval in tool.intervals():
         summary["dwarf_stacks"] = {**{k: n - dwarf_seen.get(k, 0) for k, n in outcomes.items()},
                                    "kept_fp": missed - dwarf_seen.get("kept_fp", 0)}
         dwarf_seen = {**outcomes, "kept_fp": missed}
+    if symbols.python is not None:
+        # python processes' long blocks: their frame walks (complete, truncated, no_thread, unreadable)
+        summary["python"] = {k: n - python_seen.get(k, 0) for k, n in symbols.python.outcomes.items()}
+        python_seen = dict(symbols.python.outcomes)
+        symbols.retry_python()
     if args.folded and not tool.json:
         for key, v in by_time:
             print(f"{stack_record(key, v, grand)['folded']} {v['total_ns'] // 1000}")
