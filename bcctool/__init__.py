@@ -342,6 +342,15 @@ class Tool:
         record.update(fields)
         sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
 
+    def emit_encoded(self, kind: str, encoded: str, **fields: Any) -> None:
+        """emit(), with `encoded` appended after the fields: `"name":value` pairs already in JSON (a
+        profiler's frames, the same objects record after record, encoded once)."""
+        if not self.json:
+            return
+        record = {"metric": self.name, "ts": round(time.time(), 6), "kind": kind, "interval": self.interval_index}
+        record.update(fields)
+        sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str)[:-1] + "," + encoded + "}\n")
+
     def emit_event(self, **fields: Any) -> None:
         """An `event` record numbered with the interval it falls in: under poll_until_stopped that is
         the one not yet closed by a tick (interval_index + 1), never 0, which belongs to `meta`."""

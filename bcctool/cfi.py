@@ -20,6 +20,8 @@ from __future__ import annotations
 import bisect
 import hashlib
 import io
+import itertools
+import operator
 import os
 import struct
 import weakref
@@ -286,7 +288,7 @@ def search_table(hdr: bytes, hdr_addr: int) -> tuple[array, array] | None:
     # kept as they are in the file, 4 bytes each from hdr_addr (an object of 100,000 functions: 0.8 MB
     # where 8-byte addresses took 1.6 MB, and no list of ints on the way)
     starts, fdes = pairs[0::2], pairs[1::2]
-    if any(starts[i] > starts[i + 1] for i in range(count - 1)):
+    if any(map(operator.gt, starts, itertools.islice(starts, 1, None))):  # C-speed: libLLVM has 98,000
         return None
     return starts, fdes
 

@@ -274,6 +274,7 @@ class Symbolizer:
         self._kernel: KernelSymbols | None = None
         self._maps: dict[int, ProcessMaps] = {}
         self._perf_maps: dict[int, PerfMap] = {}
+        self._gone: dict[int, float] = {}  # pid -> when its maps could not be read
         self.unreadable_objects = 0
 
     # --- kernel -------------------------------------------------------------------------------
@@ -301,13 +302,27 @@ class Symbolizer:
         while len(self._maps) >= self.MAX_PROCESSES:
             self.forget(next(iter(self._maps)))
         self._maps[pid] = snap
+        self._gone.pop(pid, None)
         for m in snap.mappings:
             if m.deleted:  # read it now: its descriptor is the only way in, and it goes with the snapshot
                 self.object_symbols(m)
         return snap
 
     def maps(self, pid: int) -> ProcessMaps | None:
-        return self._maps.get(pid) or self.snapshot(pid)
+        """The process's snapshot, taken now if there is none; a process found gone is not looked for
+        again for REREAD_S (each of its samples asked: a fork child that exited at once)."""
+        snap = self._maps.get(pid)
+        if snap is not None:
+            return snap
+        gone = self._gone.get(pid)
+        if gone is not None and time.monotonic() - gone < self.REREAD_S:
+            return None
+        snap = self.snapshot(pid)
+        if snap is None:
+            if len(self._gone) >= self.MAX_PROCESSES:
+                self._gone.clear()
+            self._gone[pid] = time.monotonic()
+        return snap
 
     def forget(self, pid: int) -> None:
         snap = self._maps.pop(pid, None)

@@ -10,6 +10,7 @@ the top functions per cgroup instead of per process.
 
 import argparse
 import ctypes
+import json
 import os
 import struct
 import sys
@@ -142,7 +143,7 @@ def on_record(raw: bytes) -> None:
 
 
 HEADER_PY = struct.Struct("<Ii")
-reader = RingReader(b["samples"], on_record)
+reader = RingReader(b["samples"], on_record, poll_ms=int(POLL_S * 1000))   # every 0.1 s: the ring holds 0.25 s
 reader.start()
 
 
@@ -237,6 +238,31 @@ def address(addr: int, kind: str) -> tuple:
     return (f"0x{addr:x}", "", kind)
 
 
+# Stacks recur interval after interval (a busy loop's few paths): each distinct one is named once and
+# its frames kept, not looked up frame by frame every interval (about 2 us a frame, 25 frames a stack).
+# Bounded (emptied when full); a frame tuple is shared by every stack that holds it.
+MAX_NAMED = 8192
+kernel_named: dict[bytes, tuple] = {}   # kernel addresses as the sample holds them -> frames, root first
+user_named: dict[tuple, tuple] = {}     # (tgid, its maps snapshot's time, addresses) -> frames, innermost first
+frame_tuples: dict[tuple, tuple] = {}   # (name, module, kind) -> the one tuple of it
+
+
+def shared(frame: tuple) -> tuple:
+    if len(frame_tuples) >= 4 * MAX_NAMED:
+        frame_tuples.clear()
+    return frame_tuples.setdefault(frame, frame)
+
+
+def kernel_frames(kernel: bytes) -> tuple:
+    frames = kernel_named.get(kernel)
+    if frames is None:
+        if len(kernel_named) >= MAX_NAMED:
+            kernel_named.clear()
+        addrs = struct.unpack(f"<{len(kernel) // 8}Q", kernel)
+        frames = kernel_named[kernel] = tuple(shared(kernel_frame(a)) for a in reversed(addrs))
+    return frames
+
+
 def kernel_frame(addr: int) -> tuple:
     f = sym.kernel_frame(addr)
     module = f.module.strip("[]")
@@ -244,8 +270,20 @@ def kernel_frame(addr: int) -> tuple:
 
 
 def user_frames(tgid: int, addrs: tuple) -> list[tuple]:
-    """Innermost first, every address after the first a return address (named by its call)."""
-    return [(f.name, "" if f.module == UNKNOWN else f.module, "user") for f in sym.user_stack(tgid, list(addrs))]
+    """Innermost first, every address after the first a return address (named by its call). Kept per
+    maps snapshot (a new one, after a dlopen, names them again), unless a frame came from a JIT's perf
+    map, which may name its addresses differently later."""
+    snap = sym.maps(tgid)
+    key = (tgid, snap.taken if snap is not None else None, addrs)
+    frames = user_named.get(key)
+    if frames is None:
+        named = [(f.name, "" if f.module == UNKNOWN else f.module, "user") for f in sym.user_stack(tgid, list(addrs))]
+        frames = tuple(shared(f) for f in named)
+        if not any(f[1].startswith("perf-") for f in frames):
+            if len(user_named) >= MAX_NAMED:
+                user_named.clear()
+            user_named[key] = frames
+    return list(frames)
 
 
 LOST = {"kernel": ("[lost]", "", "kernel"), "user": ("[lost]", "", "user")}
@@ -293,9 +331,10 @@ def take_interval() -> dict[tuple, int]:
             frames += reversed(python.merge(tgid, [], py, n))
         elif user != NO_STACK and user != 0:
             frames.append(LOST["user"])
-        if isinstance(kernel, bytes):
-            kaddrs = struct.unpack(f"<{len(kernel) // 8}Q", kernel)
-            frames += [address(a, "kernel") if quick else kernel_frame(a) for a in reversed(kaddrs)]
+        if isinstance(kernel, bytes) and quick:
+            frames += [address(a, "kernel") for a in reversed(struct.unpack(f"<{len(kernel) // 8}Q", kernel))]
+        elif isinstance(kernel, bytes):
+            frames += kernel_frames(kernel)
         elif kernel != NO_STACK and kernel != 0:
             frames.append(LOST["kernel"])
         if not frames:
@@ -332,6 +371,19 @@ def top_functions(stacks: dict[tuple, int]) -> list[dict]:
                          "self_samples": own, "self_pct": round(100.0 * own / g["samples"], 2),
                          "total_samples": total, "total_pct": round(100.0 * total / g["samples"], 2)})
     return rows
+
+
+encoded_frames: dict[tuple, str] = {}   # frame -> its JSON object: every stack record repeats it
+
+
+def frame_json(frame: tuple) -> str:
+    text = encoded_frames.get(frame)
+    if text is None:
+        if len(encoded_frames) >= 4 * MAX_NAMED:
+            encoded_frames.clear()
+        text = encoded_frames[frame] = json.dumps({"name": frame[0], "module": frame[1], "kind": frame[2]},
+                                                  separators=(",", ":"))
+    return text
 
 
 def folded_name(frame: tuple) -> str:
@@ -418,8 +470,8 @@ for _interval in tool.intervals():
         for r in rows:
             tool.emit("row", **r)
         for (tgid, comm, cgid, stack), n in sorted(stacks.items(), key=lambda kv: kv[1], reverse=True):
-            tool.emit("stack", pid=tgid, comm=comm, **tool.cgroup_fields(cgid), count=n,
-                      frames=[{"name": f[0], "module": f[1], "kind": f[2]} for f in stack])
+            tool.emit_encoded("stack", f'"frames":[{",".join(map(frame_json, stack))}]', pid=tgid, comm=comm,
+                              **tool.cgroup_fields(cgid), count=n)
     elif not args.folded:
         print_tables(summary, rows)
     # processes gone: their samples are all named now; drop their maps (their addresses may be reused)
