@@ -2,8 +2,9 @@
 
 bench/getppid.c makes N raw getppid calls and prints ns/call. Each repetition runs it bare, under
 sysnest, BCC's `syscount -L`, `strace -c -f`, `perf trace -s`, the floor (bench/floor.py: two empty
-raw-tracepoint programs), the floor with one clock read in each program and sysnest --sample 8 (every
-call counted, one in 8 per thread timed), in a rotated order; a
+raw-tracepoint programs), the floor with one clock read in each program, that and the entry time kept
+per thread in task storage ("entry store") and sysnest --sample 8 (every call counted, one in 8 per
+thread timed), in a rotated order; a
 tracer is started fresh for each run. Added ns/call is the run minus the same repetition's bare run;
 ratios are to the added cost of "floor + clock" (the least any tracer that times every syscall can
 add: the target) and of syscount in that repetition. A separate pass with kernel.bpf_stats_enabled
@@ -25,6 +26,8 @@ SYSCOUNT = "/usr/sbin/syscount-bpfcc"
 IN_KERNEL = {   # tracers that attach system-wide, then the workload runs: argv, ready line
     "floor": ([PYTHON, os.path.join(harness.BENCH, "floor.py")], "ready"),
     "floor + clock": ([PYTHON, os.path.join(harness.BENCH, "floor.py"), "--clock"], "ready"),
+    # and the entry time kept per thread (task storage) and read back: the least exact timing needs here
+    "floor + clock + entry store": ([PYTHON, os.path.join(harness.BENCH, "floor.py"), "--store"], "ready"),
     "sysnest": ([PYTHON, os.path.join(harness.ROOT, "metrics", "sysnest.py"), "--json"], '"kind":"meta"'),
     # every call counted, one in 8 per thread timed: the clock reads are most of exact timing's cost
     "sysnest --sample 8": ([PYTHON, os.path.join(harness.ROOT, "metrics", "sysnest.py"), "--json", "--sample", "8"],

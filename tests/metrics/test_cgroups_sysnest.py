@@ -90,3 +90,39 @@ def test_cgroup_filter_takes_in_groups_made_after_start(test_cgroups):
         count = sum(r["count"] for r in rows[kids[name].pid])
         assert abs(count - COUNTS[name]) <= COUNTS[name] * 0.001, (name, count)
     assert {r["cgroup_id"] for r in rows[kids["late"].pid]} == {test_cgroups.id_of(late)}
+
+
+TWO_BATCHES = """
+import os, sys
+n1, n2 = int(sys.argv[1]), int(sys.argv[2])
+sys.stdin.readline()
+for _ in range(n1):
+    os.getppid()
+print("done", flush=True)
+sys.stdin.readline()
+for _ in range(n2):
+    os.getppid()
+print("done", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_process_moved_mid_run_is_counted_in_each_group(test_cgroups):
+    """A child makes 9,000 getppid calls in group a, is moved to b while sysnest runs (its threads keep their
+    cgroup until a move is seen), then makes 4,000 more: a holds exactly the first, b exactly the second."""
+    a, b = test_cgroups.make("a"), test_cgroups.make("b")
+    child = workload_in(a, TWO_BATCHES, "9000", "4000")
+    tool = MetricProcess("sysnest", "0.5", "--group-by", "cgroup", "--top", "1000", "--details-top", "1000")
+    try:
+        tool.wait_meta()
+        assert next_line(child).strip() == "done"
+        with open(os.path.join(b, "cgroup.procs"), "w") as f:
+            f.write(str(child.pid))
+        run_and_stop(tool, [child])
+    finally:
+        tool.kill()
+        end_workload(child)
+    by_group: dict[int, int] = {}
+    for r in getppid_by_pid(tool.records)[child.pid]:
+        by_group[r["cgroup_id"]] = by_group.get(r["cgroup_id"], 0) + r["count"]
+    assert by_group == {test_cgroups.id_of(a): 9000, test_cgroups.id_of(b): 4000}
