@@ -89,7 +89,10 @@ class Sampled:
 def run(quick: bool = False, reps: int | None = None) -> dict:
     binary = harness.compile_c("mixed")
     reps = reps or (3 if quick else 5)
-    rounds, runs = (400, 2) if quick else (1000, 2)
+    # about 5 s of workload per run: a slowdown of a few per cent of one second was below the noise of
+    # this machine, and the samplers' start (a first interval naming every process's objects) weighed
+    # as much as their steady cost
+    rounds, runs = (2000, 1) if quick else (2000, 2)
     spec = config.get("cpuprofile")
     data_file = os.path.join(tempfile.gettempdir(), "bench-cpuprofile-perf.data")
     others = peers(data_file)
