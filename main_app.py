@@ -6,16 +6,21 @@ The window (layout in ui_main_window.py) lists the registered metrics, builds ea
 from config.py, starts every checked metric through the MonitorController (monitor/controller.py: one
 worker per metric, the transport to the collector) and shows a tab per metric with a live chart and
 table (gui/), and three panels (gui/panels.py): the transport's state, a bounded log and what the BPF
-programs cost (host/bpf_stats.py). Records are queued as they arrive and applied by one 5 Hz timer, so a
-busy metric never floods the event loop; nothing here does network or subprocess I/O on the GUI thread.
+programs cost (host/bpf_stats.py). Records are queued as they arrive and applied by one 5 Hz timer, in
+steps of a few milliseconds per event-loop turn, so a busy metric never floods the event loop; nothing
+here does network or subprocess I/O on the GUI thread.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import sys
+import time
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QSettings, Qt, QTimer
@@ -40,6 +45,7 @@ from ui_main_window import Ui_MainWindow
 
 class MainWindow(QMainWindow):
     REFRESH_MS = 200          # tables, charts and the log: 5 Hz at most, whatever the record rate
+    SLICE_S = 0.008           # a refresh runs its steps in event-loop turns of about this long
     OVERHEAD_MS = 1000
 
     def __init__(self, controller: Any, verdicts: list[preflight.Verdict] | None = None,
@@ -77,15 +83,17 @@ class MainWindow(QMainWindow):
         self._connect()
         self.command = CommandPanel(self, self.ui.command_line, self.ui.run_command_button, self.ui.command_status)
         self.session = SessionPanel(self, self.ui.open_session_button, self.ui.record_button)
+        self._steps: deque[Callable[[], object]] = deque()     # the refresh's steps not run yet
         self.refresh_timer = QTimer(self)
         self.refresh_timer.setInterval(self.REFRESH_MS)
-        self.refresh_timer.timeout.connect(self.refresh)
+        self.refresh_timer.timeout.connect(self._refresh_tick)
         self.refresh_timer.start()
         self.overhead_timer = QTimer(self)
         self.overhead_timer.setInterval(self.OVERHEAD_MS)
         self.overhead_timer.timeout.connect(self._update_overhead_targets)
         self.overhead_timer.start()
         self.sampler.start()
+        freeze_startup_objects()
 
     # --- setup ------------------------------------------------------------------------------------
     def _build_metric_list(self) -> None:
@@ -286,6 +294,7 @@ class MainWindow(QMainWindow):
         tab = self.ui.metric_tabs.widget(index)
         if isinstance(tab, MetricTab):
             self.select_metric(tab.name)        # its arguments beside its data
+            self.finish_refresh()               # the queued records first, in their order
             tab.refresh()
 
     def _close_tab(self, index: int) -> None:
@@ -296,6 +305,7 @@ class MainWindow(QMainWindow):
         self.ui.metric_tabs.removeTab(index)
         self.tabs.pop(tab.name, None)
         self.time_link.leave(tab.time_charts())
+        tab.reset()                         # its refresh steps still queued do nothing
         tab.deleteLater()
         if not self.tabs:
             self.ui.right_stack.setCurrentIndex(0)
@@ -353,8 +363,37 @@ class MainWindow(QMainWindow):
 
     # --- periodic work: one timer applies everything that queued up --------------------------------
     def refresh(self) -> None:
-        for tab in self.tabs.values():
-            tab.refresh()
+        """Apply everything that queued up, now."""
+        self._queue_steps()
+        self.finish_refresh()
+
+    def _refresh_tick(self) -> None:
+        """The timer's refresh: the tabs' steps run a few milliseconds' worth per event-loop turn, so
+        input, paints and timers get their turn in between; a tick that finds the last refresh
+        unfinished leaves the records in the tabs' queues for the next."""
+        if not self._steps:
+            self._queue_steps()
+            self._run_steps()
+
+    def _queue_steps(self) -> None:
+        self._steps.extend(step for tab in self.tabs.values() for step in tab.refresh_steps())
+        self._steps.append(self._refresh_panels)
+
+    def _run_steps(self) -> None:
+        deadline = time.perf_counter() + self.SLICE_S
+        while self._steps:
+            self._steps.popleft()()
+            if time.perf_counter() >= deadline:
+                break
+        if self._steps:
+            QTimer.singleShot(0, self, self._run_steps)
+
+    def finish_refresh(self) -> None:
+        """Run what a refresh left queued, now (before a tab is shown, or for refresh())."""
+        while self._steps:
+            self._steps.popleft()()
+
+    def _refresh_panels(self) -> None:
         self.log_panel.flush()
         running = len(self.running)
         if running and not self.statusBar().currentMessage().startswith("Not started"):
@@ -454,6 +493,15 @@ def run_window(args: argparse.Namespace) -> int:
     if args.open:
         window.session.open(args.open)
     return app.exec()
+
+
+def freeze_startup_objects() -> None:
+    """Python's full garbage collection walks every tracked object holding the GIL, in whichever thread
+    triggers it: with the window's Qt, pyqtgraph and numpy objects that took 40-80 ms while records
+    flowed, a stall of the GUI thread however little it had to do. What exists once the window is built
+    lives as long as the app, so it goes to the permanent generation, which collections skip."""
+    gc.collect()
+    gc.freeze()
 
 
 def private_settings(settings: QSettings) -> None:

@@ -49,6 +49,8 @@ TUNING: dict[str, Any] = {
     "probe_interval": 10.0,       # when idle, check the collector is reachable this often
 }
 
+ENCODE_RUN = 250
+
 # Statuses that say the client is misconfigured (token, URL), not that the batch is bad: the batch
 # is kept and retried at the slowest pace, so fixing the token or URL delivers everything.
 HOLD_STATUSES = (401, 403, 404, 405)
@@ -447,7 +449,9 @@ def _encode(value: Any) -> bytes:
 def _encode_parts(records: list[dict], limit: int) -> list[tuple[bytes, int]]:
     """The records as comma-joined JSON parts of at most `limit` bytes each (a single larger record is
     a part of its own), with each part's record count; one part, possibly empty, when they all fit."""
-    text = _encode(records)[1:-1]
+    # runs of ENCODE_RUN records: one json.dumps call holds the GIL throughout (a 2,000-record cut ~9 ms,
+    # a wait for the window's thread); a run of 250 about 1 ms
+    text = b",".join(_encode(records[i:i + ENCODE_RUN])[1:-1] for i in range(0, len(records), ENCODE_RUN))
     if len(text) <= limit or len(records) <= 1:
         return [(text, len(records))]
     half = len(records) // 2

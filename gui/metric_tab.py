@@ -3,14 +3,17 @@ in tabs), a sortable table of its latest interval or events, and a line with the
 lost counts. "Export CSV" writes the rows the table shows; "Save PNG" the chart on screen (gui/export.py).
 
 Records are queued by feed() (cheap, any thread-side batch size) and applied by refresh(), which the
-window calls from one timer for all tabs; the queue is bounded, so a burst costs memory once at most.
+window runs from one timer for all tabs, a step per event-loop turn (refresh_steps); the queue is
+bounded, so a burst costs memory once at most.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import os
 from collections import deque
+from collections.abc import Callable
 
 from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QStandardItemModel
@@ -43,7 +46,7 @@ from gui.style import BAD, ERROR_BANNER_STYLE, QUIET_STYLE, STATE_STYLE
 from gui.time_link import TimeLink
 
 ENVELOPE = ("metric", "ts", "kind", "interval")
-BULK = ("row", "event", "hist", "stack")  # the many records; the few others carry pid, summary, lost
+FEW = ("meta", "summary", "lost")         # beside the many rows, events, hists and stacks: pid, summary, lost
 
 
 def summary_text(record: dict, limit: int = 7) -> str:
@@ -121,7 +124,12 @@ class MetricTab(QWidget):
         self.error_label.hide()
 
         self.model = RecordTableModel(spec, parent=self)
-        self.proxy = PidFilterProxy(self)
+        # the drill-down's filter (Python, a call per row) sits between the model and the view's proxy
+        # only while a process is drilled: otherwise a model reset calls no Python per row, and each
+        # such call waits for the GIL the worker and transport threads are using
+        self.pid_proxy = PidFilterProxy(self)
+        self.pid_proxy.setSourceModel(self.model)
+        self.proxy = QSortFilterProxyModel(self)
         self.proxy.setSourceModel(self.model)
         self.proxy.setSortRole(SORT_ROLE)
         self.table = QTableView(self)
@@ -214,6 +222,7 @@ class MetricTab(QWidget):
         layout.addWidget(splitter, 1)
         layout.addWidget(self.footer)
         self._sized_columns = False
+        self._generation = 0
         self.set_state("starting")
 
     # --- data -------------------------------------------------------------------------------------
@@ -224,32 +233,45 @@ class MetricTab(QWidget):
 
     def refresh(self) -> None:
         """Apply what arrived since the last call: one model reset, one chart redraw at most."""
+        for step in self.refresh_steps():
+            step()
+
+    def refresh_steps(self) -> list[Callable[[], object]]:
+        """refresh() as separate steps (the table, each chart's records, each chart's redraw), for the
+        window to run in separate turns of its event loop, so no one turn holds the GUI for all of it.
+        The records are taken now; a step that runs after a reset() does nothing."""
+        steps: list[Callable[[], object]] = []
+        generation = self._generation
         if self.pending:
             batch = [record for records in self.pending for record in records]
             self.pending.clear()
-            for record in batch:
-                kind = record.get("kind")
-                if kind in BULK:
-                    continue
-                if kind == "meta" and isinstance(record.get("pid"), int):
-                    self.pid = record["pid"]
-                elif kind == "summary":
-                    self.last_summary = record
-                elif kind == "lost":
-                    self.lost += int(record.get("count") or 0)
-            changed = self.model.add_records(batch)
-            if changed and self.group_by_cgroup.isChecked():
-                self._fill_cgroups()
-            if changed and group_tree.has_groups(self.model.rows):
-                self._show_tree()
-            elif changed and not self._sized_columns:
-                self.table.resizeColumnsToContents()
-                self._sized_columns = True
-            for chart in self.live_charts():
-                chart.add_records(batch)
-            self._update_labels()
-        for chart in self.live_charts():
-            chart.redraw()
+            steps.append(lambda: self._apply_to_table(batch))
+            steps += [functools.partial(chart.add_records, batch) for chart in self.live_charts()]
+            steps.append(self._update_labels)
+        steps += [chart.redraw for chart in self.live_charts()]
+        return [functools.partial(self._step, generation, step) for step in steps]
+
+    def _step(self, generation: int, step: Callable[[], object]) -> None:
+        if generation == self._generation:
+            step()
+
+    def _apply_to_table(self, batch: list[dict]) -> None:
+        for record in [r for r in batch if r.get("kind") in FEW]:
+            kind = record["kind"]
+            if kind == "meta" and isinstance(record.get("pid"), int):
+                self.pid = record["pid"]
+            elif kind == "summary":
+                self.last_summary = record
+            elif kind == "lost":
+                self.lost += int(record.get("count") or 0)
+        changed = self.model.add_records(batch)
+        if changed and self.group_by_cgroup.isChecked():
+            self._fill_cgroups()
+        if changed and group_tree.has_groups(self.model.rows):
+            self._show_tree()
+        elif changed and not self._sized_columns:
+            self.table.resizeColumnsToContents()
+            self._sized_columns = True
 
     def live_charts(self) -> list[LiveChart]:
         return [chart for chart in self.charts if isinstance(chart, LiveChart)]
@@ -307,7 +329,10 @@ class MetricTab(QWidget):
 
     def show_process(self, pid: int | None) -> None:
         """Drill-down: only this process's rows (none for a metric whose rows name no process)."""
-        self.proxy.set_pid(pid, self._pid_column())
+        self.pid_proxy.set_pid(pid, self._pid_column())
+        source = self.model if pid is None else self.pid_proxy
+        if self.proxy.sourceModel() is not source:
+            self.proxy.setSourceModel(source)
         self.drill_button.setText(f"Showing process {pid} only — show all" if pid is not None else "")
         self.drill_button.setVisible(pid is not None)
         for chart in self.live_charts():
@@ -317,7 +342,7 @@ class MetricTab(QWidget):
     def _choose_view(self) -> None:
         """A drilled process: the table (the tree shows every group; the table filters); else the
         cgroup table when grouping by cgroup, the tree for group/detail rows, the table otherwise."""
-        if self.proxy.pid is not None:
+        if self.pid_proxy.pid is not None:
             self.views.setCurrentWidget(self.table)
         elif self.group_by_cgroup.isChecked():
             self.views.setCurrentWidget(self.cgroup_table)
@@ -343,7 +368,7 @@ class MetricTab(QWidget):
             self.group_by_cgroup.setChecked(False)
 
     def _show_tree(self) -> None:
-        if self.proxy.pid is not None:
+        if self.pid_proxy.pid is not None:
             return
         headers = [self.model.headerData(i, Qt.Orientation.Horizontal) for i in range(self.model.columnCount())]
         first = self.views.currentWidget() is not self.tree
@@ -372,6 +397,7 @@ class MetricTab(QWidget):
     def reset(self) -> None:
         """A new run of the metric: empty table, chart and counters."""
         self.pending.clear()
+        self._generation += 1               # steps of a refresh still queued in the window do nothing
         self.records_seen = self.lost = 0
         self.pid, self.last_summary = None, None
         self.model.clear()
