@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 
 import pytest
 import stack_samples as ss
-from helpers import MetricProcess, settle_and_stop
+from helpers import cpuprofile_of
 
 pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
 
@@ -25,18 +24,8 @@ def chain(tmp_path_factory) -> str:
 def profile(argv: list[str], *options: str, seconds: float = 3.0) -> tuple[list[dict], list[dict]]:
     """cpuprofile -U of a running workload for `seconds`: its stack records (frames root first) and the
     summaries."""
-    child = subprocess.Popen(argv)
-    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-U", "-F", "199", "1", *options)
-    try:
-        tool.wait_meta()
-        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= seconds, timeout=120)
-        settle_and_stop(tool, intervals=0)
-    finally:
-        tool.kill()
-        child.kill()
-        child.wait()
-    stacks = [r for r in tool.of_kind("stack") if r["pid"] == child.pid]
-    return stacks, tool.of_kind("summary")
+    stacks, summaries, _ = cpuprofile_of(argv, *options, seconds=seconds)
+    return stacks, summaries
 
 
 def user_names(record: dict) -> list[str]:

@@ -6,10 +6,9 @@ the CFI unwinding finds (test_cpuprofile_dwarf.py checks them against the progra
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
-from helpers import MetricProcess, settle_and_stop
+from helpers import cpuprofile_of
 
 pytestmark = [
     pytest.mark.bpf,
@@ -37,17 +36,7 @@ outer()
 
 def profile(path: str, *options: str, seconds: float = 3.0) -> tuple[list[dict], list[dict], dict]:
     """cpuprofile -U -p of the program for `seconds`: its stack records, the summaries and the meta."""
-    child = subprocess.Popen(["/usr/bin/python3", path])
-    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-U", "-F", "199", "1", *options)
-    try:
-        meta = tool.wait_meta()
-        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= seconds, timeout=120)
-        settle_and_stop(tool, intervals=0)
-    finally:
-        tool.kill()
-        child.kill()
-        child.wait()
-    return [r for r in tool.of_kind("stack") if r["pid"] == child.pid], tool.of_kind("summary"), meta
+    return cpuprofile_of(["/usr/bin/python3", path], *options, seconds=seconds)
 
 
 @pytest.fixture

@@ -236,6 +236,22 @@ def metric_on_child(child: subprocess.Popen, metric: str, *args: str) -> tuple[M
     return tool, truth
 
 
+def cpuprofile_of(argv: list[str], *options: str, seconds: float = 3.0) -> tuple[list[dict], list[dict], dict]:
+    """`cpuprofile -U -p PID -F 199 1 *options` on a workload started from argv, for `seconds` of
+    intervals: (its stack records, the summaries, the meta record)."""
+    child = subprocess.Popen(argv)
+    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-U", "-F", "199", "1", *options)
+    try:
+        meta = tool.wait_meta()
+        tool.read_until(lambda r: r["kind"] == "summary" and r["interval"] >= seconds, timeout=120)
+        settle_and_stop(tool, intervals=0)
+    finally:
+        tool.kill()
+        child.kill()
+        child.wait()
+    return [r for r in tool.of_kind("stack") if r["pid"] == child.pid], tool.of_kind("summary"), meta
+
+
 @contextlib.contextmanager
 def reachable_by_others(path: str = ROOT) -> Iterator[None]:
     """A checkout under /root (0700, as a CI runner may clone it) is out of an unprivileged user's reach:
