@@ -72,6 +72,8 @@ def test_run_counts_of_a_running_metric_match_bpftool_and_cover_a_known_workload
         assert {r["id"] for r in rows} == metric.prog_ids and len(rows) >= 2
         assert {r["name"] for r in rows} >= {"sys_enter", "sys_exit"}, rows   # names filled in by bpftool
         start = {r["id"]: r["run_cnt"] for r in rows}
+        # the programs every syscall runs; sysnest's third, on cgroup moves, has no run to count here
+        per_syscall = {r["id"] for r in rows if r["name"] in ("sys_enter", "sys_exit")}
 
         subprocess.run([sys.executable, "-c", WORKLOAD], check=True)       # 50,000 getppid calls
 
@@ -83,13 +85,14 @@ def test_run_counts_of_a_running_metric_match_bpftool_and_cover_a_known_workload
             assert mine[prog_id].run_cnt <= listed[prog_id].run_cnt <= again[prog_id].run_cnt
             assert mine[prog_id].run_time_ns <= listed[prog_id].run_time_ns <= again[prog_id].run_time_ns
             ran = mine[prog_id].run_cnt - start[prog_id]
-            assert ran >= GETPPID_CALLS, f"prog {prog_id} ran {ran} times for {GETPPID_CALLS} syscalls"
+            if prog_id in per_syscall:
+                assert ran >= GETPPID_CALLS, f"prog {prog_id} ran {ran} times for {GETPPID_CALLS} syscalls"
         rows, summary = sampler.sample()
         subtotal = next(r for r in rows if r["type"] == "subtotal")
         rows = [r for r in rows if r["id"] is not None]
         assert subtotal["cpu_pct"] == pytest.approx(sum(r["cpu_pct"] for r in rows))
         assert subtotal["pss_bytes"] > 1 << 20 and subtotal["proc_cpu_pct"] is not None
-        for row in rows:
+        for row in (r for r in rows if r["id"] in per_syscall):
             assert row["runs_per_s"] > 0 and 0 < row["cpu_pct"] < 100
             assert 1 < row["avg_ns"] < 100_000, row           # a raw tracepoint program: ns to µs, not ms
         assert summary.startswith(f"{len(rows)} programs")

@@ -16,6 +16,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pytest
 from helpers import PYTHON, ROOT, MetricProcess, reachable_by_others
@@ -404,6 +405,10 @@ def test_a_group_left_running_is_ended_by_the_user_through_the_helper(user):
         ended = run_as(user, "sudo", "-n", HELPER, "stop", str(tool.proc.pid))
         assert ended.returncode == 0, ended.stderr
         tool.proc.wait(timeout=10)
+        # a killed metric tears down its BPF programs and maps before it is a zombie (about 0.1 s)
+        deadline = time.monotonic() + 5
+        while group_members(tool.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert group_members(tool.proc.pid) == []
         assert progs_released(held, timeout=5)
     finally:
@@ -473,6 +478,8 @@ def test_the_overhead_panel_of_a_user_reads_its_metrics_through_the_helper(user)
     assert set(progs) == set(before) == set(after) and progs
     for prog_id, row in progs.items():
         assert before[prog_id].run_cnt <= row["run_cnt"] <= after[prog_id].run_cnt
+        if row["name"] == "tracepoint__cgroup__cgroup_attach_task":   # runs on a cgroup move only
+            continue
         assert row["name"] in ("sys_enter", "sys_exit") and row["runs_per_s"] > 0 and row["cpu_pct"] > 0
     assert not [r for r in seen["rows"] if r["metric"] == "init" and r["id"] is not None]
     assert not os.path.exists(f"/proc/{seen['helper']}")

@@ -55,6 +55,8 @@ FLOORS = {
     "filemap:mm_filemap_add_to_page_cache": N, "filemap:mm_filemap_get_pages": N,
     "writeback:writeback_dirty_folio": N,
     "block:block_io_start": 1, "block:block_rq_issue": 1, "block:block_rq_complete": 1,
+    # this process moved into a cgroup v2 group of its own and back: one attach each
+    "cgroup:cgroup_attach_task": 2,
 }
 
 
@@ -155,6 +157,25 @@ def files(directory: str) -> None:
         os.unlink(path)
 
 
+def cgroup_moves() -> None:
+    """Into a new cgroup v2 group and back to where it was (needs root and a cgroup2 mount)."""
+    with open("/proc/self/mountinfo") as f:   # "... mount-point opts - fstype source ..."
+        mounts = [(line.split()[4], line.split(" - ")[1].split()[0]) for line in f]
+    mount = next((point for point, fstype in mounts if fstype == "cgroup2"), None)
+    with open("/proc/self/cgroup") as f:
+        home = next((line[3:].strip() for line in f if line.startswith("0::")), None)
+    if mount is None or home is None:
+        raise SystemExit("neighbour_workload: no cgroup v2 hierarchy to move in")
+    group = os.path.join(mount, f"neighbour-{os.getpid()}")
+    os.mkdir(group)
+    try:
+        for target in (group, os.path.join(mount, home.lstrip("/"))):
+            with open(os.path.join(target, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+    finally:
+        os.rmdir(group)
+
+
 def main(directory: str) -> None:
     syscalls()
     ping_pong()
@@ -163,6 +184,7 @@ def main(directory: str) -> None:
     network()
     memory()
     files(directory)
+    cgroup_moves()
 
 
 if __name__ == "__main__":
