@@ -36,7 +36,7 @@ import struct
 from collections import Counter
 from dataclasses import dataclass
 
-from .elfimage import SHT_DYNSYM, ElfInfo, load_per_file, read_info, section_data, sections, with_elf
+from .elfimage import SHT_DYNSYM, ElfInfo, load_per_file, read_info, section_data, sections, symbol_rows, with_elf
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
 
@@ -371,7 +371,7 @@ def _read_binary(path: str) -> _Binary | None:
         dynsym = next((sec for sec in table if sec.type == SHT_DYNSYM), None)
         if dynsym is None or elf.elfclass != 64 or not elf.little_endian or not 0 < dynsym.link < len(table):
             return None
-        found = _dynamic_symbols(section_data(elf, dynsym), section_data(elf, table[dynsym.link]), _WANTED)
+        found = _dynamic_symbols(elf, section_data(elf, dynsym), section_data(elf, table[dynsym.link]), _WANTED)
         if len(found) < len(_WANTED):
             return None
         info = read_info(elf)
@@ -386,15 +386,12 @@ def _read_binary(path: str) -> _Binary | None:
 
 
 _WANTED = (b"Py_Version", b"_PyRuntime", b"PyCode_Type")
-_SYM64 = struct.Struct("<IBBHQQ")  # Elf64_Sym: name, info, other, shndx, value, size
-
-
-def _dynamic_symbols(table: bytes, strtab: bytes, names: tuple[bytes, ...]) -> dict[bytes, int]:
+def _dynamic_symbols(elf, table: bytes, strtab: bytes, names: tuple[bytes, ...]) -> dict[bytes, int]:
     """{name: value} of the defined symbols among `names` (a raw walk: pyelftools' symbol objects
     take 0.1 s over an interpreter's 10,000 exports)."""
     first = {name[:1] for name in names}
     found = {}
-    for name_at, _info, _other, shndx, value, _size in _SYM64.iter_unpack(table[: len(table) - len(table) % 24]):
+    for name_at, value, _size, _info, shndx in symbol_rows(elf, table):
         if shndx and strtab[name_at : name_at + 1] in first:
             end = strtab.find(b"\0", name_at)
             name = strtab[name_at:end]

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import struct
 import sys
 import time
 from array import array
@@ -46,6 +45,7 @@ from .elfimage import (
     read_info,
     section_data,
     sections,
+    symbol_rows,
     with_elf,
 )
 from .lrucache import BoundedCache
@@ -56,9 +56,6 @@ __all__ = ["Frame", "KernelSymbols", "PerfMap", "ProcessMaps", "SymbolTable", "S
 UNKNOWN = "[unknown]"
 KERNEL = "[kernel]"
 _FUNC_TYPES = (2, 10)  # STT_FUNC, STT_GNU_IFUNC
-_SYM64 = struct.Struct("<IBBHQQ")  # Elf64_Sym: name, info, other, shndx, value, size
-_SYM64_BE = struct.Struct(">IBBHQQ")
-_SYM32, _SYM32_BE = struct.Struct("<IIIBBH"), struct.Struct(">IIIBBH")  # Elf32_Sym: name, value, size, info, other, shndx
 
 
 @dataclass(frozen=True)
@@ -126,14 +123,7 @@ class SymbolTable:
 
 
 def _symbols(elf, data: bytes, strtab: bytes):
-    # struct over the raw table: pyelftools' per-symbol objects cost ~30x more on a big .symtab
-    if elf.elfclass == 64:
-        sym = _SYM64 if elf.little_endian else _SYM64_BE
-        rows = ((n, v, z, i, x) for n, i, _o, x, v, z in sym.iter_unpack(data[: len(data) - len(data) % 24]))
-    else:
-        sym = _SYM32 if elf.little_endian else _SYM32_BE
-        rows = ((n, v, z, i, x) for n, v, z, i, _o, x in sym.iter_unpack(data[: len(data) - len(data) % 16]))
-    for name_at, value, size, info, shndx in rows:
+    for name_at, value, size, info, shndx in symbol_rows(elf, data):
         if (info & 0xF) in _FUNC_TYPES and value and shndx:
             end = strtab.find(b"\0", name_at)
             yield value, size, strtab[name_at : end if end >= 0 else None]
