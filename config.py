@@ -640,7 +640,7 @@ METRICS.append(
             Arg("processes", "--processes", "int", "processes shown", default=10, minimum=1, maximum=1000,
                 cli_help="processes shown (default 10)"),
         ),
-        probes=("perf:cpu-clock",),
+        probes=("perf:cpu-clock", "sched:sched_process_fork", "sched:sched_process_exec"),
         # rows: the top functions of a process (self and total samples and shares); "stack" records:
         # one per distinct (pid, stack) with its count and frames root first ({name, module, kind})
         fields=(

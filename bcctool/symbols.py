@@ -265,6 +265,7 @@ class Symbolizer:
         self._maps: dict[int, ProcessMaps] = {}
         self._perf_maps: dict[int, PerfMap] = {}
         self._gone: dict[int, float] = {}  # pid -> when its maps could not be read
+        self._inherited: dict[int, int] = {}  # fork child gone before its maps were read -> its parent
         self.unreadable_objects = 0
 
     # --- kernel -------------------------------------------------------------------------------
@@ -304,6 +305,8 @@ class Symbolizer:
         snap = self._maps.get(pid)
         if snap is not None:
             return snap
+        if pid in self._inherited:
+            return self.maps(self._inherited[pid])
         gone = self._gone.get(pid)
         if gone is not None and time.monotonic() - gone < self.REREAD_S:
             return None
@@ -314,7 +317,20 @@ class Symbolizer:
             self._gone[pid] = time.monotonic()
         return snap
 
+    def inherit(self, pid: int, parent: int) -> ProcessMaps | None:
+        """A fork child that exited before its maps were read, and never exec'd: it ran in a copy of its
+        parent's address space, so its addresses are named from the parent's snapshot (shared, with its
+        memos: the parent's code). Its own snapshot, if one was read, comes first."""
+        if pid in self._maps or pid == parent:
+            return self._maps.get(pid)
+        if len(self._inherited) >= self.MAX_PROCESSES:
+            self._inherited.clear()
+        self._inherited[pid] = parent
+        self._gone.pop(pid, None)
+        return self.maps(parent)
+
     def forget(self, pid: int) -> None:
+        self._inherited.pop(pid, None)
         snap = self._maps.pop(pid, None)
         if snap is not None:
             snap.close()

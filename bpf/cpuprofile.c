@@ -8,6 +8,11 @@
  * a few thousand buckets, each bucket preallocated at 1 KiB), and a ring buffer of whole stacks costs
  * memory only for the samples in flight. The user side aggregates.
  *
+ * User frames are named from a snapshot of the process's maps, read at the end of the interval of its
+ * first sample. A fork child that runs briefly and exits (a shell's, a server's worker) is gone by then:
+ * `forked` keeps each new task's parent (sched_process_fork) until it execs (sched_process_exec), so the
+ * user side names a child gone before its maps were read from its parent's, which it still had.
+ *
  * -DINCLUDE_IDLE counts the idle task (pid 0); -DUSER_ONLY / -DKERNEL_ONLY take one stack only.
  * -DPYTHON_FRAMES (with -DUSER_DWARF) adds the CPython frame chain of python processes (pystack.h). */
 /* The program reads no field of its context (bpf_get_stack takes it whole), so it declares it void *:
@@ -50,6 +55,29 @@ BPF_RINGBUF_OUTPUT(samples, RING_PAGES);
 PY_PROCS_MAP;
 #endif
 LOST_COUNTER(ring_full);   /* samples dropped: the ring buffer was full (the user side fell behind) */
+
+#ifndef KERNEL_ONLY
+/* new task -> its parent's tgid, until it execs. Keyed by the new task's id, which for a thread is a
+ * tid that no process's samples carry: a thread's entry is never looked up, and the LRU drops it. */
+BPF_TABLE("lru_hash", u32, u32, forked, 16384);
+
+TRACEPOINT_PROBE(sched, sched_process_fork)
+{
+    u64 id = bpf_get_current_pid_tgid();   /* the parent */
+    if (skip_task(id))
+        return PASS_ON;
+    u32 child = args->child_pid, parent = id >> 32;
+    forked.update(&child, &parent);
+    return PASS_ON;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_exec)
+{
+    u32 tgid = bpf_get_current_pid_tgid() >> 32;   /* its maps are its own from now on */
+    forked.delete(&tgid);
+    return PASS_ON;
+}
+#endif
 
 int on_sample(void *ctx)
 {

@@ -286,6 +286,24 @@ def user_frames(tgid: int, addrs: tuple) -> list[tuple]:
     return list(frames)
 
 
+def adopt(tgid: int) -> None:
+    """A process gone before its maps were read: if it was forked and never exec'd (BPF's `forked`), its
+    addresses are its parent's, named from the parent's maps (a grandparent's if the parent is gone too)."""
+    forked = b["forked"]
+    child = tgid
+    for _ in range(8):
+        try:
+            parent = forked[forked.Key(child)].value
+        except KeyError:
+            return
+        if parent not in seen:
+            seen.add(parent)   # forgotten with the others once it is gone
+            sym.snapshot(parent)
+        if sym.inherit(tgid, parent) is not None:
+            return
+        child = parent
+
+
 LOST = {"kernel": ("[lost]", "", "kernel"), "user": ("[lost]", "", "user")}
 
 
@@ -300,7 +318,8 @@ def take_interval() -> dict[tuple, int]:
     for tgid in {k[0] for k in taken} | {c[0] for c in copies}:
         if tgid and tgid not in seen:
             seen.add(tgid)
-            sym.snapshot(tgid)
+            if sym.snapshot(tgid) is None and not args.kernel_only:
+                adopt(tgid)
             if python is not None:
                 watch_python(tgid)
         elif python is not None and python.retry(tgid):

@@ -18,6 +18,8 @@ import time
 import pytest
 from helpers import MetricProcess, human_output, settle_and_stop
 
+import config
+
 pytestmark = pytest.mark.bpf
 
 WORKLOAD_C = r"""
@@ -414,14 +416,16 @@ def test_stripped_binary_gives_module_and_offset(workload, tmp_path):
 
 
 def sampling_started(pid: int, timeout: float = 90.0) -> None:
-    """Wait until the metric process holds its perf events (loaded and attached)."""
+    """Wait until the metric process holds its sampling perf events (loaded and attached): one more
+    perf event than its tracepoints, which are attached first, at load."""
+    tracepoints = sum(not p.startswith("perf:") for p in config.get("cpuprofile").probes)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
         except OSError:
             links = []
-        if "anon_inode:[perf_event]" in links:
+        if links.count("anon_inode:[perf_event]") > tracepoints:
             return
         time.sleep(0.1)
     raise AssertionError("cpuprofile did not attach its perf events")

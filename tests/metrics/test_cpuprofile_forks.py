@@ -1,0 +1,101 @@
+"""cpuprofile names the stacks of fork children that exit before their maps are read (issue 14): a
+parent built -O2 -fomit-frame-pointer forks a child per round, each child burns about 3 ms of CPU in
+main -> spawn -> child_work -> child_hot and exits, long before the interval ends. The chain is the one
+the workload is written with; the children's CPU time is the parent's own getrusage(RUSAGE_CHILDREN)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import stack_samples as ss
+from helpers import MetricProcess, settle_and_stop
+
+pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
+
+FORKER_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+volatile unsigned long sink;
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+__attribute__((noinline)) void child_hot(double until) {
+    while (cpu_s() < until)
+        for (int i = 0; i < 2000; i++) sink += i;
+}
+__attribute__((noinline)) void child_work(double ms) { child_hot(cpu_s() + ms / 1e3); sink++; }
+__attribute__((noinline)) void spawn(double ms) {
+    pid_t pid = fork();
+    if (pid == 0) { child_work(ms); _exit(0); }
+    waitpid(pid, NULL, 0);
+    sink++;
+}
+int main(int argc, char **argv) {
+    long rounds = atol(argv[1]);
+    sleep(atoi(argv[2]));   /* the profiler's first interval starts meanwhile */
+    for (long r = 0; r < rounds; r++) spawn(3.0);
+    struct rusage ru;
+    getrusage(RUSAGE_CHILDREN, &ru);
+    printf("%.6f\n", ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+    return 0;
+}
+"""
+CHAIN = ["main", "spawn", "child_work", "child_hot"]
+HZ = 199
+
+
+@pytest.fixture(scope="module")
+def forker(tmp_path_factory) -> str:
+    return ss.build(str(tmp_path_factory.mktemp("forker")), "forker", FORKER_C, "-O2", "-fomit-frame-pointer")
+
+
+def user_names(record: dict) -> list[str]:
+    return [f["name"] for f in record["frames"] if f["kind"] == "user"]
+
+
+@pytest.mark.parametrize("mode", ["dwarf", "fp"])
+def test_short_lived_fork_children_are_named_from_their_parent(forker, mode):
+    # whole machine: -p PID samples the process itself, not its children
+    tool = MetricProcess("cpuprofile", "-U", "-F", str(HZ), "--user-stacks", mode, "1")
+    try:
+        tool.wait_meta()
+        run = subprocess.Popen([forker, "700", "1"], stdout=subprocess.PIPE, text=True)
+        while run.poll() is None:
+            tool.drain()   # the whole machine's stacks: a metric left unread blocks on its full pipe
+        out = run.stdout.read()
+        assert run.returncode == 0
+        settle_and_stop(tool)
+    finally:
+        tool.kill()
+    children_cpu = float(out.split()[-1])
+    children = [r for r in tool.of_kind("stack") if r["comm"] == "forker" and r["pid"] != run.pid]
+    total = sum(r["count"] for r in children)
+    whole = sum(r["count"] for r in children if ss_contains(user_names(r), CHAIN))
+    pids = {r["pid"] for r in children}
+    print(f"{mode}: {len(pids)} children sampled, {whole}/{total} samples carry {'→'.join(CHAIN)}; "
+          f"children's CPU {children_cpu:.3f} s ({HZ * children_cpu:.0f} samples expected)")
+    assert len(pids) >= 100   # the children really were short-lived and many
+    # every sample of the children's CPU time is there (a CPU-clock sample per 1/HZ s of it)...
+    assert abs(total - HZ * children_cpu) <= 0.15 * HZ * children_cpu
+    if mode == "dwarf":
+        # ...and named: the children were gone when the interval ended, their parent's maps named them
+        assert whole >= 0.9 * total
+    else:
+        # frame pointers stop early in a -fomit-frame-pointer build, but the function running is named
+        # (child_hot, or the vDSO clock read it calls)
+        named = sum(r["count"] for r in children if "child_hot" in user_names(r) or "vdso" in str(user_names(r)))
+        print(f"fp: {named}/{total} samples name child_hot or its clock read")
+        assert named >= 0.9 * total
+
+
+def ss_contains(names: list[str], chain: list[str]) -> bool:
+    k = len(chain)
+    return any(names[i: i + k] == chain for i in range(len(names) - k + 1))
