@@ -4,10 +4,12 @@ BCC's `profile -F 99` (/usr/sbin/profile-bpfcc, kernel and frame-pointer user st
 kernel), `perf record -F 99 -g` and `perf record -F 99 --call-graph dwarf` (whole system, written to a
 file; perf copies 8 KiB of user stack per sample and unwinds only later, in `perf report`) — as the
 workload's slowdown against the same repetition's bare run, in rotated order. mixed.c is built -O2,
-which on x86-64 omits frame pointers: the case DWARF unwinding is for (issue 14). For cpuprofile also: its CPU time per 1,000 samples (rusage of
-the process, /proc/PID/stat, from its meta record to the end of the workload, over the samples its
-summaries counted meanwhile: startup left out), its PSS after the workload (smaps_rollup) and exec to
-its first data record.
+which on x86-64 omits frame pointers: the case DWARF unwinding is for (issue 14). Each sampler's
+process CPU while the workload runs, after its start-up (profile: its program loaded; cpuprofile: its
+first two intervals printed, the first of which names every process's objects on the machine), and
+from ready to its exit (what it does after the workload included: profile names every stack at
+Ctrl-C). For cpuprofile also: its CPU time per 1,000 samples over the samples its summaries counted
+meanwhile, its PSS after the workload (smaps_rollup) and exec to its first data record.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class Sampled:
         self.cpu_at_ready: float | None = None
         self.ready_s: float | None = None
         self.samples_at_ready = 0
+        self.summaries = 0
+        self.cpu_at_meta: float | None = None   # ready (loaded and attached): start-up left out
 
     def cpu_now(self) -> float | None:
         """The tool's CPU seconds so far (utime + stime from /proc), to leave its startup out."""
@@ -84,6 +88,16 @@ class Sampled:
             self.first_data = time.monotonic()
         if record and record["kind"] == "summary":
             self.samples += int(record.get("samples") or 0)
+            self.summaries += 1
+
+    def wait_summaries(self, n: int, timeout: float = 60) -> None:
+        """Until n intervals are printed: the first names every process's objects on the machine, a
+        start-up cost paid once (profile pays its naming after Ctrl-C, perf in perf report)."""
+        deadline = time.monotonic() + timeout
+        while self.summaries < n:
+            if self.tracer.exited() or time.monotonic() > deadline:
+                raise BenchError(f"no {n} summaries: {list(self.tracer.tail)[-2:]}")
+            time.sleep(0.05)
 
 
 def run(quick: bool = False, reps: int | None = None) -> dict:
@@ -105,6 +119,9 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
                    for _ in range(runs))
 
     tracer_cpu: dict[str, list] = {name: [] for name in configs}   # the sampler's CPU s per workload s
+    # the sampler's CPU from ready (loaded, attached) to its exit, per workload second: with what it
+    # does after the workload (profile names every stack at Ctrl-C) and before it (our first interval)
+    session_cpu: dict[str, list] = {name: [] for name in configs}
 
     def start(name: str) -> Sampled:
         if name in OURS:
@@ -113,6 +130,9 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
             argv, ready = others[name]
         run_ = Sampled(argv, ready)
         run_.ready_s = run_.tracer.wait_ready()
+        run_.cpu_at_meta = run_.cpu_now()
+        if name in OURS:
+            run_.wait_summaries(2)
         if name == GOAL:
             loaded_by(run_.tracer.proc.pid)
         if name.startswith("perf"):
@@ -123,6 +143,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         if name == "bare":
             return quiet.run(workload)
         run_ = start(name)
+        wall = None
         try:
             run_.cpu_at_ready, run_.samples_at_ready = run_.cpu_now(), run_.samples
             started = time.monotonic()
@@ -138,6 +159,8 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
                 cpu_end, samples = run_.cpu_now(), run_.samples - run_.samples_at_ready
         finally:
             run_.tracer.stop()
+        if wall and run_.tracer.cpu_s is not None and run_.cpu_at_meta is not None:
+            session_cpu[name].append((run_.tracer.cpu_s - run_.cpu_at_meta) / wall)
         if name in OURS:
             first = run_.first_data - run_.tracer.started if run_.first_data else None
             cpu_ms = (1000 * (cpu_end - run_.cpu_at_ready)
@@ -181,7 +204,8 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
     for name in configs:
         row = {"config": name, "seconds": stats.summary(times[name], 3), "slowdown_pct": stats.summary(slowdown[name]),
                "added_s": stats.summary(added[name], 3), "tracer_cpu_ms_per_s": stats.summary(
-                   [1000 * c for c in tracer_cpu.get(name, [])], 1), "bpf": bpf.get(name)}
+                   [1000 * c for c in tracer_cpu.get(name, [])], 1), "bpf": bpf.get(name),
+               "session_cpu_ms_per_s": stats.summary([1000 * c for c in session_cpu.get(name, [])], 1)}
         cost = row["tracer_cpu_ms_per_s"]["median"]
         if cost is not None and bpf.get(name):
             cost += bpf[name]["cpu_ms_per_s"]
@@ -237,12 +261,14 @@ def table(result: dict) -> str:
         bpf = r.get("bpf") or {}
         rows.append([r["config"], _median(r["seconds"], " s"), _median(r.get("added_s"), " s"),
                      _median(r["slowdown_pct"], " %"), _median(r.get("tracer_cpu_ms_per_s"), " ms/s"),
+                     _median(r.get("session_cpu_ms_per_s"), " ms/s"),
                      f"{bpf['ns_per_sample']:,} ns" if bpf.get("ns_per_sample") else "n/a",
                      f"{r['cpu_cost_ms_per_s']} ms/s" if r.get("cpu_cost_ms_per_s") is not None else "n/a",
                      _median(r.get("vs_perf_dwarf"), "x"),
                      _median(r.get("cpu_ms_per_1000"), " ms"), _median(r.get("pss_mb"), " MB"),
                      _median(r.get("first_data_s"), " s")])
     body = stats.md_table(["configuration", "workload", "added", "slowdown", "sampler process CPU",
+                           "process CPU, ready to exit",
                            "BPF per sample", "CPU taken (process + BPF)", "slowdown vs perf --call-graph dwarf",
                            "CPU per 1,000 samples", "PSS",
                            "exec to first record"], rows)
