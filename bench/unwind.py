@@ -25,8 +25,10 @@ import time
 import harness
 import stack_samples as ss
 import stats
+from metric_footprint import smaps_rollup_mb
 from stats import BenchError
 
+import config
 from bcctool.cfi import CfiTable, read_table
 from bcctool.procmaps import ProcessMaps
 from bcctool.symbols import Symbolizer
@@ -123,6 +125,42 @@ def _ours(samples: list, pid: int, cache_dir: str) -> dict:
     }
 
 
+def _profiling_python(seconds: float) -> dict:
+    """Issue 14's memory figure: cpuprofile (DWARF, python frames, -F 99) on Debian's python3 busy loop
+    for `seconds`: the process's PSS and private memory at its second interval (tables of the loop's
+    objects loaded) and at the end, and the samples it unwound meanwhile."""
+    child = subprocess.Popen([PYTHON3, "-c", ss.PYTHON_LOOP])
+    argv = harness.metric_argv(config.get("cpuprofile"), pid=child.pid, frequency=99)
+    summaries = []
+    try:
+        with harness.Tracer(argv, harness.is_meta, name="cpuprofile") as tracer:
+            tracer.on_line = lambda line: summaries.append(r) if (r := config.parse_ndjson(line)) and r[
+                "kind"] == "summary" else None
+            tracer.wait_ready()
+            deadline = time.monotonic() + 30
+            while len(summaries) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            first = smaps_rollup_mb(tracer.proc.pid)
+            time.sleep(seconds)
+            last = smaps_rollup_mb(tracer.proc.pid)
+    finally:
+        child.kill()
+        child.wait()
+    if not first or not last:
+        raise BenchError("cpuprofile ended before its memory was read")
+
+    def private(m: dict) -> float:
+        return round(m["private_dirty"] + m["private_clean"], 1)
+
+    unwound = {}
+    for s in summaries:
+        for k, v in (s.get("unwound") or {}).items():
+            unwound[k] = unwound.get(k, 0) + v
+    return {"seconds": seconds, "pss_start_mb": round(first["pss"], 1), "pss_end_mb": round(last["pss"], 1),
+            "private_start_mb": private(first), "private_end_mb": private(last),
+            "samples": sum(s.get("samples") or 0 for s in summaries), "unwound": unwound}
+
+
 def run(quick: bool = False, reps: int | None = None) -> dict:
     if not shutil.which("perf") or not os.path.exists(PYTHON3):
         return {"skipped": "needs perf and Debian's python3 (make setup)", "targets": []}
@@ -159,6 +197,9 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         child.wait()
         shutil.rmtree(workdir, ignore_errors=True)
 
+    minute = _profiling_python(20 if quick else 60)
+    harness.log(f"  cpuprofile on python3 for {minute['seconds']} s: {minute}")
+
     def col(rows: list[dict], key: str) -> dict:
         return stats.summary([r[key] for r in rows], 0)
 
@@ -183,6 +224,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         "frames_mean": round(ours[-1]["frames_mean"], 1),
         "table_mb": round(ours[-1]["table_bytes"] / 1e6, 1),
         "symbol_mb": round(ours[-1]["symbol_bytes"] / 1e6, 1),
+        "profiling_python": minute,
         "targets": [
             stats.target(
                 "samples unwound + symbolized per CPU second vs perf script --call-graph dwarf",
@@ -217,6 +259,13 @@ def table(result: dict) -> str:
         f"{result['complete_pct']} % unwound to the outermost frame, {result['frames_mean']} frames on average; "
         f"warm tables {result['table_mb']} MB, symbol tables {result['symbol_mb']} MB."
     )
+    m = result.get("profiling_python")
+    if m:
+        out += (
+            f"\n\ncpuprofile -p on the python3 loop (DWARF, python frames, 99 Hz) for {m['seconds']:g} s after its "
+            f"second interval: PSS {m['pss_start_mb']} -> {m['pss_end_mb']} MB, private {m['private_start_mb']} -> "
+            f"{m['private_end_mb']} MB; {m['samples']:,} samples, unwound {m['unwound']}."
+        )
     return out
 
 
