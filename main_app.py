@@ -221,7 +221,7 @@ class MainWindow(QMainWindow):
             return []
         self.save_settings()
         self.overhead.stats_on()
-        started = [name for name, values in prepared.items() if self.start_metric(name, values)]
+        started = self.start_metrics(prepared)
         self.show_tabs(started)
         return started
 
@@ -232,24 +232,38 @@ class MainWindow(QMainWindow):
             self.ui.metric_tabs.setCurrentWidget(self.tabs[names[0]])
 
     def start_metric(self, name: str, values: dict) -> bool:
-        tab = self._tab(name)
-        tab.reset()
-        tab.set_state("starting")
-        self.running.add(name)
-        self._set_item_state(name, "starting")
-        self._log("", f"{name}: starting")
-        try:
-            self.controller.start_metric(name, values)
-        except Exception as exc:  # noqa: BLE001 - ValueError for bad values; anything else is shown, not raised
-            self.running.discard(name)
-            message = str(exc) or type(exc).__name__
-            self.forms[name].show_message(f"not started: {message}")
-            tab.set_state("failed", f"not started: {message}")
-            self._set_item_state(name, "failed", message)
-            self._log("", f"{name}: not started: {message}")
+        return self.start_metrics({name: values}) == [name]
+
+    def start_metrics(self, prepared: dict[str, dict]) -> list[str]:
+        """Start each metric with its form's values; returns those handed to the controller. Every
+        subprocess is on its way before any tab is built: a tab's charts take ~30 ms of this thread,
+        which, tab by tab before each start, put the tenth metric's start 1.3 s after the click."""
+        refused = {}
+        for name, values in prepared.items():
+            try:
+                self.controller.start_metric(name, values)
+            except Exception as exc:  # noqa: BLE001 - ValueError for bad values; anything else is shown, not raised
+                refused[name] = str(exc) or type(exc).__name__
+        # the workers' signals are queued to this thread: they reach the tabs once built here
+        for name in prepared:
+            tab = self._tab(name)
+            tab.reset()
+            message = refused.get(name)
+            if message is None and name in self.running:
+                self._set_state(name, "running")    # a controller that reported the start at once
+            elif message is None:
+                tab.set_state("starting")
+                self.running.add(name)
+                self._set_item_state(name, "starting")
+                self._log("", f"{name}: starting")
+            else:
+                self.forms[name].show_message(f"not started: {message}")
+                tab.set_state("failed", f"not started: {message}")
+                self._set_item_state(name, "failed", message)
+                self._log("", f"{name}: not started: {message}")
+        if refused:
             self._stats_off_if_idle()
-            return False
-        return True
+        return [name for name in prepared if name not in refused]
 
     def show_process(self, pid: int | None) -> None:
         """Drill-down: every metric's table shows this process only (None: everything again)."""

@@ -3,8 +3,10 @@
 `main_app.py --headless` runs every metric of config.METRICS at once (default arguments) for
 --rss-minutes (10 by default, 2 in quick mode), sending to server.py on SQLite, under the light
 background load of bench/mixed.c. Every 5 s the app's RSS and each metric process's smaps_rollup
-(PSS, private, RSS) are sampled: each metric's figures at one minute and at the end say which one grew,
-and the PSS of all of them at the end is issue 18's "all at once" figure under the app. After the first minute the app may only move within its bounded buffers: the target is
+(PSS, private, RSS) are sampled: each metric's figures at one minute and at the end say which one grew;
+the PSS at the end of the ten metrics issue 18 names (metric_footprint.TEN: all but cpuprofile, which
+came after it) is its "all at once" figure under the app, judged against its target, and that of all of
+them is shown beside it. After the first minute the app may only move within its bounded buffers: the target is
 that its RSS at the end, and its peak, are within 5 % of its RSS at one minute; the fitted slope over
 that time is shown too.
 """
@@ -23,7 +25,7 @@ import time
 import harness
 import stats
 from harness import PYTHON
-from metric_footprint import PSS_LIMIT_MB, smaps_rollup_mb
+from metric_footprint import PSS_LIMIT_MB, TEN, smaps_rollup_mb
 from server_fixtures import ServerProcess
 from stats import BenchError
 
@@ -147,7 +149,10 @@ def figures(samples: list[dict], minutes: float, names: list[str], tail: str = "
     pss_end = running[-1].get("metrics_pss_mb", 0)
     pss_growth_pct = 100 * (max(pss_end, pss_peak) - pss_warm) / pss_warm if pss_warm else None
     per_metric = per_metric_growth([s for s in running if len(s.get("per_metric", {})) == len(names)])
-    all_end = round(sum(m["end"]["pss"] for m in per_metric.values()), 1) if per_metric else None
+    # issue 18's ten, in this run of all of them (their PSS a little lower than with the ten alone:
+    # shared pages split one way more; about 1 MB in all in bench/metric_footprint.py)
+    ten_end = (round(sum(per_metric[n]["end"]["pss"] for n in TEN), 1)
+               if per_metric and all(n in per_metric for n in TEN) else None)
     return {
         "app_mb": {"at_1_min": at_warm, "end": end, "peak_after_1_min": peak,
                    "peak_overall": max(s["app_mb"] for s in samples)},
@@ -167,8 +172,8 @@ def figures(samples: list[dict], minutes: float, names: list[str], tail: str = "
                                  f"<= {GROWTH_LIMIT_PCT:g} %",
                                  round(pss_growth_pct, 1) if pss_growth_pct is not None else None,
                                  GROWTH_LIMIT_PCT, higher_is_better=False, unit=" %"),
-                    stats.target(f"every metric at once under the app, PSS in all at the end ({len(names)} metrics)",
-                                 f"<= {PSS_LIMIT_MB:g} MB", all_end, PSS_LIMIT_MB, higher_is_better=False,
+                    stats.target(f"the ten metrics under the app, PSS in all at the end (in a run of all {len(names)})",
+                                 f"<= {PSS_LIMIT_MB:g} MB", ten_end, PSS_LIMIT_MB, higher_is_better=False,
                                  unit=" MB")],
     }
 
@@ -196,7 +201,15 @@ def table(result: dict) -> str:
                 for name, m in sorted(per_metric.items())]
         starts = sum(m["at_1_min"]["pss"] for m in per_metric.values())
         ends = sum(m["end"]["pss"] for m in per_metric.values())
-        rows.append(["**all**", f"**{starts:.0f} MB**", f"**{ends:.0f} MB**", "",
+        ten = [per_metric[n] for n in TEN if n in per_metric]
+        if len(ten) == len(TEN) < len(per_metric):
+            t_start, t_end = sum(m["at_1_min"]["pss"] for m in ten), sum(m["end"]["pss"] for m in ten)
+            rows.append([f"**the ten** (issue 18's target; all but {', '.join(sorted(set(per_metric) - set(TEN)))})",
+                         f"**{t_start:.0f} MB**", f"**{t_end:.0f} MB**", "",
+                         f"{100 * (t_end - t_start) / t_start:+.1f} %" if t_start else "n/a",
+                         f"{sum(m['at_1_min']['private'] for m in ten):.0f} / {sum(m['end']['private'] for m in ten):.0f} MB",
+                         f"{sum(m['at_1_min']['rss'] for m in ten):.0f} / {sum(m['end']['rss'] for m in ten):.0f} MB"])
+        rows.append([f"all {len(per_metric)}", f"{starts:.0f} MB", f"{ends:.0f} MB", "",
                      f"{100 * (ends - starts) / starts:+.1f} %" if starts else "n/a",
                      f"{sum(m['at_1_min']['private'] for m in per_metric.values()):.0f} / "
                      f"{sum(m['end']['private'] for m in per_metric.values()):.0f} MB",
