@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import os
 import signal
 import sys
@@ -43,6 +44,18 @@ from host.elevation import elevation_works, with_elevation
 from ui_main_window import Ui_MainWindow
 
 
+class _Tabs(dict):
+    """metric -> MetricTab. After a start the tabs are built one per turn of the event loop
+    (MainWindow.start_metrics); a tab still waiting is built at once when asked for by name."""
+
+    def __init__(self, build: Callable[[str], MetricTab]) -> None:
+        super().__init__()
+        self._build = build
+
+    def __missing__(self, name: str) -> MetricTab:
+        return self._build(name)
+
+
 class MainWindow(QMainWindow):
     REFRESH_MS = 200          # tables, charts and the log: 5 Hz at most, whatever the record rate
     SLICE_S = 0.008           # a refresh runs its steps in event-loop turns of about this long
@@ -61,7 +74,7 @@ class MainWindow(QMainWindow):
         self.specs = {spec.name: spec for spec in (config.METRICS if registry is None else registry)}
         self.forms: dict[str, ArgForm] = {}
         self.items: dict[str, QTreeWidgetItem] = {}
-        self.tabs: dict[str, MetricTab] = {}
+        self.tabs = _Tabs(self._pending_tab)     # metric -> its tab; a started one's is built when asked for
         self.drilled: int | None = None          # the process every tab shows (drill-down), if any
         self.time_link = TimeLink()              # zooming one chart over time zooms them all, in every tab
         self.link_box = QCheckBox("Link time axes", self)
@@ -70,6 +83,9 @@ class MainWindow(QMainWindow):
         self.link_box.toggled.connect(self.time_link.set_enabled)
         self.statusBar().addPermanentWidget(self.link_box)
         self.running: set[str] = set()
+        self._tab_counter = itertools.count()
+        self._tab_order: dict[str, int] = {}     # a tab's place among the tabs: when its metric was started
+        self._tabs_to_build: dict[str, tuple[str, str]] = {}   # started, no tab yet: its state, in start order
         self._closed = False
         self.transport_panel = TransportPanel(self.ui.transport_labels)
         self.log_panel = LogPanel(self.ui.log_view)
@@ -238,32 +254,65 @@ class MainWindow(QMainWindow):
         """Start each metric with its form's values; returns those handed to the controller. Every
         subprocess is on its way before any tab is built: a tab's charts take ~30 ms of this thread,
         which, tab by tab before each start, put the tenth metric's start 1.3 s after the click."""
+        for name in prepared:
+            if name in self.tabs:
+                self.tabs[name].reset()     # an earlier run's data, gone before this run's first record
         refused = {}
         for name, values in prepared.items():
+            if name not in self.tabs:
+                self._tab_order[name] = next(self._tab_counter)
+            self._tabs_to_build[name] = ("starting", "")
             try:
                 self.controller.start_metric(name, values)
             except Exception as exc:  # noqa: BLE001 - ValueError for bad values; anything else is shown, not raised
-                refused[name] = str(exc) or type(exc).__name__
-        # the workers' signals are queued to this thread: they reach the tabs once built here
-        for name in prepared:
-            tab = self._tab(name)
-            tab.reset()
-            message = refused.get(name)
-            if message is None and name in self.running:
-                self._set_state(name, "running")    # a controller that reported the start at once
-            elif message is None:
-                tab.set_state("starting")
+                refused[name] = message = str(exc) or type(exc).__name__
+                self._tabs_to_build[name] = ("failed", f"not started: {message}")
+                self.forms[name].show_message(f"not started: {message}")
+                self._set_item_state(name, "failed", message)
+                self._log("", f"{name}: not started: {message}")
+                continue
+            if name not in self.running:    # a controller may report the start at once (_on_started)
                 self.running.add(name)
                 self._set_item_state(name, "starting")
                 self._log("", f"{name}: starting")
-            else:
-                self.forms[name].show_message(f"not started: {message}")
-                tab.set_state("failed", f"not started: {message}")
-                self._set_item_state(name, "failed", message)
-                self._log("", f"{name}: not started: {message}")
+        # the first tab now (it is shown), the others one per turn of the event loop: ten tabs' charts
+        # took this thread 2.5 s while ten compilers held both CPUs, a window that neither painted nor
+        # answered meanwhile. A tab's state waits in _tabs_to_build; its first record builds it at once
+        started = [name for name in prepared if name not in refused]
+        self._build_tab(started[0] if started else next(iter(prepared)))
+        self._build_next_tab()
         if refused:
             self._stats_off_if_idle()
-        return [name for name in prepared if name not in refused]
+        return started
+
+    def _build_next_tab(self) -> None:
+        """One pending tab a turn of the event loop, on a timer (not a posted event, which would run
+        before the window's own paint timer every turn)."""
+        if self._tabs_to_build:
+            QTimer.singleShot(1, self, self._build_one_tab)
+
+    def _build_one_tab(self) -> None:
+        if self._tabs_to_build:
+            self._build_tab(next(iter(self._tabs_to_build)))
+        self._build_next_tab()
+
+    def build_pending_tabs(self) -> None:
+        """Every started metric's tab, now (tests, screenshots)."""
+        while self._tabs_to_build:
+            self._build_tab(next(iter(self._tabs_to_build)))
+
+    def _pending_tab(self, name: str) -> MetricTab:
+        if name not in self._tabs_to_build:
+            raise KeyError(name)
+        return self._build_tab(name)
+
+    def _build_tab(self, name: str) -> MetricTab:
+        """A started (or refused) metric's tab, in the state it reached before it was built."""
+        state = self._tabs_to_build.pop(name, None)
+        tab = self._tab(name)
+        if state is not None:
+            tab.set_state(*state)
+        return tab
 
     def show_process(self, pid: int | None) -> None:
         """Drill-down: every metric's table shows this process only (None: everything again)."""
@@ -300,8 +349,11 @@ class MainWindow(QMainWindow):
             tab.retry_requested.connect(self.retry_metric)
             tab.drill_requested.connect(self.show_process)
             tab.show_process(self.drilled)
+            # in the order the metrics were started, also when a record builds a later one's tab first
+            order = self._tab_order.setdefault(name, next(self._tab_counter))
+            at = sum(self._tab_order.get(other, -1) < order for other in self.tabs)
             self.tabs[name] = tab
-            self.ui.metric_tabs.addTab(tab, name)
+            self.ui.metric_tabs.insertTab(at, tab, name)
         return tab
 
     def _tab_shown(self, index: int) -> None:
@@ -327,12 +379,16 @@ class MainWindow(QMainWindow):
     def _set_state(self, name: str, state: str, message: str = "") -> None:
         if name in self.tabs:
             self.tabs[name].set_state(state, message)
+        elif name in self._tabs_to_build:
+            self._tabs_to_build[name] = (state, message)
         self._set_item_state(name, state, message)
 
     # --- controller signals ---------------------------------------------------------------------------
     def _on_records(self, name: str, records: list) -> None:
         self.session.record(records)
         tab = self.tabs.get(name)
+        if tab is None and name in self._tabs_to_build:
+            tab = self._build_tab(name)     # its first record before its turn
         if tab is not None:
             tab.feed(records)
 
