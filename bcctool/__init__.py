@@ -461,9 +461,13 @@ class Tool:
         count = args.count if self.has_interval else None
         duration = args.duration if self.has_interval else None
         end = time.monotonic() + duration if duration else None
+        last_read = False
         while True:
             step = interval if end is None else max(0.0, min(interval, end - time.monotonic()))
-            completed = self.wait(step)
+            completed = self.wait(0.0 if last_read else step)
+            # the target's exit seen before the interval's read: the read holds everything it did. One
+            # that exits during the read gets one more read, at once (its last events came after this one)
+            gone = self._gone_target()
             self.interval_index += 1
             yield self.interval_index
             self.report_lost()
@@ -471,8 +475,9 @@ class Tool:
             footprint.between_intervals()
             # A stop during the wait made this the last, partial interval; a stop while it was being
             # processed leaves one more read to do (wait() returns at once), so nothing since is lost.
-            if not completed or self._target_exited():
+            if not completed or self._target_exited(gone):
                 return
+            last_read = self._gone_target() is not None
             if count is not None and self.interval_index >= count:
                 return
             if end is not None and time.monotonic() >= end:
@@ -506,7 +511,7 @@ class Tool:
                 footprint.between_intervals()
                 if count is not None and self.interval_index >= count:
                     break
-                if (end is not None and time.monotonic() >= end) or self._target_exited():
+                if (end is not None and time.monotonic() >= end) or self._target_exited(self._gone_target()):
                     break
             elif end is not None and next_tick is None and time.monotonic() >= end:
                 break
@@ -519,17 +524,24 @@ class Tool:
         self.report_lost()
         self.flush()
 
-    def _target_exited(self) -> bool:
-        """True once a traced process or thread is gone; says so in an `end` record (or a line)."""
+    def _gone_target(self) -> tuple[str, str, int] | None:
+        """(dest, kind, value) of a traced process or thread that is gone, if one is."""
         for dest, kind in self._targets.items():
             value = getattr(self.args, dest, None)
             if kind in ("process", "thread") and value is not None and not TARGET_CHECKS[kind](value):
-                self.emit("end", reason=f"{kind} exited", target={dest: value})
-                if not self.json:   # stderr: stdout may be data (folded stacks)
-                    print(f"{kind} {value} exited; ending after interval {self.interval_index}", file=sys.stderr)
-                self.flush()
-                return True
-        return False
+                return dest, kind, value
+        return None
+
+    def _target_exited(self, gone: tuple[str, str, int] | None) -> bool:
+        """True for a gone target; says so in an `end` record (or a line)."""
+        if gone is None:
+            return False
+        dest, kind, value = gone
+        self.emit("end", reason=f"{kind} exited", target={dest: value})
+        if not self.json:   # stderr: stdout may be data (folded stacks)
+            print(f"{kind} {value} exited; ending after interval {self.interval_index}", file=sys.stderr)
+        self.flush()
+        return True
 
     def finish(self) -> None:
         """Detach everything now (not at interpreter exit) and leave with status 0."""

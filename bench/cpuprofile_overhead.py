@@ -71,6 +71,7 @@ class Sampled:
         self.ready_s: float | None = None
         self.samples_at_ready = 0
         self.summaries = 0
+        self.lost = 0                             # samples its summaries counted lost
         self.cpu_at_meta: float | None = None   # ready (loaded and attached): start-up left out
 
     def cpu_now(self) -> float | None:
@@ -89,6 +90,7 @@ class Sampled:
         if record and record["kind"] == "summary":
             self.samples += int(record.get("samples") or 0)
             self.summaries += 1
+            self.lost += int(record.get("lost") or 0)
 
     def wait_summaries(self, n: int, timeout: float = 60) -> None:
         """Until n intervals are printed: the first names every process's objects on the machine, a

@@ -10,6 +10,7 @@ import ingest
 import metric_footprint
 import metric_overhead
 import pipeline
+import sample_cost
 import stack_storage
 import syscall_overhead
 import unwind
@@ -18,6 +19,7 @@ BENCHES = [
     ("syscall_overhead", syscall_overhead),
     ("metric_overhead", metric_overhead),
     ("cpuprofile_overhead", cpuprofile_overhead),
+    ("sample_cost", sample_cost),
     ("metric_footprint", metric_footprint),
     ("pipeline", pipeline),
     ("ingest", ingest),

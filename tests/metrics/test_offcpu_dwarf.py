@@ -115,11 +115,24 @@ def test_stack_size_out_of_range_is_one_line_error(size):
     assert len(err.strip().splitlines()) == 1 and "--stack-size" in err
 
 
-def test_dwarf_stack_cache_is_written(reader):
-    """The CFI tables go to the state directory's cfi/, so the next run skips the parse."""
+def test_dwarf_stack_cache_is_written(tmp_path):
+    """An object without a search table (.eh_frame_hdr), whose FDEs cannot be looked up one by one, has
+    its CFI parsed whole, and the table goes to the state directory's cfi/ under its build-id, so the
+    next run skips the parse. (Objects with the search table parse only the FDEs they need, and keep
+    nothing on disk.)"""
     from bcctool.unwind import default_cache_dir
 
     cache = default_cache_dir()
     assert cache and os.path.isdir(cache)
-    traced_stacks(reader)
-    assert any(name.endswith(".cfi") for name in os.listdir(cache))
+    (tmp_path / "reader.c").write_text(READER_C)
+    exe = str(tmp_path / "reader_no_hdr")
+    subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-Wl,--no-eh-frame-hdr", "-Wl,--build-id", "-o", exe,
+                    str(tmp_path / "reader.c")], check=True)
+    notes = subprocess.run(["readelf", "-n", exe], capture_output=True, text=True, check=True).stdout
+    table = os.path.join(cache, notes.split("Build ID:")[1].split()[0] + ".cfi")
+    if os.path.exists(table):
+        os.unlink(table)   # an earlier run's
+    rows, _, _ = traced_stacks(exe)
+    assert os.path.exists(table)
+    # and the table parsed whole unwinds the reader as the lazy one does
+    assert any(reaches_main(r["user_frames"]) for r in rows)
