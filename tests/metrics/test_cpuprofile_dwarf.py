@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 import stack_samples as ss
-from helpers import cpuprofile_of
+from helpers import contains, cpuprofile_of, user_names
 
 pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
 
@@ -28,18 +28,9 @@ def profile(argv: list[str], *options: str, seconds: float = 3.0) -> tuple[list[
     return stacks, summaries
 
 
-def user_names(record: dict) -> list[str]:
-    return [f["name"] for f in record["frames"] if f["kind"] == "user"]
-
-
 def share(stacks: list[dict], has) -> tuple[int, int]:
     total = sum(r["count"] for r in stacks)
     return sum(r["count"] for r in stacks if has(user_names(r))), total
-
-
-def contains(names: list[str], chain: list[str]) -> bool:
-    k = len(chain)
-    return any(names[i : i + k] == chain for i in range(len(names) - k + 1))
 
 
 def test_omit_frame_pointer_chain_whole_in_dwarf_mode_not_in_fp(chain):

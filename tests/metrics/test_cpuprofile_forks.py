@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 import stack_samples as ss
-from helpers import MetricProcess, settle_and_stop
+from helpers import MetricProcess, contains, settle_and_stop, user_names
 
 pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
 
@@ -57,10 +57,6 @@ def forker(tmp_path_factory) -> str:
     return ss.build(str(tmp_path_factory.mktemp("forker")), "forker", FORKER_C, "-O2", "-fomit-frame-pointer")
 
 
-def user_names(record: dict) -> list[str]:
-    return [f["name"] for f in record["frames"] if f["kind"] == "user"]
-
-
 @pytest.mark.parametrize("mode", ["dwarf", "fp"])
 def test_short_lived_fork_children_are_named_from_their_parent(forker, mode):
     # whole machine: -p PID samples the process itself, not its children
@@ -78,7 +74,7 @@ def test_short_lived_fork_children_are_named_from_their_parent(forker, mode):
     children_cpu = float(out.split()[-1])
     children = [r for r in tool.of_kind("stack") if r["comm"] == "forker" and r["pid"] != run.pid]
     total = sum(r["count"] for r in children)
-    whole = sum(r["count"] for r in children if ss_contains(user_names(r), CHAIN))
+    whole = sum(r["count"] for r in children if contains(user_names(r), CHAIN))
     pids = {r["pid"] for r in children}
     print(f"{mode}: {len(pids)} children sampled, {whole}/{total} samples carry {'→'.join(CHAIN)}; "
           f"children's CPU {children_cpu:.3f} s ({HZ * children_cpu:.0f} samples expected)")
@@ -94,8 +90,3 @@ def test_short_lived_fork_children_are_named_from_their_parent(forker, mode):
         named = sum(r["count"] for r in children if "child_hot" in user_names(r) or "vdso" in str(user_names(r)))
         print(f"fp: {named}/{total} samples name child_hot or its clock read")
         assert named >= 0.9 * total
-
-
-def ss_contains(names: list[str], chain: list[str]) -> bool:
-    k = len(chain)
-    return any(names[i: i + k] == chain for i in range(len(names) - k + 1))

@@ -236,6 +236,17 @@ def metric_on_child(child: subprocess.Popen, metric: str, *args: str) -> tuple[M
     return tool, truth
 
 
+def user_names(record: dict) -> list[str]:
+    """The user frames' names of a cpuprofile `stack` record, root first."""
+    return [f["name"] for f in record["frames"] if f["kind"] == "user"]
+
+
+def contains(names: list[str], chain: list[str]) -> bool:
+    """True when `chain` runs, frame after frame, somewhere in `names`."""
+    k = len(chain)
+    return any(names[i : i + k] == chain for i in range(len(names) - k + 1))
+
+
 def cpuprofile_of(argv: list[str], *options: str, seconds: float = 3.0) -> tuple[list[dict], list[dict], dict]:
     """`cpuprofile -U -p PID -F 199 1 *options` on a workload started from argv, for `seconds` of
     intervals: (its stack records, the summaries, the meta record)."""
