@@ -297,7 +297,7 @@ class MainWindow(QMainWindow):
         self._build_next_tab()
 
     def build_pending_tabs(self) -> None:
-        """Every started metric's tab, now (tests, screenshots)."""
+        """Every started metric's tab, now (tests)."""
         while self._tabs_to_build:
             self._build_tab(next(iter(self._tabs_to_build)))
 

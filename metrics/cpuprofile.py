@@ -296,9 +296,7 @@ def adopt(tgid: int) -> None:
             parent = forked[forked.Key(child)].value
         except KeyError:
             return
-        if parent not in seen:
-            seen.add(parent)   # forgotten with the others once it is gone
-            sym.snapshot(parent)
+        seen.add(parent)   # its snapshot, taken by inherit() if there is none, is forgotten once it is gone
         if sym.inherit(tgid, parent) is not None:
             return
         child = parent
