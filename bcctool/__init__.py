@@ -429,6 +429,15 @@ class Tool:
         # Writing to a closed pipe ends the tool quietly instead of a traceback.
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
+    def _drain_wakeups(self) -> None:
+        """Read what the signal wakeup fd wrote: left there, a signal that does not stop the tool (one
+        with a handler of its own, SIGUSR1 for a profiler) kept every later select() returning at once."""
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
     def wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`, serving the script's ring buffers meanwhile if it opened any; False
         as soon as a stop was asked for."""
@@ -448,7 +457,8 @@ class Tool:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                sel.select(left)
+                if sel.select(left):
+                    self._drain_wakeups()
         finally:
             sel.close()
         return not self.stopping

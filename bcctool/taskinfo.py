@@ -81,3 +81,12 @@ def schedstat(tid: int) -> tuple[int, int, int] | None:
         return None
     run, wait, slices = (int(x) for x in text.split()[:3])
     return run, wait, slices
+
+
+def pid_max() -> int:
+    """The kernel's largest pid plus one (/proc/sys/kernel/pid_max); 0 when it cannot be read."""
+    text = _read("/proc/sys/kernel/pid_max")
+    try:
+        return int(text) if text else 0
+    except ValueError:
+        return 0

@@ -15,6 +15,7 @@ meanwhile, its PSS after the workload (smaps_rollup) and exec to its first data 
 from __future__ import annotations
 
 import os
+import statistics
 import tempfile
 import time
 
@@ -33,13 +34,17 @@ OURS = {  # configuration -> cpuprofile's registry values
     "cpuprofile -F 99": {"frequency": 99},
     "cpuprofile -F 99 fp": {"frequency": 99, "user_stacks": "fp"},
 }
+# profile's own job, a whole run printed at the end by frame pointers: cpuprofile --folded counts in
+# the kernel as profile does (not a registry run: the app always takes --json)
+FOLDED = "cpuprofile -F 99 --folded fp"
 GOAL = "profile -F 99"   # the goal: no more slowdown than BCC's profile at the same frequency
 PERF_DWARF = "perf record -F 99 --call-graph dwarf"   # issue 14: DWARF stacks at less slowdown than perf's
 
 
 def peers(data_file: str) -> dict[str, tuple[list[str], str]]:
     """argv and ready line of each peer that is installed."""
-    out = {}
+    out = {FOLDED: ([harness.PYTHON, os.path.join(harness.ROOT, "metrics", "cpuprofile.py"), "-F", "99", "--folded",
+                     "--user-stacks", "fp"], "Sampling")}   # said on stderr once sampling, its start done
     if os.path.exists(PROFILE):
         # profile prints its "Sampling..." line before it compiles its program: ready means loaded
         out[GOAL] = ([PROFILE, "-F", "99"], "Sampling")
@@ -82,6 +87,22 @@ class Sampled:
         except OSError:
             return None
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def run_time(self) -> float | None:
+        """The tool's threads' run time so far in seconds (schedstat, in ns): the CPU it takes while
+        the workload runs, where /proc/PID/stat's 10 ms ticks would round 1 ms/s to 0 or 3."""
+        total = 0
+        try:
+            tids = os.listdir(f"/proc/{self.tracer.proc.pid}/task")
+        except OSError:
+            return None
+        for tid in tids:
+            try:
+                with open(f"/proc/{self.tracer.proc.pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        return total / 1e9
 
     def _line(self, line: str) -> None:
         record = config.parse_ndjson(line)
@@ -148,11 +169,11 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         wall = None
         try:
             run_.cpu_at_ready, run_.samples_at_ready = run_.cpu_now(), run_.samples
-            started = time.monotonic()
+            ran_before, started = run_.run_time(), time.monotonic()
             seconds = quiet.run(workload, [run_.tracer.proc.pid])
-            wall, cpu_after = time.monotonic() - started, run_.cpu_now()
-            if run_.cpu_at_ready is not None and cpu_after is not None:
-                tracer_cpu[name].append((cpu_after - run_.cpu_at_ready) / wall)
+            wall, ran_after = time.monotonic() - started, run_.run_time()
+            if ran_before is not None and ran_after is not None:
+                tracer_cpu[name].append((ran_after - ran_before) / wall)
             if run_.tracer.exited():
                 raise BenchError(f"{name} exited during the workload: {list(run_.tracer.tail)[-2:]}")
             if name in OURS:
@@ -190,12 +211,20 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
 
     harness.log(f"cpuprofile overhead: {reps} repetitions of {len(configs)} configurations, {rounds} rounds")
     times = stats.alternate(configs, one, reps, harness.log)
-    bpf = {}
-    for name in [*OURS, GOAL] if GOAL in others else OURS:
-        try:
-            bpf[name] = bpf_pass(name)
-        except BenchError as exc:
-            harness.log(f"bpf stats pass of {name}: {exc}")
+    # BPF run time varies by a fifth from pass to pass here: full mode takes the median of three
+    passes: dict[str, list[dict]] = {}
+    for _ in range(1 if quick else 3):
+        for name in [*OURS, FOLDED, GOAL] if GOAL in others else [*OURS, FOLDED]:
+            try:
+                passes.setdefault(name, []).append(bpf_pass(name))
+            except BenchError as exc:
+                harness.log(f"bpf stats pass of {name}: {exc}")
+
+    def median_of(got: list[dict], key: str) -> float | None:
+        values = [p[key] for p in got if p[key] is not None]
+        return round(statistics.median(values), 3) if values else None
+    bpf = {name: {key: median_of(got, key) for key in ("ns_per_sample", "cpu_ms_per_s", "samples_per_s")}
+           for name, got in passes.items() if got}
     try:
         os.unlink(data_file)
     except OSError:
@@ -206,12 +235,12 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
     for name in configs:
         row = {"config": name, "seconds": stats.summary(times[name], 3), "slowdown_pct": stats.summary(slowdown[name]),
                "added_s": stats.summary(added[name], 3), "tracer_cpu_ms_per_s": stats.summary(
-                   [1000 * c for c in tracer_cpu.get(name, [])], 1), "bpf": bpf.get(name),
+                   [1000 * c for c in tracer_cpu.get(name, [])], 2), "bpf": bpf.get(name),
                "session_cpu_ms_per_s": stats.summary([1000 * c for c in session_cpu.get(name, [])], 1)}
         cost = row["tracer_cpu_ms_per_s"]["median"]
         if cost is not None and bpf.get(name):
             cost += bpf[name]["cpu_ms_per_s"]
-        row["cpu_cost_ms_per_s"] = None if cost is None else round(cost, 1)
+        row["cpu_cost_ms_per_s"] = None if cost is None else round(cost, 2)
         if name in OURS:
             row["vs_perf_dwarf"] = relative(slowdown, name, PERF_DWARF)
             row.update({k: stats.summary([s[k] for s in ours[name]], 2)
@@ -219,11 +248,18 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         rows.append(row)
     by = {r["config"]: r for r in rows}
     ours99, goal = by.get("cpuprofile -F 99"), by.get(GOAL)
-    ratio = None
-    if ours99 and goal and ours99["cpu_cost_ms_per_s"] is not None and goal["cpu_cost_ms_per_s"]:
-        ratio = round(ours99["cpu_cost_ms_per_s"] / goal["cpu_cost_ms_per_s"], 2)
-    targets = [stats.target("cpuprofile -F 99 CPU taken from the workload vs BCC profile -F 99 (process + BPF)",
-                            "<= 1.0x", ratio, 1.0, higher_is_better=False, unit="x")]
+
+    def taken_vs_goal(name: str) -> float | None:
+        mine = by.get(name)
+        if mine and goal and mine["cpu_cost_ms_per_s"] is not None and goal["cpu_cost_ms_per_s"]:
+            return round(mine["cpu_cost_ms_per_s"] / goal["cpu_cost_ms_per_s"], 2)
+        return None
+    targets = [stats.target("cpuprofile -F 99 --folded (profile's job: whole run, frame pointers) CPU taken from the "
+                            "workload vs BCC profile -F 99 (process + BPF)", "<= 1.0x", taken_vs_goal(FOLDED), 1.0,
+                            higher_is_better=False, unit="x"),
+               stats.target("cpuprofile -F 99 live (records every interval, DWARF) CPU taken from the workload vs "
+                            "BCC profile -F 99 (process + BPF)", "<= 1.0x", taken_vs_goal("cpuprofile -F 99"), 1.0,
+                            higher_is_better=False, unit="x")]
     # perf's cost is in the kernel's own sampling (no BPF program, no busy process): wall time only
     against_perf = ours99 and ours99.get("vs_perf_dwarf") and ours99["vs_perf_dwarf"]["median"]
     targets.append({"name": "cpuprofile -F 99 (DWARF) slowdown vs perf record --call-graph dwarf -F 99",
@@ -264,7 +300,7 @@ def table(result: dict) -> str:
         rows.append([r["config"], _median(r["seconds"], " s"), _median(r.get("added_s"), " s"),
                      _median(r["slowdown_pct"], " %"), _median(r.get("tracer_cpu_ms_per_s"), " ms/s"),
                      _median(r.get("session_cpu_ms_per_s"), " ms/s"),
-                     f"{bpf['ns_per_sample']:,} ns" if bpf.get("ns_per_sample") else "n/a",
+                     f"{bpf['ns_per_sample']:,.0f} ns" if bpf.get("ns_per_sample") else "n/a",
                      f"{r['cpu_cost_ms_per_s']} ms/s" if r.get("cpu_cost_ms_per_s") is not None else "n/a",
                      _median(r.get("vs_perf_dwarf"), "x"),
                      _median(r.get("cpu_ms_per_1000"), " ms"), _median(r.get("pss_mb"), " MB"),

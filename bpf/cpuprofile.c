@@ -13,6 +13,11 @@
  * `forked` keeps each new task's parent (sched_process_fork) until it execs (sched_process_exec), so the
  * user side names a child gone before its maps were read from its parent's, which it still had.
  *
+ * -DCOUNT_IN_KERNEL (--folded with frame-pointer stacks: a whole run, printed at the end, BCC profile's
+ * job) counts samples in a map keyed by process, cgroup, command and the two stacks' ids, as BCC's
+ * profile does: no sample reaches user space, which hears only of each new process (its maps are read
+ * while it lives). Stack ids that collide are counted lost by the user side (-EEXIST in the key).
+ *
  * -DINCLUDE_IDLE counts the idle task (pid 0); -DUSER_ONLY / -DKERNEL_ONLY take one stack only.
  * -DPYTHON_FRAMES (with -DUSER_DWARF) adds the CPython frame chain of python processes (pystack.h). */
 /* The program reads no field of its context (bpf_get_stack takes it whole), so it declares it void *:
@@ -50,32 +55,140 @@ struct sample_t {
 #endif
 };
 
+#ifdef COUNT_IN_KERNEL
+#ifndef STACK_IDS
+#define STACK_IDS 16384
+#endif
+struct count_key_t {
+    u32 tgid;
+    s32 kstack;            /* the kernel stack's id in stack_traces, or the walk's negative error */
+    s32 ustack;            /* the user stack's */
+    u32 pad;
+    u64 cgid;
+    char comm[TASK_COMM_LEN];
+};
+BPF_STACK_TRACE(stack_traces, STACK_IDS);
+BPF_HASH(counts, struct count_key_t, u64, STACK_IDS);
+BPF_TABLE("lru_hash", u32, u8, known, 16384);   /* processes the user side has heard of */
+BPF_RINGBUF_OUTPUT(new_procs, 4);                /* each once */
+BPF_HASH(children, u32, u32, 65536);             /* sampled fork children that had not exec'd -> parent */
+LOST_COUNTER(counts_full);     /* samples dropped: the counts map was full */
+LOST_COUNTER(children_full);   /* fork children whose parent could not be kept: their user frames unnamed */
+#else
 BPF_RINGBUF_OUTPUT(samples, RING_PAGES);
+#endif
 #if defined(USER_DWARF) && defined(PYTHON_FRAMES)
 PY_PROCS_MAP;
 #endif
+#ifndef COUNT_IN_KERNEL
 LOST_COUNTER(ring_full);   /* samples dropped: the ring buffer was full (the user side fell behind) */
+#endif
 
 #ifndef KERNEL_ONLY
-/* new task -> its parent's tgid, until it execs. Keyed by the new task's id, which for a thread is a
- * tid that no process's samples carry: a thread's entry is never looked up, and the LRU drops it. */
+/* new task -> its parent's tgid (0: none), until it execs. Keyed by the new task's id, which for a
+ * thread is a tid that no process's samples carry: a thread's entry is never looked up. With
+ * -DFORK_PIDS=pid_max an array indexed by pid, whose update costs least (bench/mixed.c forks 700 times
+ * a second); where pid_max is large, an LRU hash. */
+#ifdef FORK_PIDS
+BPF_ARRAY(forked, u32, FORK_PIDS);
+
+static __always_inline void set_parent(u32 task, u32 parent)
+{
+    u32 *slot = forked.lookup(&task);
+    if (slot)
+        *slot = parent;
+}
+#else
 BPF_TABLE("lru_hash", u32, u32, forked, 16384);
+
+static __always_inline void set_parent(u32 task, u32 parent)
+{
+    if (parent)
+        forked.update(&task, &parent);
+    else
+        forked.delete(&task);
+}
+#endif
+
+static __always_inline u32 parent_of(u32 tgid)
+{
+    u32 *parent = forked.lookup(&tgid);
+    return parent ? *parent : 0;
+}
 
 TRACEPOINT_PROBE(sched, sched_process_fork)
 {
     u64 id = bpf_get_current_pid_tgid();   /* the parent */
     if (skip_task(id))
         return PASS_ON;
-    u32 child = args->child_pid, parent = id >> 32;
-    forked.update(&child, &parent);
+    set_parent(args->child_pid, id >> 32);
     return PASS_ON;
 }
 
 TRACEPOINT_PROBE(sched, sched_process_exec)
 {
     u32 tgid = bpf_get_current_pid_tgid() >> 32;   /* its maps are its own from now on */
-    forked.delete(&tgid);
+    set_parent(tgid, 0);
+#ifdef COUNT_IN_KERNEL
+    known.delete(&tgid);   /* its next sample says it anew: the user side reads its new maps */
+    children.delete(&tgid);
+#endif
     return PASS_ON;
+}
+#endif
+
+#ifdef COUNT_IN_KERNEL
+static __always_inline int count_sample(void *ctx, u64 id)
+{
+    struct count_key_t key = {.tgid = id >> 32, .kstack = -14, .ustack = -14};
+    bpf_get_current_comm(&key.comm, sizeof(key.comm));
+    key.cgid = bpf_get_current_cgroup_id();
+#ifndef USER_ONLY
+    key.kstack = stack_traces.get_stackid(ctx, 0);
+#endif
+#ifndef KERNEL_ONLY
+    key.ustack = stack_traces.get_stackid(ctx, BPF_F_USER_STACK);
+#endif
+    u64 *n = counts.lookup(&key);
+    if (n) {   /* most samples: a (process, stack) seen before, so not a new process either */
+        __sync_fetch_and_add(n, 1);
+        return 0;
+    }
+    u64 zero = 0;
+    n = counts.lookup_or_try_init(&key, &zero);
+    if (n) {
+        __sync_fetch_and_add(n, 1);
+    } else {
+        int first = 0;
+        u64 *lost = counts_full.lookup(&first);
+        if (lost)
+            (*lost)++;
+    }
+    /* a process's first sample is a new key: only then is it looked up among the known */
+    u8 one = 1;
+    u32 tgid = key.tgid;
+    if (!tgid || known.lookup(&tgid))
+        return 0;
+    known.update(&tgid, &one);
+#ifndef KERNEL_ONLY
+    /* a fork child that has not exec'd runs in a copy of its parent's address space: kept here, for
+     * the end, and only its parent, if new, is said (mixed.c forks hundreds a second) */
+    u32 parent = parent_of(tgid);
+    if (parent) {
+        if (children.update(&tgid, &parent)) {
+            int first = 0;
+            u64 *lost = children_full.lookup(&first);
+            if (lost)
+                (*lost)++;
+        }
+        if (known.lookup(&parent))
+            return 0;
+        known.update(&parent, &one);
+        tgid = parent;
+    }
+#endif
+    new_procs.ringbuf_output(&tgid, sizeof(tgid), 0);   /* its maps are read at once, while it runs */
+    return 0;
 }
 #endif
 
@@ -88,6 +201,9 @@ int on_sample(void *ctx)
 #endif
     if (skip_task(id))
         return 0;
+#ifdef COUNT_IN_KERNEL
+    return count_sample(ctx, id);
+#else
 
     struct sample_t *s = samples.ringbuf_reserve(sizeof(struct sample_t));
     if (!s) {
@@ -122,4 +238,5 @@ int on_sample(void *ctx)
      * ring holds 0.25 s of samples; a wakeup per sample cost the reader a Python round trip each */
     samples.ringbuf_submit(s, BPF_RB_NO_WAKEUP);
     return 0;
+#endif
 }

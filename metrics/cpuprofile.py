@@ -50,6 +50,13 @@ tool = Tool("cpuprofile", __doc__.strip().splitlines()[0], EXAMPLES, types={"sta
 args = tool.parse_args()
 if args.user_only and args.kernel_only:
     tool.parser.error("-U/--user-only and -K/--kernel-only exclude each other")
+# --folded by frame pointers is BCC profile's job, a whole run printed at the end: counted as profile
+# counts, in a kernel map by stack id, so no sample reaches this process while the run lasts
+counted = args.folded and not tool.json and (args.kernel_only or args.user_stacks == "fp")
+if counted and args.count is None and not (args.pid or args.tid):
+    # nothing is printed between intervals: the loop wakes once a minute (a stop signal or the
+    # --duration ends it at once; a -p/--tid target's exit is looked for every interval)
+    args.interval = max(args.interval, 60.0)
 
 # --- probes ----------------------------------------------------------------------------------------
 POLL_S = 0.1                         # the longest the user side leaves the ring buffer unread
@@ -63,6 +70,7 @@ NO_STACK = -14                       # -EFAULT from a stack walk: no stack of th
 PY_FRAMES = 64                       # Python frames taken per sample (bpf/pystack.h)
 PYSTACK_HEAD = 8                     # struct pystack_t: depth, err, then 16 bytes a frame
 PY_NOT_PYTHON = 1                    # its err for a process not registered in py_procs
+FORK_ARRAY_MAX = 1 << 20             # pid_max up to which fork parents are kept in an array (4 MiB)
 
 
 def ring_pages(sample_bytes: int) -> int:
@@ -79,6 +87,10 @@ def load(mode: str):
     cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
     cflags += ["-DINCLUDE_IDLE"] * args.include_idle + ["-DUSER_ONLY"] * args.user_only
     cflags += ["-DKERNEL_ONLY"] * args.kernel_only
+    pid_max = taskinfo.pid_max()
+    cflags += [f"-DFORK_PIDS={pid_max}"] * (0 < pid_max <= FORK_ARRAY_MAX)
+    if counted:
+        return tool.load([*cflags, "-DCOUNT_IN_KERNEL"])
     if mode == "dwarf" and not args.kernel_only:
         pages = args.stack_size // PAGE
         python = args.python_frames == "on"
@@ -113,7 +125,7 @@ lock = threading.Lock()          # pending and backlog are filled on the reader 
 pending: dict[tuple, int] = {}   # (tgid, comm, cgroup id, kernel addrs, user addrs) -> samples, this interval
 backlog: list[tuple] = []        # dwarf: (tgid, comm, cgroup id, kernel addrs, the ustack_t record, python frames)
 backlog_bytes = 0
-walk_errors = {"kernel_stack": 0, "user_stack": 0, "unwind_backlog": 0}
+walk_errors = {"kernel_stack": 0, "user_stack": 0, "unwind_backlog": 0, "stack_id_collision": 0}
 seen: set[int] = set()           # processes whose maps are snapshot (at their first sample's interval)
 
 
@@ -143,8 +155,17 @@ def on_record(raw: bytes) -> None:
 
 
 HEADER_PY = struct.Struct("<Ii")
-reader = RingReader(b["samples"], on_record, poll_ms=int(POLL_S * 1000))   # every 0.1 s: the ring holds 0.25 s
-reader.start()
+def on_new_proc(raw: bytes) -> None:
+    """Counted, on the reader thread (the main thread names nothing until the end): a process's
+    first sample, its maps read now, while it runs."""
+    meet_counted(struct.unpack_from("<I", raw)[0])
+
+
+if counted:
+    reader = RingReader(b["new_procs"], on_new_proc, poll_ms=1000)   # it wakes the reader: rare events
+else:
+    reader = RingReader(b["samples"], on_record, poll_ms=int(POLL_S * 1000))   # every 0.1 s: the ring holds 0.25 s
+    reader.start()
 
 
 def attach_sampling() -> None:
@@ -215,11 +236,16 @@ _ = sym.kernel_symbols   # /proc/kallsyms read now (about a second), not in the 
 tool.meta(frequency_hz=args.frequency, cpus=os.cpu_count(), user_stacks=user_stacks, group_by=args.group_by,
           stack_size=args.stack_size if dwarf else 0, python_frames="on" if python is not None else "off",
           **({"note": note} if note else {}))
+started = f"Sampling on-CPU stacks at {args.frequency} Hz ({user_stacks} user stacks)... Hit Ctrl-C to end."
 if not args.folded:
-    tool.say(f"Sampling on-CPU stacks at {args.frequency} Hz ({user_stacks} user stacks)... Hit Ctrl-C to end.")
+    tool.say(started)
+elif not tool.json:
+    print(started + (" Counted in the kernel." if counted else ""), file=sys.stderr, flush=True)   # stdout: the stacks
 
 
-STOP_BUDGET_S = 1.0   # after a stop signal, the last interval is named for this long at most
+# after a stop signal, the last interval is named for this long at most (the app waits on a stop); a
+# counted run names everything then, as profile does
+STOP_BUDGET_S = 30.0 if counted else 1.0
 unnamed = 0           # samples of this interval left as addresses (the stop's budget ran out)
 
 
@@ -296,6 +322,8 @@ def adopt(tgid: int) -> None:
             parent = forked[forked.Key(child)].value
         except KeyError:
             return
+        if not parent:
+            return
         seen.add(parent)   # its snapshot, taken by inherit() if there is none, is forgotten once it is gone
         if sym.inherit(tgid, parent) is not None:
             return
@@ -303,6 +331,43 @@ def adopt(tgid: int) -> None:
 
 
 LOST = {"kernel": ("[lost]", "", "kernel"), "user": ("[lost]", "", "user")}
+ID_TAKEN = -17   # counted: -EEXIST, the stack's id was another stack's (the sample is counted, its stack lost)
+
+
+def meet_counted(tgid: int) -> None:
+    """Counted: a process sampled for the first time (or the parent of a fork child sampled for the
+    first time), its maps read. One said again has exec'd (or left the BPF side's LRU): read again."""
+    if tgid in seen:
+        sym.forget(tgid)
+        seen.discard(tgid)
+    meet([tgid])
+
+
+def counted_stacks() -> dict[tuple, int]:
+    """Counted: the whole run's samples from the kernel's map, named (processes gone since their maps
+    were read keep them; one gone before, forked and never exec'd, takes its parent's)."""
+    reader.stop()
+    traces = b["stack_traces"]
+
+    def stack(stack_id: int):
+        if stack_id < 0:
+            return stack_id
+        try:
+            return list(traces.walk(stack_id))
+        except KeyError:
+            return -2   # not in the map: lost
+    children = {} if args.kernel_only else {k.value: v.value for k, v in b["children"].items()}
+    out: dict[tuple, int] = {}
+    for key, n in sorted(b["counts"].items(), key=lambda kv: kv[0].tgid):
+        kernel, user = stack(key.kstack), stack(key.ustack)
+        kernel = struct.pack(f"<{len(kernel)}Q", *kernel) if isinstance(kernel, list) else kernel
+        user = tuple(user) if isinstance(user, list) else user
+        if key.tgid in children and key.tgid not in seen:
+            sym.inherit(key.tgid, children[key.tgid])   # at its turn: the symbolizer keeps so many
+        k = (key.tgid, bytes(key.comm), key.cgid, kernel or NO_STACK, user or NO_STACK, None)
+        for named_key, m in named({k: n.value}).items():
+            out[named_key] = out.get(named_key, 0) + m
+    return out
 
 
 def take_interval() -> dict[tuple, int]:
@@ -313,7 +378,20 @@ def take_interval() -> dict[tuple, int]:
     with lock:
         taken, pending = pending, {}
         copies, backlog, backlog_bytes = backlog, [], 0
-    for tgid in {k[0] for k in taken} | {c[0] for c in copies}:
+    meet({k[0] for k in taken} | {c[0] for c in copies})
+    for tgid, comm, cgid, kernel, record, py in copies:
+        if hurried():
+            pcs = [struct.unpack_from("<Q", record)[0]]   # the ip only
+        else:
+            pcs = unwinder.unwind_ustack(sym.maps(tgid) if tgid else None, record).pcs
+        key = (tgid, comm, cgid, kernel, tuple(pcs) if pcs else NO_STACK, py)
+        taken[key] = taken.get(key, 0) + 1
+    return named(taken)
+
+
+def meet(tgids) -> None:
+    """Each process's maps read at its first sample, or its parent's for a fork child gone before."""
+    for tgid in tgids:
         if tgid and tgid not in seen:
             seen.add(tgid)
             if sym.snapshot(tgid) is None and not args.kernel_only:
@@ -322,13 +400,12 @@ def take_interval() -> dict[tuple, int]:
                 watch_python(tgid)
         elif python is not None and python.retry(tgid):
             watch_python(tgid)   # a python whose runtime was not up yet
-    for tgid, comm, cgid, kernel, record, py in copies:
-        if hurried():
-            pcs = [struct.unpack_from("<Q", record)[0]]   # the ip only
-        else:
-            pcs = unwinder.unwind_ustack(sym.maps(tgid) if tgid else None, record).pcs
-        key = (tgid, comm, cgid, kernel, tuple(pcs) if pcs else NO_STACK, py)
-        taken[key] = taken.get(key, 0) + 1
+
+
+def named(taken: dict[tuple, int]) -> dict[tuple, int]:
+    """{(tgid, comm, cgroup id, kernel addresses, user addresses, python frames): samples} named:
+    {(tgid, comm, cgroup id, frames root first): samples}. A stack is its addresses as bytes (the
+    sample's), a tuple (unwound) or the walk's error; a walk that failed is one "[lost]" frame."""
     out: dict[tuple, int] = {}
     global unnamed
     for (tgid, comm, cgid, kernel, user, py), n in taken.items():
@@ -336,7 +413,7 @@ def take_interval() -> dict[tuple, int]:
         unnamed += n if quick else 0
         for source, depth in (("kernel_stack", kernel), ("user_stack", user)):
             if isinstance(depth, int) and depth < 0 and depth != NO_STACK:
-                walk_errors[source] += n
+                walk_errors["stack_id_collision" if depth == ID_TAKEN else source] += n
         frames: list[tuple] = []
         if isinstance(user, (bytes, tuple)):
             addrs = user if isinstance(user, tuple) else struct.unpack(f"<{len(user) // 8}Q", user)
@@ -431,6 +508,15 @@ def print_tables(summary: dict, rows: list[dict]) -> None:
     print(bcctool.table(columns, lines))
 
 
+def fold(stacks: dict[tuple, int]) -> None:
+    """Add named stacks to the whole run's folded lines."""
+    for (_, comm, cgid, stack), n in stacks.items():
+        # the root frame: the command, or with --group-by cgroup the cgroup's path (a flame graph per group)
+        root = (tool.cgroup_fields(cgid)["cgroup"] or str(cgid)) if args.group_by == "cgroup" else comm
+        line = ";".join([root.replace(";", ":"), *map(folded_name, stack)])
+        whole_run[line] = whole_run.get(line, 0) + n
+
+
 # --- loop ------------------------------------------------------------------------------------------
 def target_gone() -> bool:
     if args.pid:
@@ -444,7 +530,13 @@ lost_seen = 0
 unwound_seen: dict[str, int] = {}
 python_seen: dict[str, int] = {}
 last = time.monotonic()
+if counted:
+    reader.start()   # now that what it calls is defined; it alone uses the symbolizer until the end
 for _interval in tool.intervals():
+    if counted:   # the samples stay in the kernel until the end (new processes are met on the reader thread)
+        for source in ("counts_full", "children_full"):
+            tool.set_lost_total(source, sum(b[source][b[source].Key(0)]))
+        continue
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
     unnamed = 0
@@ -477,11 +569,7 @@ for _interval in tool.intervals():
     lost_seen = lost_total
     rows = top_functions(stacks)
     if args.folded:
-        for (_, comm, cgid, stack), n in stacks.items():
-            # the root frame: the command, or with --group-by cgroup the cgroup's path (a flame graph per group)
-            root = (tool.cgroup_fields(cgid)["cgroup"] or str(cgid)) if args.group_by == "cgroup" else comm
-            line = ";".join([root.replace(";", ":"), *map(folded_name, stack)])
-            whole_run[line] = whole_run.get(line, 0) + n
+        fold(stacks)
     if tool.json:
         tool.emit("summary", **summary)
         for r in rows:
@@ -497,6 +585,11 @@ for _interval in tool.intervals():
         sym.forget(tgid)
         forget_python(tgid)
 
+if counted:
+    fold(counted_stacks())
+    for source, total in walk_errors.items():
+        tool.set_lost_total(source, total)
+    tool.report_lost()
 reader.stop()
 if args.folded and not tool.json:
     for line, n in sorted(whole_run.items(), key=lambda kv: kv[1], reverse=True):

@@ -16,9 +16,7 @@ import subprocess
 import time
 
 import pytest
-from helpers import MetricProcess, human_output, settle_and_stop
-
-import config
+from helpers import MetricProcess, human_output, sampling_started, settle_and_stop
 
 pytestmark = pytest.mark.bpf
 
@@ -415,22 +413,6 @@ def test_stripped_binary_gives_module_and_offset(workload, tmp_path):
     assert inside >= 0.9 * len(named)
 
 
-def sampling_started(pid: int, timeout: float = 90.0) -> None:
-    """Wait until the metric process holds its sampling perf events (loaded and attached): one more
-    perf event than its tracepoints, which are attached first, at load."""
-    tracepoints = sum(not p.startswith("perf:") for p in config.get("cpuprofile").probes)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
-        except OSError:
-            links = []
-        if links.count("anon_inode:[perf_event]") > tracepoints:
-            return
-        time.sleep(0.1)
-    raise AssertionError("cpuprofile did not attach its perf events")
-
-
 def test_folded_is_flamegraph_input(workload):
     child = Workload(workload, "hot", 0.5)
     tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-F", str(HZ), "--folded", json_output=False)
@@ -453,6 +435,39 @@ def test_folded_is_flamegraph_input(workload):
         assert stack.split(";")[0] == "hotspots"
         counted += int(count)
     assert counted == pytest.approx(HZ * report["cpu_s"], rel=0.05)
+
+
+def test_folded_by_frame_pointers_is_counted_in_the_kernel(workload):
+    """--folded --user-stacks fp is BCC profile's job and is done its way: samples counted in a kernel
+    map by stack id, named at the end. The shares and the sample count still match the workload's own
+    clock, and each hot function's stack still runs main -> work -> hot_x."""
+    child = Workload(workload, "hot", 3.0)
+    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-F", str(HZ), "--folded", "--user-stacks", "fp",
+                         json_output=False)
+    try:
+        sampling_started(tool.proc.pid)
+        report = child.run()
+        child.end()                    # the process exits: cpuprofile names the run, prints it and ends
+        out, err = tool.proc.communicate(timeout=60)
+    finally:
+        tool.kill()
+    assert tool.proc.returncode == 0, err
+    assert "Counted in the kernel" in err
+    folded = {}
+    for line in out.splitlines():
+        stack, count = line.rsplit(" ", 1)
+        assert stack.split(";")[0] == "hotspots"
+        folded[stack] = int(count)
+    total = sum(folded.values())
+    shares = {f: 100.0 * sum(n for s, n in folded.items() if s.split(";")[-1] == f) / total for f in HOT}
+    truth = {f: 100.0 * report[f] / report["cpu_s"] for f in HOT}
+    print(f"samples {total} for {report['cpu_s']:.3f} CPU s at {HZ} Hz; own shares {truth}; counted {shares}")
+    assert total == pytest.approx(HZ * report["cpu_s"], rel=0.05)
+    for f in HOT:
+        assert abs(shares[f] - truth[f]) <= 3.0, (f, shares[f], truth[f])
+    hot = {s: n for s, n in folded.items() if s.split(";")[-1] in HOT}
+    whole = sum(n for s, n in hot.items() if s.split(";")[-3:-1] == ["main", "work"])
+    assert whole >= 0.995 * sum(hot.values()), list(hot)[:3]
 
 
 def test_human_output_has_columns():

@@ -6,11 +6,12 @@ the workload is written with; the children's CPU time is the parent's own getrus
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 
 import pytest
 import stack_samples as ss
-from helpers import MetricProcess, contains, settle_and_stop, user_names
+from helpers import MetricProcess, contains, sampling_started, settle_and_stop, user_names
 
 pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
 
@@ -90,3 +91,25 @@ def test_short_lived_fork_children_are_named_from_their_parent(forker, mode):
         named = sum(r["count"] for r in children if "child_hot" in user_names(r) or "vdso" in str(user_names(r)))
         print(f"fp: {named}/{total} samples name child_hot or its clock read")
         assert named >= 0.9 * total
+
+
+def test_fork_children_are_named_when_counted_in_the_kernel(forker):
+    """--folded by frame pointers counts in a kernel map and names everything at the end, when the
+    children are long gone: the BPF side kept each one's parent as it was first sampled, and the
+    parent's maps name them."""
+    tool = MetricProcess("cpuprofile", "-U", "-F", str(HZ), "--folded", "--user-stacks", "fp", json_output=False)
+    try:
+        sampling_started(tool.proc.pid)
+        run = subprocess.run([forker, "700", "1"], capture_output=True, text=True, check=True)
+        tool.proc.send_signal(signal.SIGINT)
+        out, err = tool.proc.communicate(timeout=120)
+    finally:
+        tool.kill()
+    assert tool.proc.returncode == 0, err
+    children_cpu = float(run.stdout.split()[-1])
+    lines = [line.rsplit(" ", 1) for line in out.splitlines() if line.startswith("forker;")]
+    # the children's samples: child_hot, or the vDSO clock read it calls (the parent runs neither)
+    named = sum(int(n) for stack, n in lines if "child_hot" in stack or "vdso" in stack)
+    print(f"{named} samples name child_hot or its clock read; children's CPU {children_cpu:.3f} s "
+          f"({HZ * children_cpu:.0f} samples expected)")
+    assert abs(named - HZ * children_cpu) <= 0.15 * HZ * children_cpu

@@ -282,3 +282,21 @@ def reachable_by_others(path: str = ROOT) -> Iterator[None]:
     finally:
         for at, mode in reversed(opened):
             os.chmod(at, mode)
+
+
+def sampling_started(pid: int, timeout: float = 90.0) -> None:
+    """Wait until the metric process holds its sampling perf events (loaded and attached): one more
+    perf event than its tracepoints, which are attached first, at load."""
+    import config  # noqa: PLC0415 - the registry, for the tests that need it
+
+    tracepoints = sum(not p.startswith("perf:") for p in config.get("cpuprofile").probes)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            links = []
+        if links.count("anon_inode:[perf_event]") > tracepoints:
+            return
+        time.sleep(0.1)
+    raise AssertionError("cpuprofile did not attach its perf events")
