@@ -116,3 +116,20 @@ def test_netpack_refuses_what_the_kernel_refuses_as_a_device_name(dev):
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "not a network device name" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_signal_that_does_not_stop_the_tool_leaves_its_wait_asleep(own_signals):
+    """A signal with a handler of its own (SIGUSR1 for a profiler, say) writes to the wakeup fd like a
+    stop does; left unread, every later select() returned at once and the wait spun a CPU."""
+    import signal
+    saved = signal.signal(signal.SIGUSR1, lambda *_: None)
+    try:
+        tool = bcctool.Tool("t", "test", [], args=config.interval_args(0.01))
+        tool.parse_args(["0.01"])
+        tool.wait(0.01)                  # the wakeup fd is installed
+        os.kill(os.getpid(), signal.SIGUSR1)
+        cpu = time.process_time()
+        assert tool.wait(0.5)            # not a stop: the whole wait, True
+        assert time.process_time() - cpu < 0.1   # asleep: the spin took the whole 0.5 s
+    finally:
+        signal.signal(signal.SIGUSR1, saved)
