@@ -156,6 +156,10 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         run_.cpu_at_meta = run_.cpu_now()
         if name in OURS:
             run_.wait_summaries(2)
+        if name == FOLDED:
+            # its start alike: the first second of sampling reads the maps of every process on the
+            # machine as each is first sampled (the live runs name them all in their first interval)
+            time.sleep(2.0)
         if name == GOAL:
             loaded_by(run_.tracer.proc.pid)
         if name.startswith("perf"):
@@ -194,8 +198,9 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         return seconds
 
     def bpf_pass(name: str) -> dict:
-        """One workload run with kernel.bpf_stats_enabled: the sampler's BPF run time per sample and
-        per second of workload (a separate pass: the stats' clock reads are not in the timed runs)."""
+        """One workload run with kernel.bpf_stats_enabled: the sampler's BPF run time per program run (a
+        sample; for cpuprofile also each fork and exec its tracepoints see) and per second of workload
+        (a separate pass: the stats' clock reads are not in the timed runs)."""
         run_ = start(name)
         try:
             with bpfwatch.BpfStats(prog_ids_of(run_.tracer.proc.pid)) as st:
@@ -247,6 +252,17 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
                         for k in ("cpu_ms_per_1000", "pss_mb", "first_data_s", "samples")})
         rows.append(row)
     by = {r["config"]: r for r in rows}
+    return {"title": "cpuprofile against BCC profile and perf record", "reps": reps, "rounds": rounds,
+            "runs": runs, "rows": rows, "interference": quiet.note(), "targets": targets_of(rows),
+            "slowdown_overlap": {peer: overlap(by, "cpuprofile -F 99", peer) for peer in (GOAL, PERF_DWARF)}}
+
+
+def targets_of(rows: list[dict]) -> list[dict]:
+    """Issue 13's goal, no more slowdown than profile at the same frequency, judged two ways on CPU:
+    while the workload runs (process + BPF), and over a whole profiling session held inside the
+    workload (ready to exit: what a running service pays for one session, profile's naming at Ctrl-C
+    included); issue 14's, DWARF stacks at no more slowdown than perf's, on wall time."""
+    by = {r["config"]: r for r in rows}
     ours99, goal = by.get("cpuprofile -F 99"), by.get(GOAL)
 
     def taken_vs_goal(name: str) -> float | None:
@@ -254,11 +270,23 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         if mine and goal and mine["cpu_cost_ms_per_s"] is not None and goal["cpu_cost_ms_per_s"]:
             return round(mine["cpu_cost_ms_per_s"] / goal["cpu_cost_ms_per_s"], 2)
         return None
+
+    def session_vs_goal(name: str) -> float | None:
+        mine, theirs = (by.get(name) or {}).get("session_cpu_ms_per_s"), (goal or {}).get("session_cpu_ms_per_s")
+        if mine and theirs and mine["median"] is not None and theirs["median"]:
+            return round(mine["median"] / theirs["median"], 2)
+        return None
     targets = [stats.target("cpuprofile -F 99 --folded (profile's job: whole run, frame pointers) CPU taken from the "
                             "workload vs BCC profile -F 99 (process + BPF)", "<= 1.0x", taken_vs_goal(FOLDED), 1.0,
                             higher_is_better=False, unit="x"),
                stats.target("cpuprofile -F 99 live (records every interval, DWARF) CPU taken from the workload vs "
                             "BCC profile -F 99 (process + BPF)", "<= 1.0x", taken_vs_goal("cpuprofile -F 99"), 1.0,
+                            higher_is_better=False, unit="x"),
+               stats.target("cpuprofile -F 99 --folded CPU of a whole profiling session inside the workload (ready to "
+                            "exit) vs BCC profile -F 99", "<= 1.0x", session_vs_goal(FOLDED), 1.0,
+                            higher_is_better=False, unit="x"),
+               stats.target("cpuprofile -F 99 live CPU of a whole profiling session inside the workload (ready to "
+                            "exit) vs BCC profile -F 99", "<= 1.0x", session_vs_goal("cpuprofile -F 99"), 1.0,
                             higher_is_better=False, unit="x")]
     # perf's cost is in the kernel's own sampling (no BPF program, no busy process): wall time only
     against_perf = ours99 and ours99.get("vs_perf_dwarf") and ours99["vs_perf_dwarf"]["median"]
@@ -266,9 +294,7 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
                     "target": "<= 1.0x", "measured": f"{against_perf}x" if against_perf is not None else None,
                     "met": None if against_perf is None else against_perf <= 1.0,
                     "margin": f"{1.0 - against_perf:+.2f}" if against_perf is not None else "n/a"})
-    return {"title": "cpuprofile against BCC profile and perf record", "reps": reps, "rounds": rounds,
-            "runs": runs, "rows": rows, "interference": quiet.note(), "targets": targets,
-            "slowdown_overlap": {peer: overlap(by, "cpuprofile -F 99", peer) for peer in (GOAL, PERF_DWARF)}}
+    return targets
 
 
 def loaded_by(pid: int, timeout: float = 120) -> None:
@@ -307,7 +333,7 @@ def table(result: dict) -> str:
                      _median(r.get("first_data_s"), " s")])
     body = stats.md_table(["configuration", "workload", "added", "slowdown", "sampler process CPU",
                            "process CPU, ready to exit",
-                           "BPF per sample", "CPU taken (process + BPF)", "slowdown vs perf --call-graph dwarf",
+                           "BPF per program run", "CPU taken (process + BPF)", "slowdown vs perf --call-graph dwarf",
                            "CPU per 1,000 samples", "PSS",
                            "exec to first record"], rows)
     for peer, overlaps in (result.get("slowdown_overlap") or {}).items():

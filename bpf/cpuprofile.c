@@ -4,9 +4,10 @@
  * pointer walk, with -DUSER_DWARF the user registers and a copy of the top of the user stack
  * (ustack.h), unwound in user space with CFI.
  *
- * Samples are not counted by stack id in a map: a stack map's ids collide (a few per cent of stacks at
- * a few thousand buckets, each bucket preallocated at 1 KiB), and a ring buffer of whole stacks costs
- * memory only for the samples in flight. The user side aggregates.
+ * Samples that are printed every interval are not counted by stack id in a map: a stack map's ids
+ * collide (a few per cent of stacks at a few thousand buckets, each bucket preallocated at 1 KiB), and
+ * a ring buffer of whole stacks costs memory only for the samples in flight. The user side aggregates.
+ * A whole run counted for the end is (-DCOUNT_IN_KERNEL, below).
  *
  * User frames are named from a snapshot of the process's maps, read at the end of the interval of its
  * first sample. A fork child that runs briefly and exits (a shell's, a server's worker) is gone by then:
@@ -16,7 +17,8 @@
  * -DCOUNT_IN_KERNEL (--folded with frame-pointer stacks: a whole run, printed at the end, BCC profile's
  * job) counts samples in a map keyed by process, cgroup, command and the two stacks' ids, as BCC's
  * profile does: no sample reaches user space, which hears only of each new process (its maps are read
- * while it lives). Stack ids that collide are counted lost by the user side (-EEXIST in the key).
+ * while it lives) and, at the end, of the fork children sampled before they exec'd (`children`).
+ * Stack ids that collide are counted lost by the user side (-EEXIST in the key).
  *
  * -DINCLUDE_IDLE counts the idle task (pid 0); -DUSER_ONLY / -DKERNEL_ONLY take one stack only.
  * -DPYTHON_FRAMES (with -DUSER_DWARF) adds the CPython frame chain of python processes (pystack.h). */
