@@ -389,6 +389,12 @@ def take_interval() -> dict[tuple, int]:
     return named(taken)
 
 
+def counted_lost() -> None:
+    """Counted: samples the kernel's maps had no room for, said as lost."""
+    for source in ("counts_full", "children_full"):
+        tool.set_lost_total(source, sum(b[source][b[source].Key(0)]))
+
+
 def meet(tgids) -> None:
     """Each process's maps read at its first sample, or its parent's for a fork child gone before."""
     for tgid in tgids:
@@ -532,10 +538,11 @@ python_seen: dict[str, int] = {}
 last = time.monotonic()
 if counted:
     reader.start()   # now that what it calls is defined; it alone uses the symbolizer until the end
+
+
 for _interval in tool.intervals():
     if counted:   # the samples stay in the kernel until the end (new processes are met on the reader thread)
-        for source in ("counts_full", "children_full"):
-            tool.set_lost_total(source, sum(b[source][b[source].Key(0)]))
+        counted_lost()
         continue
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
@@ -587,6 +594,7 @@ for _interval in tool.intervals():
 
 if counted:
     fold(counted_stacks())
+    counted_lost()   # the loop read them once an interval: a run shorter than one never did
     for source, total in walk_errors.items():
         tool.set_lost_total(source, total)
     tool.report_lost()
