@@ -27,6 +27,7 @@ from metric_footprint import smaps_rollup_mb
 from stats import BenchError
 
 import config
+from bcctool import taskinfo
 
 PROFILE = "/usr/sbin/profile-bpfcc"
 OURS = {  # configuration -> cpuprofile's registry values
@@ -91,18 +92,8 @@ class Sampled:
     def run_time(self) -> float | None:
         """The tool's threads' run time so far in seconds (schedstat, in ns): the CPU it takes while
         the workload runs, where /proc/PID/stat's 10 ms ticks would round 1 ms/s to 0 or 3."""
-        total = 0
-        try:
-            tids = os.listdir(f"/proc/{self.tracer.proc.pid}/task")
-        except OSError:
-            return None
-        for tid in tids:
-            try:
-                with open(f"/proc/{self.tracer.proc.pid}/task/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
-        return total / 1e9
+        runs = [taskinfo.schedstat(tid) for tid in taskinfo.thread_ids(self.tracer.proc.pid)]
+        return sum(r[0] for r in runs if r) / 1e9 if runs else None
 
     def _line(self, line: str) -> None:
         record = config.parse_ndjson(line)
