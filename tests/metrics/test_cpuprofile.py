@@ -413,17 +413,25 @@ def test_stripped_binary_gives_module_and_offset(workload, tmp_path):
     assert inside >= 0.9 * len(named)
 
 
-def test_folded_is_flamegraph_input(workload):
-    child = Workload(workload, "hot", 0.5)
-    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-F", str(HZ), "--folded", json_output=False)
+def folded_run(exe: str, seconds: float, *options: str) -> tuple[dict, str, str]:
+    """(the workload's report, stdout, stderr) of cpuprofile -p --folded over one run of the hot
+    workload; the process exits, so cpuprofile names the run, prints it and ends with status 0."""
+    child = Workload(exe, "hot", seconds)
+    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-F", str(HZ), "--folded", *options,
+                         json_output=False)
     try:
         sampling_started(tool.proc.pid)
         report = child.run()
-        child.end()                    # the process exits: cpuprofile prints the run and ends
+        child.end()
         out, err = tool.proc.communicate(timeout=60)
     finally:
         tool.kill()
     assert tool.proc.returncode == 0, err
+    return report, out, err
+
+
+def test_folded_is_flamegraph_input(workload):
+    report, out, _ = folded_run(workload, 0.5)
     lines = out.splitlines()
     assert lines
     counted = 0
@@ -441,17 +449,7 @@ def test_folded_by_frame_pointers_is_counted_in_the_kernel(workload):
     """--folded --user-stacks fp is BCC profile's job and is done its way: samples counted in a kernel
     map by stack id, named at the end. The shares and the sample count still match the workload's own
     clock, and each hot function's stack still runs main -> work -> hot_x."""
-    child = Workload(workload, "hot", 3.0)
-    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-F", str(HZ), "--folded", "--user-stacks", "fp",
-                         json_output=False)
-    try:
-        sampling_started(tool.proc.pid)
-        report = child.run()
-        child.end()                    # the process exits: cpuprofile names the run, prints it and ends
-        out, err = tool.proc.communicate(timeout=60)
-    finally:
-        tool.kill()
-    assert tool.proc.returncode == 0, err
+    report, out, err = folded_run(workload, 3.0, "--user-stacks", "fp")
     assert "Counted in the kernel" in err
     folded = {}
     for line in out.splitlines():
