@@ -781,6 +781,21 @@ def insert_new(table: Any, key: Any, leaf: Any) -> bool:
     return lib.bpf_update_elem(table.map_fd, ctypes.byref(key), ctypes.byref(leaf), 1) == 0
 
 
+class ExitedKeys:
+    """Keys of processes that are gone, forgotten one read after the read that first found them gone and
+    unchanged: a process can add events between a read and its exit, and only a read that begins after
+    its exit is sure to hold them all."""
+
+    def __init__(self) -> None:
+        self.gone_last_step: set[Any] = set()
+
+    def settled(self, gone: list[Any]) -> list[Any]:
+        """Of the keys gone and unchanged at this read, those that were so at the last one too."""
+        ready = [k for k in gone if k in self.gone_last_step]
+        self.gone_last_step = set(gone) - set(ready)
+        return ready
+
+
 class CounterDeltas:
     """Per-interval deltas of a per-CPU hash the probes only add to (reading and clearing would lose
     what the probes add in between). Keys of processes that have exited and added nothing new are
@@ -791,6 +806,7 @@ class CounterDeltas:
                  tgid_of: Callable[[Any], int] | None = lambda k: k[0]) -> None:
         self.table, self.comms, self.tgid_of = table, comms, tgid_of
         self.seen: dict[Any, tuple[Any, dict[str, int]]] = {}
+        self.exited = ExitedKeys()
 
     def step(self) -> dict[Any, dict[str, int]]:
         """{plain key: {field: increase since the last step}} for the keys that changed."""
@@ -807,7 +823,8 @@ class CounterDeltas:
     def _forget_exited(self, changed: dict) -> None:
         if self.tgid_of is None:
             return
-        for key in [k for k in self.seen if k not in changed and not os.path.exists(f"/proc/{self.tgid_of(k)}")]:
+        gone = [k for k in self.seen if k not in changed and not os.path.exists(f"/proc/{self.tgid_of(k)}")]
+        for key in self.exited.settled(gone):
             raw, _ = self.seen.pop(key)
             for table, map_key in ((self.table, raw), (self.comms, None)):
                 if table is None:

@@ -74,6 +74,12 @@ def stat(tid: int) -> dict[str, int] | None:
         return None
 
 
+def runnable(tid: int) -> bool:
+    """The thread exists and is running or waiting for a CPU (state R in its stat)."""
+    text = _thread_file(tid, "stat")
+    return bool(text) and text.rsplit(")", 1)[1].split()[:1] == ["R"]
+
+
 def schedstat(tid: int) -> tuple[int, int, int] | None:
     """(on-CPU ns, run-queue wait ns, timeslices) from the thread's schedstat."""
     text = _thread_file(tid, "schedstat")

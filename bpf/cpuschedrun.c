@@ -11,11 +11,20 @@
  * Totals (-DPER_THREAD) and histograms only grow; user space takes deltas, so no update is lost to a
  * read/clear race.
  *
- * Each interval is charged only the run time inside it: the user side writes the time its interval
- * began (`cut`), so a run that ends adds to run_ns only its part since then (its whole length still goes
- * to the run-time histogram and `runs`), and the user side charges the open part of the runs still in
- * `tasks` (state S_RUNNING) itself at each interval's end. A thread alone on its CPU for longer than an
- * interval so shows ~100 % in each, not 0 % and then several hundred.
+ * Every run and wait is counted in the interval in which it ends (epoch.h): the histograms and `stats`
+ * are indexed by the epoch's slot, user space reads a finished slot and clears it. Each interval is
+ * charged only the run time inside it: a run that ends adds to run_ns its part since its epoch began
+ * (its whole length still goes to the run-time histogram and `runs`), user space charges the open part
+ * of the runs still in `tasks` (state S_RUNNING) up to each cut, and a run that ends between a cut and
+ * that read leaves its part before the cut in `crossed`. A thread alone on its CPU for longer than an
+ * interval so shows ~100 % in each, not 0 % and then several hundred. Waits are not split: each is
+ * charged whole to the interval it ends in.
+ *
+ * The kernel does not deliver every sched_switch (about 1 in 1,000 switch-ins of a woken thread is never
+ * seen here, sometimes with its wakeup): a thread switched out while our books say it is queued or asleep
+ * was switched in unseen. Its run is counted, timed from when it was queued (its wait, unknown, as 0) or,
+ * asleep, with no time, and counted in `unseen_switch_ins`; one switched in while by our books it runs
+ * was switched out unseen: that run is counted with no time, in `unseen_switch_outs`.
  *
  * --cgroup (FILTER_CGROUP_ID) filters like -p: `tasks` is the member set, seeded by user space from the
  * group's and its descendants' cgroup.threads, joined by tasks created by a member (they start in its
@@ -23,6 +32,7 @@
  * last switch out, for its row. */
 #include "common.h"
 #include "sched_state.h"
+#include "epoch.h"
 
 #if defined(FILTER_PID) || defined(FILTER_CGROUP_ID)
 #define MEMBERS_ONLY 1   /* only threads in `tasks` are followed on the wakeup and `next` sides */
@@ -43,10 +53,14 @@ struct task_t {
 };
 
 BPF_HASH(tasks, u32, struct task_t, MAX_TASKS);
-BPF_PERCPU_ARRAY(run_hist, u64, 64);    /* log2 slots of run time (us, or ms with -DMILLISECONDS) */
-BPF_PERCPU_ARRAY(wait_hist, u64, 64);   /* log2 slots of run-queue latency */
+/* log2 slots of run time (us, or ms with -DMILLISECONDS) and of run-queue latency, 64 per epoch slot */
+BPF_PERCPU_ARRAY(run_hist, u64, 128);
+BPF_PERCPU_ARRAY(wait_hist, u64, 128);
 LOST_COUNTER(full);                      /* threads not tracked because a map was full */
-BPF_ARRAY(cut, u64, 1);                  /* bpf_ktime_get_ns() when the user side's interval began */
+LOST_COUNTER(unseen_switch_ins);         /* runs whose switch in the kernel did not deliver */
+LOST_COUNTER(unseen_switch_outs);        /* runs whose switch out the kernel did not deliver */
+BPF_PERCPU_ARRAY(last_switch, u64, 1);   /* when this CPU's last switch was seen */
+BPF_ARRAY(epochs, struct epoch_t, 1);
 
 #ifdef PER_THREAD
 struct stat_t {
@@ -63,7 +77,20 @@ struct ident_t {
     u64 cgid;
 };
 
-BPF_PERCPU_HASH(stats, u32, struct stat_t, MAX_TASKS);
+struct stat_key_t {
+    u32 tid;
+    u32 slot;   /* EPOCH_SLOT of the interval */
+};
+
+/* a run that ended after a cut, before user space read the runs open at it: its part before the cut */
+struct crossed_key_t {
+    u32 tid;
+    u32 pad;
+    u64 start;
+};
+
+BPF_PERCPU_HASH(stats, struct stat_key_t, struct stat_t, MAX_TASKS);
+BPF_HASH(crossed, struct crossed_key_t, u64, 4096);
 /* who an exited thread was, for its last row (/proc answers for the living); written once per exit */
 BPF_TABLE("lru_hash", u32, struct ident_t, exited, 4096);
 BPF_HASH(cgroups, u32, u64, MAX_TASKS);   /* tid -> its cgroup (v2) at its last switch out */
@@ -141,10 +168,71 @@ TRACEPOINT_PROBE(task, task_newtask)
 }
 #endif
 
+#ifdef PER_THREAD
+/* a thread's counters for this epoch, created on first use */
+static __always_inline struct stat_t *stat_of(u32 tid, struct epoch_t *epoch)
+{
+    struct stat_key_t key = {.tid = tid, .slot = EPOCH_SLOT(epoch)};
+    struct stat_t *s = stats.lookup(&key);
+    if (s)
+        return s;
+    struct stat_t init = {};
+    stats.insert(&key, &init);
+    s = stats.lookup(&key);
+    if (!s)
+        count_lost();
+    return s;
+}
+#endif
+
+/* a run of `tid` that began at `start` ends now */
+static __always_inline void end_run(struct epoch_t *epoch, u32 tid, u64 start, u64 now)
+{
+    u32 slot = EPOCH_SLOT(epoch) * 64 + bpf_log2l((now - start) / HIST_DIV);
+    u64 *bucket = run_hist.lookup(&slot);
+    if (bucket)
+        (*bucket)++;
+#ifdef PER_THREAD
+    struct stat_t *s = stat_of(tid, epoch);
+    if (s) {
+        s->run_ns += epoch_part(epoch, start, now);
+        s->runs++;
+    }
+    u64 before_cut = epoch_crossed_part(epoch, start);
+    if (before_cut) {
+        struct crossed_key_t ck = {.tid = tid, .start = start};
+        if (crossed.update(&ck, &before_cut) == ERR_MAP_FULL)
+            count_lost();
+    }
+#endif
+}
+
+/* a wait of `tid` on the run queue that began at `start` ends now */
+static __always_inline void end_wait(struct epoch_t *epoch, u32 tid, u64 start, u64 now)
+{
+    u32 slot = EPOCH_SLOT(epoch) * 64 + bpf_log2l((now - start) / HIST_DIV);
+    u64 *bucket = wait_hist.lookup(&slot);
+    if (bucket)
+        (*bucket)++;
+#ifdef PER_THREAD
+    struct stat_t *s = stat_of(tid, epoch);
+    if (s) {
+        s->wait_ns += now - start;
+        s->waits++;
+    }
+#endif
+}
+
 TRACEPOINT_PROBE(sched, sched_switch)
 {
+    int zero = 0;
+    struct epoch_t *ep = epochs.lookup(&zero);   /* before the clock: what ends now sees its epoch */
+    if (!ep)
+        return PASS_ON;
+    struct epoch_t epoch = *ep;
     u64 now = bpf_ktime_get_ns();
     u32 prev = args->prev_pid, next = args->next_pid;
+    u64 *last = last_switch.lookup(&zero);   /* this CPU's last switch seen before this one */
 
     /* prev: the current task, so its tgid is known and the filter is a compare */
     u64 id = bpf_get_current_pid_tgid();
@@ -154,28 +242,23 @@ TRACEPOINT_PROBE(sched, sched_switch)
         struct task_t *t = tasks.lookup(&prev);
         if (t) {
             if (t->state == S_RUNNING) {
-                u64 delta = now - t->ts;
-                u32 slot = bpf_log2l(delta / HIST_DIV);
-                u64 *bucket = run_hist.lookup(&slot);
-                if (bucket)
-                    (*bucket)++;
-#ifdef PER_THREAD
-                struct stat_t *s = stats.lookup(&prev);
-                if (!s) {
-                    struct stat_t init = {};
-                    stats.insert(&prev, &init);
-                    s = stats.lookup(&prev);
+                end_run(&epoch, prev, t->ts, now);
+            } else if (t->ts) {
+                /* it ran, yet by our books it waits or sleeps: its switch in (and for a sleeper its
+                   wakeup too) was not delivered. Queued: its run is taken from then, or from the
+                   last switch seen on this CPU; asleep: counted with no time, which is not known */
+                u64 from = now;
+                if (t->state == S_QUEUED) {
+                    /* switched in on this CPU after both its queueing and the last switch seen here */
+                    from = t->ts;
+                    if (last && *last > from)
+                        from = *last;
                 }
-                int zero = 0;
-                u64 *began = cut.lookup(&zero);
-                u64 charged = began && *began > t->ts ? (now > *began ? now - *began : 0) : delta;
-                if (s) {
-                    s->run_ns += charged;
-                    s->runs++;
-                } else {
-                    count_lost();
-                }
-#endif
+                end_wait(&epoch, prev, from, from);
+                end_run(&epoch, prev, from, now);
+                u64 *unseen = unseen_switch_ins.lookup(&zero);
+                if (unseen)
+                    (*unseen)++;
             }
             if (state & PREV_STATE_EXITED) {
                 tasks.delete(&prev);
@@ -208,6 +291,9 @@ TRACEPOINT_PROBE(sched, sched_switch)
         tasks.delete(&prev);
 #endif
 
+    if (last)
+        *last = now;
+
     /* next: its wait ends and its run starts */
     if (next == 0)
         return PASS_ON;
@@ -225,25 +311,14 @@ TRACEPOINT_PROBE(sched, sched_switch)
         return PASS_ON;
     }
     if (t->state == S_QUEUED) {
-        u64 delta = now - t->ts;
-        u32 slot = bpf_log2l(delta / HIST_DIV);
-        u64 *bucket = wait_hist.lookup(&slot);
-        if (bucket)
-            (*bucket)++;
-#ifdef PER_THREAD
-        struct stat_t *s = stats.lookup(&next);
-        if (!s) {
-            struct stat_t init = {};
-            stats.insert(&next, &init);
-            s = stats.lookup(&next);
-        }
-        if (s) {
-            s->wait_ns += delta;
-            s->waits++;
-        } else {
-            count_lost();
-        }
-#endif
+        end_wait(&epoch, next, t->ts, now);
+    } else if (t->state == S_RUNNING) {
+        /* on a CPU by our books, and switched in again: the switch out between was not delivered.
+           Its run is counted with no time: when it ended is not known */
+        end_run(&epoch, next, now, now);
+        u64 *unseen = unseen_switch_outs.lookup(&zero);
+        if (unseen)
+            (*unseen)++;
     }
     t->ts = now;
     t->state = S_RUNNING;

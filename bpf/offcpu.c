@@ -5,10 +5,11 @@
  * switched back in (`next`) the time since is added to a per-CPU hash keyed by thread and stack pair:
  * total, count, min and max. The user side reads and deletes that hash each interval.
  *
- * Each interval is charged only the blocked time inside it: the user side writes the time its
- * interval began (`cut`) before reading the hash, so a block that ends adds to total_ns only its part
- * since then (its whole length goes to length_ns, min and max), and the user side charges the open part
- * of the blocks still in `start` itself at each interval's end.
+ * Each interval is charged only the blocked time inside it, and every block is counted in the interval
+ * in which it ends (epoch.h): `blocked` is keyed by the epoch's slot, a block that ends adds to total_ns
+ * its part since its epoch began (its whole length goes to length_ns, min and max), user space charges
+ * the blocks still in `start` up to each cut, and a block that ends in the moment between a cut and that
+ * read leaves its part before the cut in `crossed`.
  *
  * By default only blocking counts (prev_state not runnable); -DPREEMPTED also counts the time a
  * preempted thread waited for a CPU. -DSTATE_MASK=bits keeps only blocks in those prev_state bits
@@ -32,6 +33,7 @@
  * (pystack.h), taken at the same moment: its frames do not change while it is blocked. */
 #include "common.h"
 #include "sched_state.h"
+#include "epoch.h"
 
 #ifndef MIN_BLOCK_NS
 #define MIN_BLOCK_NS 1000
@@ -63,6 +65,8 @@ struct key_t {
     int ustack;
     char comm[TASK_COMM_LEN];
     u64 cgid;
+    u32 slot;     /* EPOCH_SLOT of the interval the block ended in */
+    u32 pad;
 };
 
 struct val_t {
@@ -79,11 +83,24 @@ struct stack_t {
 };
 
 BPF_HASH(start, u32, struct start_t, 65536);
-BPF_ARRAY(cut, u64, 1);      /* bpf_ktime_get_ns() when the user side's current interval began */
+BPF_ARRAY(epochs, struct epoch_t, 1);
+
+/* a block that ended after a cut, before user space read the blocks open at it: its part before the cut */
+struct crossed_key_t {
+    u32 tid;
+    u32 pad;
+    u64 start;
+};
+struct crossed_t {
+    struct key_t key;
+    u64 part;
+};
+BPF_HASH(crossed, struct crossed_key_t, struct crossed_t, 16384);
 BPF_PERCPU_HASH(blocked, struct key_t, struct val_t, 32768);
 BPF_TABLE("stacktrace", int, struct stack_t, stacks, STACK_ENTRIES);
 LOST_COUNTER(full);          /* blocks not counted: a map was full */
 LOST_COUNTER(stack_errors);  /* kernel stacks not stored (stack map full or a hash collision) */
+LOST_COUNTER(unseen_switch_ins);   /* blocks whose end the kernel did not deliver, ended at the next switch out */
 BPF_HASH(seen, u32, u8, 65536);      /* processes whose maps the user side has been told to read */
 BPF_RINGBUF_OUTPUT(new_maps, 4);     /* tgids whose maps to read now */
 
@@ -104,6 +121,7 @@ struct pending_t {
     u64 delta;
     u64 charged;
     u64 end;      /* when it ended: user space waits at a cut for those that ended before it */
+    u64 epoch;    /* the interval it ended in: user space claims what is left of it at that cut */
     u64 uip;
     u64 usp;
 };
@@ -115,11 +133,12 @@ struct dwarf_block_t {   /* the ring buffer's record: one block and its user sta
     u64 delta;
     u64 charged;
     u64 end;
+    u64 epoch;
     u64 cgid;
     char comm[TASK_COMM_LEN];
     struct ustack_t user;
 #ifdef PYTHON_FRAMES
-    struct pystack_t py;   /* after the stack copy: at offset 64 + sizeof(struct ustack_t) */
+    struct pystack_t py;   /* after the stack copy: at offset 72 + sizeof(struct ustack_t) */
 #endif
 };
 BPF_HASH(pending, u32, struct pending_t, 16384);
@@ -190,14 +209,16 @@ static __always_inline void count_in(void *table_lookup_result)
         (*n)++;
 }
 
-/* a pending block that will not get its DWARF stack: counted with its frame-pointer one */
+/* a pending block that will not get its DWARF stack: counted with its frame-pointer one. Whoever deletes
+ * a pending block owns it: this program, or user space claiming what is left of an interval at its cut */
 static __always_inline void settle_pending(u32 tid)
 {
     struct pending_t *p = pending.lookup(&tid);
     if (!p)
         return;
     struct pending_t copy = *p;
-    pending.delete(&tid);
+    if (pending.delete(&tid) != 0)
+        return;   /* claimed by user space */
     account(&copy.key, copy.delta, copy.charged);
     int zero = 0;
     count_in(dwarf_missed.lookup(&zero));
@@ -228,9 +249,13 @@ static __always_inline void send_pending(u32 tid, u64 ip, u64 sp)
     e->delta = p->delta;
     e->charged = p->charged;
     e->end = p->end;
+    e->epoch = p->epoch;
     e->cgid = p->key.cgid;
     __builtin_memcpy(&e->comm, p->key.comm, TASK_COMM_LEN);
-    pending.delete(&tid);
+    if (pending.delete(&tid) != 0) {
+        dwarf_blocks.ringbuf_discard(e, 0);   /* claimed by user space at a cut */
+        return;
+    }
     ustack_capture(&e->user);
 #ifdef PYTHON_FRAMES
     pystack_capture(py_procs.lookup(&e->tgid), tid, &e->py);
@@ -250,13 +275,62 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
 }
 #endif
 
+/* The block of `tid` that began at st->ts ended at `now`: counted in the current epoch, its part before
+ * the cut left in `crossed` while user space has not read the open blocks (epoch.h). may_defer: a long
+ * block may wait in `pending` for its syscall's return and a DWARF stack. */
+static __always_inline void end_block(struct epoch_t *epoch, u32 tid, struct start_t *st, u64 now, char *comm,
+                                      int may_defer)
+{
+    u64 delta = now - st->ts;
+    if (delta < MIN_BLOCK_NS)
+        return;
+    struct key_t key = {.tgid = st->tgid, .tid = tid, .kstack = st->kstack, .ustack = st->ustack, .cgid = st->cgid,
+                        .slot = EPOCH_SLOT(epoch)};
+    __builtin_memcpy(&key.comm, comm, TASK_COMM_LEN);
+    u64 charged = epoch_part(epoch, st->ts, now);
+    u64 before_cut = epoch_crossed_part(epoch, st->ts);
+    if (before_cut) {
+        struct crossed_key_t ck = {.tid = tid, .start = st->ts};
+        struct crossed_t c = {.key = key, .part = before_cut};
+        c.key.slot = EPOCH_SLOT(epoch) ^ 1;
+        if (crossed.update(&ck, &c) == ERR_MAP_FULL)
+            count_lost();
+    }
+#ifdef USER_DWARF
+    if (may_defer && delta >= DWARF_MIN_NS && st->uip) {
+        struct pending_t p = {.key = key, .delta = delta, .charged = charged, .end = now, .epoch = epoch->epoch,
+                              .uip = st->uip, .usp = st->usp};
+        if (pending.update(&tid, &p) == 0)
+            return;   /* counted when its syscall returns */
+    }
+#endif
+    account(&key, delta, charged);
+}
+
 TRACEPOINT_PROBE(sched, sched_switch)
 {
+    int zero = 0;
+    struct epoch_t *ep = epochs.lookup(&zero);   /* before the clock: a block that ends sees its epoch */
+    if (!ep)
+        return PASS_ON;
+    struct epoch_t epoch = *ep;
     u64 now = bpf_ktime_get_ns();
 
     /* prev: remember when and where it blocked */
     u64 id = bpf_get_current_pid_tgid();
     u32 prev = args->prev_pid;
+    /* By our books prev is still blocked, yet it runs: the kernel did not deliver the sched_switch that
+     * brought it back (seen ~1 in 1,000 switch-ins of a thread woken on a busy CPU). Its block is
+     * counted, ending now: late by the time it has run since. */
+    struct start_t *stale = start.lookup(&prev);
+    if (stale) {
+        struct start_t st = *stale;
+        start.delete(&prev);
+        end_block(&epoch, prev, &st, now, args->prev_comm, 0);
+        u64 *unseen = unseen_switch_ins.lookup(&zero);
+        if (unseen)
+            (*unseen)++;
+    }
     long state = args->prev_state;
 #ifdef PREEMPTED
     int wanted = !(state & PREV_STATE_EXITED);
@@ -298,21 +372,6 @@ TRACEPOINT_PROBE(sched, sched_switch)
         return PASS_ON;
     struct start_t st = *s;
     start.delete(&next);
-    u64 delta = now - st.ts;
-    struct key_t key = {.tgid = st.tgid, .tid = next, .kstack = st.kstack, .ustack = st.ustack, .cgid = st.cgid};
-    if (delta < MIN_BLOCK_NS)
-        return PASS_ON;
-    __builtin_memcpy(&key.comm, args->next_comm, TASK_COMM_LEN);
-    int zero = 0;
-    u64 *began = cut.lookup(&zero);
-    u64 charged = began && *began > st.ts ? (now > *began ? now - *began : 0) : delta;
-#ifdef USER_DWARF
-    if (delta >= DWARF_MIN_NS && st.uip) {
-        struct pending_t p = {.key = key, .delta = delta, .charged = charged, .end = now, .uip = st.uip, .usp = st.usp};
-        if (pending.update(&next, &p) == 0)
-            return PASS_ON;   /* counted when its syscall returns */
-    }
-#endif
-    account(&key, delta, charged);
+    end_block(&epoch, next, &st, now, args->next_comm, 1);
     return PASS_ON;
 }

@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import Tool, human_bytes, percpu_totals, process_name, procmem
+from bcctool import ExitedKeys, Tool, human_bytes, percpu_totals, process_name, procmem
 from bcctool.cgroups import by_cgroup
 
 EXAMPLES = [
@@ -193,15 +193,15 @@ def process_rows() -> list[dict]:
 
 
 def forget_settled(rows: list[dict]) -> None:
-    """Processes that have exited with nothing outstanding leave the maps (they could fill them)."""
-    for r in rows:
-        if not r["alive"] and r["active_allocs"] == 0:
-            for table in (proc_mem, comms):
-                try:
-                    del table[table.Key(r["pid"])]
-                except KeyError:
-                    pass
-            user.sym.forget(r["pid"])
+    """Processes that have exited with nothing outstanding leave the maps (they could fill them), a read
+    after the one that first found them so (bcctool.ExitedKeys)."""
+    for pid in exited.settled([r["pid"] for r in rows if not r["alive"] and r["active_allocs"] == 0]):
+        for table in (proc_mem, comms):
+            try:
+                del table[table.Key(pid)]
+            except KeyError:
+                pass
+        user.sym.forget(pid)
 
 
 def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
@@ -293,6 +293,7 @@ previous: dict[int, dict] = {}
 missed_before = 0
 dwarf_seen: dict[str, int] = {}
 last = time.monotonic()
+exited = ExitedKeys()   # processes gone and settled: forgotten a read later
 for _ in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now

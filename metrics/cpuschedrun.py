@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 import bcctool
-from bcctool import CounterDeltas, HistDeltas, Tool, cgroups, taskinfo
+from bcctool import Tool, cgroups, epochs, taskinfo
 
 EXAMPLES = [
     ("cpuschedrun", "run-time and run-queue histograms, every second"),
@@ -76,28 +76,43 @@ def shares(d: dict, interval_ns: float) -> dict:
 S_RUNNING = 2   # bpf/cpuschedrun.c: on a CPU since ts
 
 
-def open_runs(began_ns: int, now_ns: int) -> dict[int, dict[str, int]]:
-    """The part since began_ns of every run still in progress at now_ns (map `tasks`), keyed like the
-    stats deltas; runs 0: a run is counted in the interval in which it ends. Read right after the cut,
-    so a run that ends meanwhile is seldom missed."""
-    tasks = b["tasks"]
+def open_runs(began_ns: int, now_ns: int) -> tuple[dict[int, dict[str, int]], set[tuple[int, int]]]:
+    """The part since began_ns of every run still in progress at the cut now_ns (map `tasks`), keyed like
+    read_stats(); runs 0: a run is counted in the interval in which it ends. With them, the (tid, start)
+    of each: a run that ended after the cut and before this read left its part in `crossed`."""
     try:
-        in_progress = list(tasks.items_lookup_batch())
+        in_progress = list(tasks_map.items_lookup_batch())
     except Exception:  # noqa: BLE001 - kernels without batch ops
-        in_progress = list(tasks.items())
-    out = {}
+        in_progress = list(tasks_map.items())
+    out, open_keys = {}, set()
     for key, t in in_progress:
         if t.state != S_RUNNING or t.ts >= now_ns:
             continue
         tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint
+        if t.ts < began_ns and not taskinfo.runnable(tid):
+            # on a CPU by our books since before this interval, yet asleep or gone: its switch out (or
+            # its exit) was not delivered, and its run is over. Not charged: if it ended after the cut,
+            # its part before it is in `crossed`.
+            continue
+        open_keys.add((tid, t.ts))
         out[tid] = {"run_ns": now_ns - max(t.ts, began_ns), "wait_ns": 0, "runs": 0, "waits": 0}
-    return out
+    return out, open_keys
 
 
-def with_open_runs(deltas: dict[int, dict[str, int]], open_parts: dict[int, dict[str, int]]) -> dict[int, dict[str, int]]:
-    """The interval's deltas with the open part of each run in progress added to its thread's run time."""
-    for tid, part in open_parts.items():
-        d = deltas.setdefault(tid, {name: 0 for name in part})
+def read_stats(slot: int, open_parts: dict[int, dict[str, int]], open_keys: set[tuple[int, int]]) -> dict[int, dict[str, int]]:
+    """Per thread: run_ns, wait_ns, runs, waits of the finished epoch in `slot` (read and cleared), with
+    the open part of each run in progress at the cut, and the part before it of those that ended after
+    it and were not seen open."""
+    deltas: dict[int, dict[str, int]] = {}
+    for key, per_cpu in epochs.take_slot(stats_map, slot):
+        d = deltas.setdefault(key.tid, {"run_ns": 0, "wait_ns": 0, "runs": 0, "waits": 0})
+        for name in d:
+            d[name] += sum(getattr(v, name) for v in per_cpu)
+    parts = list(open_parts.items())
+    parts += [(ck.tid, {"run_ns": getattr(part, "value", part)}) for ck, part in epochs.take_all(crossed)
+              if (ck.tid, ck.start) not in open_keys]
+    for tid, part in parts:
+        d = deltas.setdefault(tid, {"run_ns": 0, "wait_ns": 0, "runs": 0, "waits": 0})
         d["run_ns"] += part["run_ns"]
     return deltas
 
@@ -139,27 +154,42 @@ def print_interval(rows: list[dict], hists: dict[str, list[dict]]) -> None:
 
 
 # --- loop ------------------------------------------------------------------------------------------
-run_hist, wait_hist = HistDeltas(b["run_hist"]), HistDeltas(b["wait_hist"])
-stats = CounterDeltas(b["stats"], comms=exited, tgid_of=lambda tid: tid) if args.per_process else None
-lost = b["full"]
-cut = b["cut"]
-began = time.monotonic_ns()      # the BPF clock (bpf_ktime_get_ns) is CLOCK_MONOTONIC
-cut[cut.Key(0)] = cut.Leaf(began)
+tasks_map = b["tasks"]
+stats_map, crossed = (b["stats"], b["crossed"]) if args.per_process else (None, None)
+lost, unseen_ins, unseen_outs = b["full"], b["unseen_switch_ins"], b["unseen_switch_outs"]
+unseen_before = (0, 0)
+HIST_SLOTS = 64   # log2 slots per epoch slot in run_hist and wait_hist (bpf/cpuschedrun.c)
+
+
+def take_hists(slot: int) -> dict[str, list[dict]]:
+    return {"run_time": bcctool.log2_buckets(epochs.take_array_slot(b["run_hist"], slot, HIST_SLOTS)),
+            "runq_latency": bcctool.log2_buckets(epochs.take_array_slot(b["wait_hist"], slot, HIST_SLOTS))}
+
+
+cuts = epochs.Epochs(b["epochs"])   # the first interval begins: what ended before it is not its
+take_hists(0)
+if stats_map is not None:
+    read_stats(0, {}, set())
 for _interval in tool.intervals():
-    now = time.monotonic_ns()
-    cut[cut.Key(0)] = cut.Leaf(now)     # runs ending from now on charge the next interval
-    open_parts = open_runs(began, now) if stats else {}
+    # the cut: every run and wait that ends from here on is the next interval's, and this one is finished
+    closing, began, now = cuts.flip()
+    open_parts, open_keys = open_runs(began, now) if stats_map is not None else ({}, set())
+    cuts.collected_open(closing)
     elapsed = max(now - began, 1) / 1e9
-    hists = {"run_time": bcctool.log2_buckets(run_hist.step()),
-             "runq_latency": bcctool.log2_buckets(wait_hist.step())}
-    deltas = with_open_runs(stats.step(), open_parts) if stats else {}
-    began = now
+    slot = epochs.Epochs.slot(closing)
+    hists = take_hists(slot)
+    deltas = read_stats(slot, open_parts, open_keys) if stats_map is not None else {}
     rows = thread_rows(deltas, elapsed * 1e9)
     runs = sum(bucket["count"] for bucket in hists["run_time"])
     waits = sum(bucket["count"] for bucket in hists["runq_latency"])
     if tool.json:
-        summary = {"runs": runs, "waits": waits, "interval_s": round(elapsed, 3)}
-        if stats:
+        unseen_total = (sum(unseen_ins[unseen_ins.Key(0)]), sum(unseen_outs[unseen_outs.Key(0)]))
+        summary = {"runs": runs, "waits": waits, "interval_s": round(elapsed, 3),
+                   # runs whose switch in or out the kernel did not deliver: counted, their time estimated
+                   "unseen_switch_ins": unseen_total[0] - unseen_before[0],
+                   "unseen_switch_outs": unseen_total[1] - unseen_before[1]}
+        unseen_before = unseen_total
+        if stats_map is not None:
             summary.update(threads=len(rows), run_ms=round(sum(r["run_ms"] for r in rows), 3),
                            wait_ms=round(sum(r["wait_ms"] for r in rows), 3))
         tool.emit("summary", **summary)

@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 import bcctool
-from bcctool import Tool, taskinfo
+from bcctool import Tool, epochs, taskinfo
 
 EXAMPLES = [
     ("offcpu", "blocked threads and their top stacks, every second"),
@@ -164,11 +164,10 @@ class Symbols:
 
 
 def open_blocks(began_ns: int, now_ns: int) -> tuple[dict[tuple, dict[str, int]], set[tuple[int, int]]]:
-    """The part since began_ns of every block still in progress at now_ns (map `start`), keyed like
-    read_blocks(); count 0: the block is counted in the interval in which it ends. Read in one batch
-    right after the cut, so a block that ends meanwhile is seldom missed. With them, the (tid, start)
-    of each: a DWARF block that arrives later and is not among them had its part before the cut
-    charged nowhere (DwarfBlocks.on_block)."""
+    """The part since began_ns of every block still in progress at the cut now_ns (map `start`), keyed
+    like read_blocks(); count 0: the block is counted in the interval in which it ends. With them, the
+    (tid, start) of each: a block that ended after the cut and before this read left its part in
+    `crossed` (blocks_crossed), charged there unless it is among these."""
     try:
         in_progress = list(start_map.items_lookup_batch())
     except Exception:  # noqa: BLE001 - kernels without batch ops
@@ -186,36 +185,44 @@ def open_blocks(began_ns: int, now_ns: int) -> tuple[dict[tuple, dict[str, int]]
     return out, open_keys
 
 
-def read_blocks() -> dict[tuple, dict[str, int]]:
-    """(tgid, tid, comm, kstack, ustack, cgroup id) -> total_ns, count, min_ns, max_ns; read and cleared at once."""
-    try:
-        items = list(blocked.items_lookup_and_delete_batch())
-    except Exception:  # noqa: BLE001 - kernels without batch ops: read, then delete what was read
-        items = list(blocked.items())
-        for key, _ in items:
-            try:
-                del blocked[key]
-            except KeyError:
-                pass
+def block_key(key) -> tuple:
+    """A struct key_t as read_blocks() keys it."""
+    return key.tgid, key.tid, key.comm.decode(errors="replace"), key.kstack, key.ustack, key.cgid
+
+
+def blocks_crossed(open_keys: set[tuple[int, int]]) -> dict[tuple, dict[str, int]]:
+    """The parts before the cut of the blocks that ended between the cut and open_blocks()' read, but
+    for those that read found still open (it charged them)."""
     out = {}
-    for key, per_cpu in items:
+    for ck, c in epochs.take_all(crossed):
+        if (ck.tid, ck.start) not in open_keys:
+            merge(out.setdefault(block_key(c.key), {}),
+                  {"total_ns": c.part, "length_ns": 0, "count": 0, "min_ns": 0, "max_ns": 0})
+    return out
+
+
+def read_blocks(slot: int) -> dict[tuple, dict[str, int]]:
+    """(tgid, tid, comm, kstack, ustack, cgroup id) -> total_ns, count, min_ns, max_ns of the blocks
+    that ended in the finished epoch of this slot; read and cleared (nothing writes that slot now)."""
+    out = {}
+    for key, per_cpu in epochs.take_slot(blocked, slot):
         used = [v for v in per_cpu if v.count]
         if not used:
             continue
-        out[(key.tgid, key.tid, key.comm.decode(errors="replace"), key.kstack, key.ustack, key.cgid)] = {
+        merge(out.setdefault(block_key(key), {}), {
             "total_ns": sum(v.total_ns for v in used), "length_ns": sum(v.length_ns for v in used),
             "count": sum(v.count for v in used),
-            "min_ns": min(v.min_ns for v in used), "max_ns": max(v.max_ns for v in used)}
+            "min_ns": min(v.min_ns for v in used), "max_ns": max(v.max_ns for v in used)})
     return out
 
 
 class DwarfBlocks:
     """Ring buffer `dwarf_blocks`: a long block and a copy of its user stack, unwound as it arrives
-    (the maps snapshot is the one taken when the process first blocked). Keyed like read_blocks(),
-    with the unwound pcs in place of the frame-pointer stack id."""
+    (the maps snapshot is the one taken when the process first blocked). Kept by the epoch it ended in,
+    keyed like read_blocks(), with the unwound pcs in place of the frame-pointer stack id."""
 
-    # tgid, tid, kstack, ustack (fp), delta, charged, end, cgroup, comm; then ustack_t
-    HEADER = struct.Struct("<IIiiQQQQ16s")
+    # tgid, tid, kstack, ustack (fp), delta, charged, end, epoch, cgroup, comm; then ustack_t
+    HEADER = struct.Struct("<IIiiQQQQQ16s")
     # parsing a new object's CFI costs up to seconds (once per build-id, then read from the disk cache);
     # past this much parsing in one interval, blocks keep their frame-pointer stack until the next
     PARSE_BUDGET_S = 1.0
@@ -223,26 +230,13 @@ class DwarfBlocks:
 
     def __init__(self) -> None:
         self.unwinder = Unwinder(cache_dir=default_cache_dir())
-        self.taken: dict[tuple, dict[str, int]] = {}
+        self.by_epoch: dict[int, dict[tuple, dict[str, int]]] = {}
         self.parse_mark = 0.0
-        self.deferred = 0   # blocks left with their frame-pointer stack for the parse budget
-        self.began = 0      # when the interval being gathered began (bpf_ktime_get_ns)
-        self.cut = 0        # while the ring is drained at a cut: blocks ending from then on are the next interval's
-        self.after_cut: dict[tuple, dict[str, int]] = {}
-        # the last cut, the interval it closed, and the blocks open_blocks() found in progress there
-        self.last_cut = self.last_began = 0
-        self.open_at_cut: set[tuple[int, int]] = set()
+        self.deferred = 0   # blocks left with their frame-pointer stack: the parse budget, or claimed at a cut
 
     def on_block(self, ctx: object, data: object, size: int) -> int:
         raw = ctypes.string_at(data, size)
-        tgid, tid, kstack, ustack, delta, charged, end, cgid, comm = self.HEADER.unpack_from(raw)
-        # Sent after the interval it ended in was printed (its thread ran on, preempted, before its
-        # syscall returned): counted in this interval rather than lost. Ended after the last cut but
-        # missing from the blocks open_blocks() read just after it (it ended in between): its part
-        # before the cut was charged nowhere, so it is added here.
-        start = end - delta
-        if start < self.last_cut <= end and (tid, start) not in self.open_at_cut:
-            charged += self.last_cut - max(start, self.last_began)
+        tgid, tid, kstack, ustack, delta, charged, end, epoch, cgid, comm = self.HEADER.unpack_from(raw)
         if self.unwinder.parse_seconds - self.parse_mark > self.PARSE_BUDGET_S:
             self.deferred += 1
             user = ustack
@@ -253,8 +247,8 @@ class DwarfBlocks:
             if py is not None and result.pcs:
                 user += (py,)
         key = (tgid, tid, comm.split(b"\0", 1)[0].decode(errors="replace"), kstack, user, cgid)
-        merge((self.after_cut if self.cut and end >= self.cut else self.taken).setdefault(key, {}), {"total_ns": charged, "length_ns": delta, "count": 1,
-                                                   "min_ns": delta, "max_ns": delta})
+        merge(self.by_epoch.setdefault(epoch, {}).setdefault(key, {}),
+              {"total_ns": charged, "length_ns": delta, "count": 1, "min_ns": delta, "max_ns": delta})
         return 0
 
     def python_part(self, tgid: int, raw: bytes) -> bytes | None:
@@ -272,26 +266,31 @@ class DwarfBlocks:
         symbols.python.count(tgid, py)
         return py
 
-    def take_at(self, cut_ns: int) -> dict[tuple, dict[str, int]]:
-        """The blocks that ended before cut_ns. What waits in the ring is drained first: a block is
-        submitted when its syscall returns and served only while the harness waits, so one unwinding
-        slowly (a first CFI parse) or a stop would otherwise leave whole blocks for the next interval,
-        which charges them nothing (they ended before it began)."""
-        self.last_cut, self.last_began = cut_ns, self.began
-        self.cut = cut_ns
-        try:
-            b.ring_buffer_consume()
-            # blocks that ended before the cut but wait for their syscall to return: a moment for them
-            deadline = time.monotonic() + self.PENDING_WAIT_S
-            while any(p.end < cut_ns for p in b["pending"].values()) and time.monotonic() < deadline:
-                b.ring_buffer_poll(timeout=2)
-        finally:
-            self.cut = 0
-        self.began = cut_ns
-        return self.take()
+    def claim_at(self, closing: int) -> dict[tuple, dict[str, int]]:
+        """The blocks of epoch `closing` (or before) still waiting for their syscall to return: a moment
+        for them to come through the ring with their stack, then what is left is taken from `pending`
+        (each either sent by its program or taken here, never both) and counted with its frame-pointer
+        stack. After this and a grace period, every block of the epoch is in the ring or returned."""
+        pending = b["pending"]
+        b.ring_buffer_consume()
+        deadline = time.monotonic() + self.PENDING_WAIT_S
+        while any(p.epoch <= closing for p in pending.values()) and time.monotonic() < deadline:
+            b.ring_buffer_poll(timeout=2)
+        late = [k for k, p in pending.items() if p.epoch <= closing]
+        out = {}
+        for _, p in epochs.claim(pending, late):
+            self.deferred += 1
+            merge(out.setdefault(block_key(p.key), {}), {"total_ns": p.charged, "length_ns": p.delta,
+                                                          "count": 1, "min_ns": p.delta, "max_ns": p.delta})
+        return out
 
-    def take(self) -> dict[tuple, dict[str, int]]:
-        taken, self.taken, self.after_cut = self.taken, self.after_cut, {}
+    def take(self, closing: int) -> dict[tuple, dict[str, int]]:
+        """The blocks that ended in epoch `closing` or before, once it is finished."""
+        b.ring_buffer_consume()
+        taken: dict[tuple, dict[str, int]] = {}
+        for epoch in [e for e in self.by_epoch if e <= closing]:
+            for key, v in self.by_epoch.pop(epoch).items():
+                merge(taken.setdefault(key, {}), v)
         self.parse_mark = self.unwinder.parse_seconds
         return taken
 
@@ -371,25 +370,26 @@ tool.meta(min_block_us=args.min_block_us, stack_depth=args.stack_depth, preempte
           **({"note": "DWARF user stacks refused by the kernel: frame pointers instead"} if refused else {}))
 if not args.folded:
     tool.say("Tracing off-CPU time (blocked threads)... Hit Ctrl-C to end.")
-full, stack_errors = b["full"], b["stack_errors"]
+full, stack_errors, unseen = b["full"], b["stack_errors"], b["unseen_switch_ins"]
+unseen_before = 0
 dwarf_seen: dict[str, int] = {}
 python_seen: dict[str, int] = {}
-start_map, cut = b["start"], b["cut"]
-began = time.monotonic_ns()     # the BPF clock (bpf_ktime_get_ns) is CLOCK_MONOTONIC
-cut[cut.Key(0)] = cut.Leaf(began)
-dwarf_blocks.began = began
-read_blocks(), dwarf_blocks.take()  # blocks that ended before the first interval began
+start_map, crossed = b["start"], b["crossed"]
+cuts = epochs.Epochs(b["epochs"])   # the first interval begins: what ended before it is not its
+read_blocks(0), epochs.take_all(crossed)
+if dwarf:
+    dwarf_blocks.claim_at(0), dwarf_blocks.take(0)
 for _interval in tool.intervals():
-    now = time.monotonic_ns()
+    # the cut: every block from here on is the next interval's, and this one is finished
+    closing, began, now = cuts.flip()
     elapsed = max(now - began, 1) / 1e9
-    cut[cut.Key(0)] = cut.Leaf(now)     # blocks ending from now on charge the next interval
-    blocks, dwarf_blocks.open_at_cut = open_blocks(began, now)
-    dwarf_taken = dwarf_blocks.take_at(now) if dwarf else {}
-    began = now
-    for key, v in read_blocks().items():
-        merge(blocks.setdefault(key, {}), v)
-    for key, v in dwarf_taken.items():
-        merge(blocks.setdefault(key, {}), v)
+    blocks, open_keys = open_blocks(began, now)
+    claimed = dwarf_blocks.claim_at(closing) if dwarf else {}
+    cuts.collected_open(closing)
+    for part in (blocks_crossed(open_keys), read_blocks(epochs.Epochs.slot(closing)), claimed,
+                 dwarf_blocks.take(closing) if dwarf else {}):
+        for key, v in part.items():
+            merge(blocks.setdefault(key, {}), v)
     per_thread: dict[tuple, dict] = {}
     for key, v in blocks.items():
         merge(per_thread.setdefault((*key[:3], key[5]), {}), v)
@@ -410,6 +410,9 @@ for _interval in tool.intervals():
                "min_time_ns": min((v["min_ns"] for v in per_thread.values() if v["count"]), default=0),
                "max_time_ns": max((v["max_ns"] for v in per_thread.values()), default=0),
                "threads": len(threads), "interval_s": round(elapsed, 3)}
+    # blocks whose switch back in the kernel did not deliver: counted, ended at their next switch out
+    unseen_total = sum(unseen[unseen.Key(0)])
+    summary["unseen_switch_ins"], unseen_before = unseen_total - unseen_before, unseen_total
     cut_before = symbols.cut
     if dwarf:   # this interval's DWARF stacks by outcome, and the long blocks that kept an fp stack
         outcomes = dwarf_blocks.outcomes()

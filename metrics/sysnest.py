@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from bcc.utils import get_possible_cpus
 
-from bcctool import Tool, kernelfeatures, process_name
+from bcctool import ExitedKeys, Tool, kernelfeatures, process_name
 from bcctool.cgroups import CGROUP_FIELDS
 
 EXAMPLES = [
@@ -102,9 +102,9 @@ def read_totals(min_epoch: int) -> dict[tuple[int, int, int], tuple[int, int, in
 
 
 def forget_exited(seen: dict, delta_keys: set) -> None:
-    """Forget keys of processes that have exited and had nothing new this interval, and give their slots
-    back zeroed (no thread left can be holding one)."""
-    for key in [k for k in seen if k not in delta_keys and not os.path.exists(f"/proc/{k[0]}")]:
+    """Forget keys of processes that have exited and had nothing new in two reads (bcctool.ExitedKeys),
+    and give their slots back zeroed (no thread left can be holding one)."""
+    for key in exited.settled([k for k in seen if k not in delta_keys and not os.path.exists(f"/proc/{k[0]}")]):
         seen.pop(key, None)
         ckey = slots.Key(*key)
         try:
@@ -178,6 +178,7 @@ def line(label: str, r: dict) -> str:
 
 # --- loop ------------------------------------------------------------------------------------------
 seen: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
+exited = ExitedKeys()   # processes gone: forgotten a read later
 last = time.monotonic()
 for interval in tool.intervals():
     now = time.monotonic()

@@ -62,9 +62,12 @@ def tools(tmp_path_factory) -> dict[str, str]:
 class Sampled:
     """A workload running, its maps snapshot, and SAMPLES ptrace samples of its main thread."""
 
-    def __init__(self, tools: dict[str, str], argv: list[str], name: str) -> None:
-        self.child = subprocess.Popen(argv)
-        time.sleep(0.3)  # past the dynamic loader, into the loop
+    def __init__(self, tools: dict[str, str], argv: list[str], name: str, ready: bytes | None = None) -> None:
+        self.child = subprocess.Popen(argv, stdout=subprocess.PIPE if ready else None)
+        if ready:   # sampled once the workload says its stack is as deep as it gets
+            assert self.child.stdout.readline() == ready
+        else:
+            time.sleep(0.3)  # past the dynamic loader, into the loop
         self.pid = self.child.pid
         self.maps = ProcessMaps.snapshot(self.pid)
         self.samples = ss.capture(tools["snap"], self.pid, SAMPLES, os.path.join(tools["dir"], f"{name}.bin"))
@@ -79,8 +82,8 @@ class Sampled:
 def sampled(tools):
     runs = []
 
-    def start(argv: list[str], name: str) -> Sampled:
-        runs.append(Sampled(tools, argv, name))
+    def start(argv: list[str], name: str, ready: bytes | None = None) -> Sampled:
+        runs.append(Sampled(tools, argv, name, ready))
         return runs[-1]
 
     yield start
@@ -134,7 +137,7 @@ def test_debian_python3_reaches_main(tools, sampled):
 
 
 def test_deep_recursion_is_truncated_not_wrong(tools, sampled):
-    run = sampled([tools["chain"], "2000"], "deep")
+    run = sampled([tools["chain"], "2000"], "deep", ready=b"deep\n")
     sym, dwarf = Symbolizer(), Unwinder(cache_dir=tools["cache"], max_frames=5000)
     for s in run.samples:
         result = dwarf.unwind(run.maps, s.ip, s.sp, s.bp, s.stack)

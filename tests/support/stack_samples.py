@@ -70,7 +70,9 @@ int main(int argc, char **argv) {
 
 CHAIN_C = r"""
 #include <stdlib.h>
+#include <unistd.h>
 volatile unsigned long sink;
+int deep_said;
 __attribute__((noinline)) unsigned long hot(unsigned long x) {
     for (unsigned long i = 0; i < 200000000UL; i++) sink += i ^ x;
     return sink;
@@ -81,7 +83,10 @@ __attribute__((noinline)) unsigned long a(unsigned long x) { return b(x + 3) * 7
 __attribute__((noinline)) unsigned long rec(int n) {
     volatile char pad[32];
     pad[0] = (char)n;
-    if (n == 0) return a(1);
+    if (n == 0) {   /* the whole recursion is on the stack: say so, and keep it there until killed */
+        deep_said = write(1, "deep\n", 5);
+        for (;;) sink += a(1);
+    }
     return rec(n - 1) + pad[0];
 }
 int main(int argc, char **argv) {
