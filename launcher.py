@@ -21,7 +21,7 @@ import time
 import urllib.request
 
 import config
-from host import statedir
+from client import statedir
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 HEADLESS_METRICS = ("sysnest", "pagefault", "cpuschedrun")   # cheap ones that show the pipeline working

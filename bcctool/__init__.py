@@ -42,43 +42,6 @@ from . import cgroups, footprint, kernelfeatures, ksymstub
 BPF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bpf")
 
 
-# --- argument types: each raises ArgumentTypeError, which becomes a one-line error ----------------
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text}")
-    return value
-
-
-def nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text}")
-    return value
-
-
-def comm_name(text: str) -> str:
-    if not text or len(text.encode()) > 15:
-        raise argparse.ArgumentTypeError(f"a command name is 1 to 15 bytes: {text!r}")
-    return text
-
-
 # --- a registry Arg -> an argparse argument ---------------------------------------------------------
 HARNESS_DESTS = ("validate_args", "list_args", "interval_opt")   # the harness's own, not the metric's
 

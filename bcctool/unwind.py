@@ -86,10 +86,10 @@ class _Object:
 
 
 def default_cache_dir() -> str | None:
-    """Where parsed CFI tables are kept between runs: <state directory>/cfi (host/statedir.py), or None
+    """Where parsed CFI tables are kept between runs: <state directory>/cfi (client/statedir.py), or None
     (memory only) when the state directory cannot be had."""
     try:
-        from host.statedir import state_dir  # noqa: PLC0415 - the project root is on a metric's sys.path
+        from client.statedir import state_dir  # noqa: PLC0415 - the project root is on a metric's sys.path
 
         path = os.path.join(state_dir(), "cfi")
         os.makedirs(path, exist_ok=True)

@@ -1,4 +1,4 @@
-/* Small helpers every bpf/NAME.c shares. Filters arrive as -D cflags (set by metrics/bcctool.py), so
+/* Small helpers every bpf/NAME.c shares. Filters arrive as -D cflags (set by bcctool/__init__.py), so
  * an unset filter compiles to nothing and a set one returns in the probe's first lines. */
 #ifndef PROFILER_COMMON_H
 #define PROFILER_COMMON_H

@@ -28,9 +28,9 @@ from typing import Any
 
 import requests
 
+from client import statedir
 from client.outbox import Outbox
 from client.wire import batch_head
-from host import statedir
 
 log = logging.getLogger(__name__)
 

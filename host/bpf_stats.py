@@ -19,7 +19,7 @@ import platform
 import subprocess
 from dataclasses import dataclass
 
-from host.procs import fd_infos
+from host.fdinfo import fd_infos
 
 SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
 BPF_ENABLE_STATS = 32                           # enum bpf_cmd

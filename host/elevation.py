@@ -16,8 +16,8 @@ import pwd
 import subprocess
 from collections.abc import Sequence
 
-from host.preflight import Verdict
 from host.privhelper import HELPER, PROG
+from host.verdict import Verdict
 
 DEFAULT_ELEVATE = ("sudo", "-n")
 

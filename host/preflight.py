@@ -8,19 +8,11 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import dataclass
 
 import config
 from bcctool import kernelfeatures as kf
-
-
-@dataclass
-class Verdict:
-    name: str
-    runnable: bool
-    reason: str               # why not, or "" when runnable
-    probes: list[str]         # required probes
-    missing: list[str]        # of those, not on this kernel
+from host import elevation
+from host.verdict import Verdict
 
 
 def metric_verdicts() -> list[Verdict]:
@@ -85,8 +77,6 @@ def report() -> tuple[list[str], int]:
 def main() -> int:
     """The report with the privileges the metrics will have: root's, through the privilege helper,
     when this user is not root and the helper's rule allows it; else this user's, with what to install."""
-    from host import elevation  # it imports this module
-
     if elevation.needs_elevation():
         said = elevation.doctor_as_root()
         if said is not None:

@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from host.fdinfo import fd_infos
 from host.privhelper import HELPER
 
 PR_SET_PDEATHSIG = 1
@@ -35,26 +36,6 @@ def die_with_parent() -> Callable[[], None]:
             os._exit(1)
 
     return hook
-
-
-def fd_infos(pid: int) -> list[dict[str, str]] | None:
-    """Each open fd's /proc/PID/fdinfo as {field: value} (a bpf-prog fd has prog_id, run_time_ns,
-    run_cnt; a BPF link names its prog_id too); None when the process's fdinfo is unreadable."""
-    fd_dir = f"/proc/{pid}/fdinfo"
-    try:
-        entries = os.listdir(fd_dir)
-    except OSError:
-        return None
-    infos = []
-    for fd in entries:
-        try:
-            with open(os.path.join(fd_dir, fd)) as f:
-                text = f.read()
-        except OSError:
-            continue        # closed meanwhile
-        infos.append({key.strip(): value.strip() for key, _, value in
-                      (line.partition(":") for line in text.splitlines()) if _})
-    return infos
 
 
 def prog_ids_of(pid: int) -> set[int]:

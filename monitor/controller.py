@@ -16,8 +16,9 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
 
 import config
+from client import statedir
 from client.transport import Transport
-from host import procs, statedir
+from host import procs
 from host.elevation import DEFAULT_ELEVATE, needs_elevation
 from worker import Worker, build_argv
 
