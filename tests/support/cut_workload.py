@@ -1,13 +1,14 @@
 """A C workload whose threads' events end at random moments across hundreds of interval cuts, with each
 thread's own books (kernel schedstat and context-switch counts) bracketing its work.
 
-Three threads start when a line arrives on stdin: a sleeper (naps of 0.3-2.3 ms), a burner (bursts of
+Three threads start when a line arrives on stdin: a sleeper (naps of 1-5 ms), a burner (bursts of
 0.5-4.5 ms of CPU, then a 0.2 ms nap) and a spinner (CPU only, preempted now and then). Each reads its
-own /proc/thread-self/schedstat and status before its first event and after its last, with nothing
-between those reads and its birth or exit that blocks, so its books cover every block and every run
-the tracer can see: blocks = voluntary switches in the bracket; runs = all switches in it plus the one
-at exit. One JSON line per thread goes to stdout once all three are done; the process then waits for
-stdin to close."""
+own /proc/thread-self/schedstat and status before its first event and after its last, then parks in a
+block that does not end while the tracer runs. Its switch counts and run time are from its birth (a
+thread starts at zero) to its last books, so they cover every block and every run the tracer can see:
+blocks = its voluntary switches; runs = all its switches plus the one into its park. Wall, run and
+wait times for the off-CPU time are over the bracket. One JSON line per thread goes to stdout once all
+three have parked; the process then waits for stdin to close."""
 
 import os
 import subprocess
@@ -23,9 +24,11 @@ CUT_WORKLOAD_C = r"""
 #include <unistd.h>
 
 static double seconds;
+static int never[2];   /* a pipe nothing is written to: where a thread parks after its last books */
 
 struct books { long long wall, run, wait, vol, invol; };
-struct report { const char *role; int tid; struct books before, after; };
+struct report { const char *role; int tid; int done; struct books before, after; };
+
 
 static long long now_ns(void) {
     struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -64,6 +67,11 @@ static void *work(void *arg) {
         else burn_ns(10000000);
     }
     own_books(&r->after);
+    /* parked, not exited: a block that does not end while the tracer runs, where an exit would block
+       unseen by the books (the stack's unmapping contends for the address space's lock) */
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);   /* no wakeup: a woken main could preempt this */
+    char byte;
+    read(never[0], &byte, 1);
     return NULL;
 }
 
@@ -73,14 +81,19 @@ int main(int argc, char **argv) {
     if (!fgets(line, sizeof line, stdin)) return 1;
     struct report reports[3] = {{"sleeper"}, {"burner"}, {"spinner"}};
     pthread_t threads[3];
+    if (pipe(never) != 0) return 1;
     for (int i = 0; i < 3; i++) pthread_create(&threads[i], NULL, work, &reports[i]);
-    for (int i = 0; i < 3; i++) pthread_join(threads[i], NULL);
+    for (int i = 0; i < 3; i++)
+        while (!__atomic_load_n(&reports[i].done, __ATOMIC_ACQUIRE)) nap_ns(10000000);
     for (int i = 0; i < 3; i++) {
         struct report *r = &reports[i];
+        /* times over the bracket (the thread's birth has no clock), switch counts and run time over its
+           whole life up to its last books: a thread starts at zero, and a block or a preemption before its
+           first books (its stack's first faults can wait on the address space's lock) is one too */
         printf("{\"role\": \"%s\", \"tid\": %d, \"wall_ns\": %lld, \"run_ns\": %lld, \"wait_ns\": %lld, "
-               "\"voluntary\": %lld, \"involuntary\": %lld}\n", r->role, r->tid, r->after.wall - r->before.wall,
-               r->after.run - r->before.run, r->after.wait - r->before.wait, r->after.vol - r->before.vol,
-               r->after.invol - r->before.invol);
+               "\"voluntary\": %lld, \"involuntary\": %lld, \"life_run_ns\": %lld}\n", r->role, r->tid,
+               r->after.wall - r->before.wall, r->after.run - r->before.run, r->after.wait - r->before.wait,
+               r->after.vol, r->after.invol, r->after.run);
     }
     fflush(stdout);
     while (fgets(line, sizeof line, stdin)) {}
