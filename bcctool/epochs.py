@@ -74,12 +74,16 @@ def take_slot(table: Any, slot: int) -> list[tuple[Any, Any]]:
         try:
             table.items_delete_batch(keys)
         except Exception:  # noqa: BLE001 - without batch ops: one by one
-            for k, _ in items:
-                try:
-                    del table[k]
-                except KeyError:
-                    pass
+            _delete_each(table, [k for k, _ in items])
     return items
+
+
+def _delete_each(table: Any, keys: list[Any]) -> None:
+    for k in keys:
+        try:
+            del table[k]
+        except KeyError:
+            pass
 
 
 def take_all(table: Any) -> list[tuple[Any, Any]]:
@@ -88,11 +92,7 @@ def take_all(table: Any) -> list[tuple[Any, Any]]:
         return list(table.items_lookup_and_delete_batch())
     except Exception:  # noqa: BLE001 - kernels without batch ops
         items = list(table.items())
-        for k, _ in items:
-            try:
-                del table[k]
-            except KeyError:
-                pass
+        _delete_each(table, [k for k, _ in items])
         return items
 
 

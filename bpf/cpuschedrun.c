@@ -185,13 +185,19 @@ static __always_inline struct stat_t *stat_of(u32 tid, struct epoch_t *epoch)
 }
 #endif
 
+/* one run (wait 0) or wait (1) of this length in the epoch's half of its log2 histogram */
+static __always_inline void count_in_hist(int wait, struct epoch_t *epoch, u64 length)
+{
+    u32 slot = EPOCH_SLOT(epoch) * 64 + bpf_log2l(length / HIST_DIV);
+    u64 *bucket = wait ? wait_hist.lookup(&slot) : run_hist.lookup(&slot);
+    if (bucket)
+        (*bucket)++;
+}
+
 /* a run of `tid` that began at `start` ends now */
 static __always_inline void end_run(struct epoch_t *epoch, u32 tid, u64 start, u64 now)
 {
-    u32 slot = EPOCH_SLOT(epoch) * 64 + bpf_log2l((now - start) / HIST_DIV);
-    u64 *bucket = run_hist.lookup(&slot);
-    if (bucket)
-        (*bucket)++;
+    count_in_hist(0, epoch, now - start);
 #ifdef PER_THREAD
     struct stat_t *s = stat_of(tid, epoch);
     if (s) {
@@ -210,10 +216,7 @@ static __always_inline void end_run(struct epoch_t *epoch, u32 tid, u64 start, u
 /* a wait of `tid` on the run queue that began at `start` ends now */
 static __always_inline void end_wait(struct epoch_t *epoch, u32 tid, u64 start, u64 now)
 {
-    u32 slot = EPOCH_SLOT(epoch) * 64 + bpf_log2l((now - start) / HIST_DIV);
-    u64 *bucket = wait_hist.lookup(&slot);
-    if (bucket)
-        (*bucket)++;
+    count_in_hist(1, epoch, now - start);
 #ifdef PER_THREAD
     struct stat_t *s = stat_of(tid, epoch);
     if (s) {
