@@ -1,5 +1,5 @@
 """Nothing lost at an interval cut: offcpu and cpuschedrun at 0.05 s intervals on threads whose blocks
-and runs end at random moments across ~80 cuts each, against each thread's own kernel books.
+and runs end at random moments across ~50 cuts each, against each thread's own kernel books.
 
 The sleeper's and burner's events end every 0.2-5 ms, so dozens end within a millisecond of some cut;
 an event whose end races the cut must still be counted once, in one interval. offcpu (blocking only)
@@ -23,6 +23,9 @@ pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, r
 SECONDS = 4.0
 INTERVAL = os.environ.get("CUT_INTERVAL", "0.05")
 
+# a cut takes two RCU grace periods (~8 ms each) and the read: 46-56 cuts in 4 s idle, 38 beside
+# stress-ng --cpu 2 --cpu-load 60
+MIN_CUTS = 25 if float(INTERVAL) < 0.1 else 1
 PER_RUN_MS = 0.015   # allowed per run between schedstat's and the tracepoint's clocks (11 us measured)
 OFFCPU_EXTRA = os.environ.get("OFFCPU_EXTRA", "").split()
 
@@ -59,7 +62,7 @@ def workload():
 def test_offcpu_counts_every_block_across_cuts(workload):
     tool, books = traced_run(workload, "offcpu", *OFFCPU_EXTRA)
     summaries, rows = tool.of_kind("summary"), tool.of_kind("row")
-    assert len(summaries) >= (40 if float(INTERVAL) < 0.1 else 1), f"only {len(summaries)} intervals"
+    assert len(summaries) >= MIN_CUTS, f"only {len(summaries)} intervals"
     for role in ("sleeper", "burner"):
         truth = books[role]
         mine = [r for r in rows if r["level"] == "thread" and r["tid"] == truth["tid"]]
@@ -80,7 +83,7 @@ def test_offcpu_counts_every_block_across_cuts(workload):
 def test_cpuschedrun_charges_every_run_across_cuts(workload):
     tool, books = traced_run(workload, "cpuschedrun", "-P", "--top", "1000")
     summaries, rows = tool.of_kind("summary"), tool.of_kind("row")
-    assert len(summaries) >= (40 if float(INTERVAL) < 0.1 else 1), f"only {len(summaries)} intervals"
+    assert len(summaries) >= MIN_CUTS, f"only {len(summaries)} intervals"
     for role in ("sleeper", "burner", "spinner"):
         truth = books[role]
         mine = [r for r in rows if r["tid"] == truth["tid"]]
