@@ -26,7 +26,8 @@ INTERVAL = os.environ.get("CUT_INTERVAL", "0.05")
 # a cut takes two RCU grace periods (~8 ms each) and the read: 46-56 cuts in 4 s idle, 38 beside
 # stress-ng --cpu 2 --cpu-load 60
 MIN_CUTS = 25 if float(INTERVAL) < 0.1 else 1
-PER_RUN_MS = 0.015   # allowed per run between schedstat's and the tracepoint's clocks (11 us measured)
+PER_RUN_MS = 0.025   # allowed per run between schedstat's and the tracepoint's clocks (11-16 us measured)
+PER_BLOCK_MS = 0.1   # allowed per block, likewise (10-66 us measured)
 OFFCPU_EXTRA = os.environ.get("OFFCPU_EXTRA", "").split()
 
 
@@ -75,9 +76,12 @@ def test_offcpu_counts_every_block_across_cuts(workload):
         assert count == truth["voluntary"]
         # off its CPU = blocked (a block ends when the thread is back on a CPU, its wait after the wakeup
         # included) + waits after preemption, which are not blocks: of its runnable time, only those
-        assert off_ms - truth["wait_ns"] / 1e6 - 0.02 * off_ms <= blocked_ms <= off_ms * 1.02
+        # a block is timed from after the probe's own stack walks, schedstat's from the dequeue before
+        # the tracepoint: 10-66 us apart per block here (0.1 s intervals, 4 rounds), so that much a block
+        probe = count * PER_BLOCK_MS
+        assert off_ms - truth["wait_ns"] / 1e6 - 0.02 * off_ms - probe <= blocked_ms <= off_ms * 1.02
         if role == "sleeper":   # it runs microseconds at a time: preempted all but never
-            assert blocked_ms == pytest.approx(off_ms, rel=0.02)
+            assert blocked_ms == pytest.approx(off_ms, rel=0.02, abs=probe)
 
 
 def test_cpuschedrun_charges_every_run_across_cuts(workload):
@@ -93,7 +97,7 @@ def test_cpuschedrun_charges_every_run_across_cuts(workload):
         print(f"{role}: run {run_ms:.1f} ms in {runs} runs over {len(mine)} intervals; its books: "
               f"{truth['run_ns'] / 1e6:.1f} ms in {switches} switches; switch-ins unseen "
               f"{sum(s['unseen_switch_ins'] for s in summaries)}, outs unseen {sum(s['unseen_switch_outs'] for s in summaries)}")
-        # schedstat times a run from its pick to its dequeue, the tracepoint from switch to switch: ~11 us
+        # schedstat times a run from its pick to its dequeue, the tracepoint from switch to switch: 11-16 us
         # apart per run here (VM), which is half of the sleeper's 20-us runs and nothing of the others'
         assert run_ms == pytest.approx(truth["run_ns"] / 1e6, rel=0.02, abs=runs * PER_RUN_MS)
         # every switch out of its life ends a run, and its park ends the last. The kernel leaves about 1 in
