@@ -74,6 +74,7 @@ def shares(d: dict, interval_ns: float) -> dict:
 
 
 S_RUNNING = 2   # bpf/cpuschedrun.c: on a CPU since ts
+STAT_FIELDS = ("run_ns", "wait_ns", "runs", "waits")   # struct stat_t
 
 
 def open_runs(began_ns: int, now_ns: int) -> tuple[dict[int, dict[str, int]], set[tuple[int, int]]]:
@@ -105,14 +106,14 @@ def read_stats(slot: int, open_parts: dict[int, dict[str, int]], open_keys: set[
     it and were not seen open."""
     deltas: dict[int, dict[str, int]] = {}
     for key, per_cpu in epochs.take_slot(stats_map, slot):
-        d = deltas.setdefault(key.tid, {"run_ns": 0, "wait_ns": 0, "runs": 0, "waits": 0})
+        d = deltas.setdefault(key.tid, dict.fromkeys(STAT_FIELDS, 0))
         for name in d:
             d[name] += sum(getattr(v, name) for v in per_cpu)
     parts = list(open_parts.items())
     parts += [(ck.tid, {"run_ns": getattr(part, "value", part)}) for ck, part in epochs.take_all(crossed)
               if (ck.tid, ck.start) not in open_keys]
     for tid, part in parts:
-        d = deltas.setdefault(tid, {"run_ns": 0, "wait_ns": 0, "runs": 0, "waits": 0})
+        d = deltas.setdefault(tid, dict.fromkeys(STAT_FIELDS, 0))
         d["run_ns"] += part["run_ns"]
     return deltas
 

@@ -181,8 +181,18 @@ def open_blocks(began_ns: int, now_ns: int) -> tuple[dict[tuple, dict[str, int]]
         comm = taskinfo.comm_of(tid) or "[gone]"
         part = now_ns - max(st.ts, began_ns)
         merge(out.setdefault((st.tgid, tid, comm, st.kstack, st.ustack, st.cgid), {}),
-              {"total_ns": part, "length_ns": 0, "count": 0, "min_ns": 0, "max_ns": 0})
+              open_part(part))
     return out, open_keys
+
+
+def open_part(ns: int) -> dict[str, int]:
+    """A block's time in an interval it did not end in: time, no count, no length."""
+    return {"total_ns": ns, "length_ns": 0, "count": 0, "min_ns": 0, "max_ns": 0}
+
+
+def one_block(charged: int, length: int) -> dict[str, int]:
+    """One block that ended: its time in the interval and its whole length."""
+    return {"total_ns": charged, "length_ns": length, "count": 1, "min_ns": length, "max_ns": length}
 
 
 def block_key(key) -> tuple:
@@ -197,7 +207,7 @@ def blocks_crossed(open_keys: set[tuple[int, int]]) -> dict[tuple, dict[str, int
     for ck, c in epochs.take_all(crossed):
         if (ck.tid, ck.start) not in open_keys:
             merge(out.setdefault(block_key(c.key), {}),
-                  {"total_ns": c.part, "length_ns": 0, "count": 0, "min_ns": 0, "max_ns": 0})
+                  open_part(c.part))
     return out
 
 
@@ -247,8 +257,7 @@ class DwarfBlocks:
             if py is not None and result.pcs:
                 user += (py,)
         key = (tgid, tid, comm.split(b"\0", 1)[0].decode(errors="replace"), kstack, user, cgid)
-        merge(self.by_epoch.setdefault(epoch, {}).setdefault(key, {}),
-              {"total_ns": charged, "length_ns": delta, "count": 1, "min_ns": delta, "max_ns": delta})
+        merge(self.by_epoch.setdefault(epoch, {}).setdefault(key, {}), one_block(charged, delta))
         return 0
 
     def python_part(self, tgid: int, raw: bytes) -> bytes | None:
@@ -280,8 +289,7 @@ class DwarfBlocks:
         out = {}
         for _, p in epochs.claim(pending, late):
             self.deferred += 1
-            merge(out.setdefault(block_key(p.key), {}), {"total_ns": p.charged, "length_ns": p.delta,
-                                                          "count": 1, "min_ns": p.delta, "max_ns": p.delta})
+            merge(out.setdefault(block_key(p.key), {}), one_block(p.charged, p.delta))
         return out
 
     def take(self, closing: int) -> dict[tuple, dict[str, int]]:
