@@ -399,18 +399,21 @@ def test_stripped_binary_gives_module_and_offset(workload, tmp_path):
         if name in HOT:
             symbols[name] = int(addr, 16)
     pid, _, tool = profile_of(stripped, "hot", 1.0)
-    leaves = [s["frames"][-1] for s in stacks_of(tool, pid) if s["frames"][-1]["kind"] == "user"]
-    named = [f for f in leaves if f["name"].startswith("stripped+0x")]
-    assert len(named) >= 0.9 * len(leaves), leaves[:5]
-    assert all(f["module"] == "stripped" for f in named)
+    # weighed by samples, not by distinct stacks: the workload's clock_gettime leaves a few
+    # one-sample stacks in libc and the vDSO (2 of 17 distinct user leaves in one CI run)
+    user = [s for s in stacks_of(tool, pid) if s["frames"][-1]["kind"] == "user"]
+    named = [s for s in user if s["frames"][-1]["name"].startswith("stripped+0x")]
+    assert sum(s["count"] for s in named) >= 0.9 * sum(s["count"] for s in user), \
+        [(s["frames"][-1], s["count"]) for s in user if s not in named][:5]
+    assert all(s["frames"][-1]["module"] == "stripped" for s in named)
     # each offset lies in a hot function of the unstripped twin (sizes from the next symbol up)
     starts = sorted(symbols.values())
     inside = 0
-    for f in named:
-        off = int(f["name"].split("+0x")[1], 16)
-        if any(s <= off < s + 256 for s in starts):
-            inside += 1
-    assert inside >= 0.9 * len(named)
+    for s in named:
+        off = int(s["frames"][-1]["name"].split("+0x")[1], 16)
+        if any(start <= off < start + 256 for start in starts):
+            inside += s["count"]
+    assert inside >= 0.9 * sum(s["count"] for s in named)
 
 
 def folded_run(exe: str, seconds: float, *options: str) -> tuple[dict, str, str]:
