@@ -1,0 +1,127 @@
+"""Reading BPF maps the probes only add to: per-CPU sums, per-interval deltas, keys of processes that
+have exited (forgotten a read late, so nothing they did is lost), and a process's name when it is gone."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable
+from typing import Any
+
+
+def _plain(obj: Any) -> Any:
+    """A ctypes map key as a hashable value: the scalar, or the tuple of its non-padding fields."""
+    if hasattr(obj, "_fields_"):
+        return tuple(getattr(obj, name) for name, *_ in obj._fields_ if not name.startswith("pad"))
+    return getattr(obj, "value", obj)
+
+
+def percpu_totals(table: Any) -> dict[Any, tuple[Any, dict[str, int]]]:
+    """{plain key: (ctypes key, {field: value summed over CPUs})} for a BPF_PERCPU_HASH of counters."""
+    try:
+        items = table.items_lookup_batch()
+    except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
+        items = table.items()
+    out = {}
+    for key, per_cpu in items:
+        names = [name for name, *_ in per_cpu[0]._fields_ if not name.startswith("pad")]
+        out[_plain(key)] = (key, {n: sum(getattr(v, n) for v in per_cpu) for n in names})
+    return out
+
+
+def percpu_array_sums(table: Any) -> dict[int, int]:
+    """{index: value summed over CPUs} of a BPF_PERCPU_ARRAY of u64 counters, zeros left out."""
+    out = {}
+    for key, per_cpu in table.items():
+        total = sum(per_cpu)
+        if total:
+            out[key.value] = total
+    return out
+
+
+class HistDeltas:
+    """Per-interval counts of a per-CPU log2 histogram (BPF_PERCPU_ARRAY of slots) the probes only add to."""
+
+    def __init__(self, table: Any) -> None:
+        self.table, self.seen = table, {}
+
+    def step(self) -> dict[int, int]:
+        now = percpu_array_sums(self.table)
+        delta = {slot: n - self.seen.get(slot, 0) for slot, n in now.items() if n != self.seen.get(slot, 0)}
+        self.seen = now
+        return delta
+
+
+def insert_new(table: Any, key: Any, leaf: Any) -> bool:
+    """Add key -> leaf unless the key is there already (BPF_NOEXIST): seeding from /proc must not
+    overwrite what a probe has stored since it attached. False when the key existed or the map is full."""
+    from bcc.libbcc import lib  # noqa: PLC0415 - only after load(), which needs bcc anyway
+
+    return lib.bpf_update_elem(table.map_fd, ctypes.byref(key), ctypes.byref(leaf), 1) == 0
+
+
+class ExitedKeys:
+    """Keys of processes that are gone, forgotten one read after the read that first found them gone and
+    unchanged: a process can add events between a read and its exit, and only a read that begins after
+    its exit is sure to hold them all."""
+
+    def __init__(self) -> None:
+        self.gone_last_step: set[Any] = set()
+
+    def settled(self, gone: list[Any]) -> list[Any]:
+        """Of the keys gone and unchanged at this read, those that were so at the last one too."""
+        ready = [k for k in gone if k in self.gone_last_step]
+        self.gone_last_step = set(gone) - set(ready)
+        return ready
+
+
+class CounterDeltas:
+    """Per-interval deltas of a per-CPU hash the probes only add to (reading and clearing would lose
+    what the probes add in between). Keys of processes that have exited and added nothing new are
+    deleted from the map (and from `comms`, a tgid-keyed map, if given) and forgotten; with
+    tgid_of=None the keys are not processes (devices, buckets) and are kept."""
+
+    def __init__(self, table: Any, comms: Any = None,
+                 tgid_of: Callable[[Any], int] | None = lambda k: k[0]) -> None:
+        self.table, self.comms, self.tgid_of = table, comms, tgid_of
+        self.seen: dict[Any, tuple[Any, dict[str, int]]] = {}
+        self.exited = ExitedKeys()
+
+    def step(self) -> dict[Any, dict[str, int]]:
+        """{plain key: {field: increase since the last step}} for the keys that changed."""
+        deltas = {}
+        for key, (raw, values) in percpu_totals(self.table).items():
+            old = self.seen.get(key, (None, {}))[1]
+            delta = {n: v - old.get(n, 0) for n, v in values.items()}
+            self.seen[key] = (raw, values)
+            if any(delta.values()):
+                deltas[key] = delta
+        self._forget_exited(deltas)
+        return deltas
+
+    def _forget_exited(self, changed: dict) -> None:
+        if self.tgid_of is None:
+            return
+        gone = [k for k in self.seen if k not in changed and not os.path.exists(f"/proc/{self.tgid_of(k)}")]
+        for key in self.exited.settled(gone):
+            raw, _ = self.seen.pop(key)
+            for table, map_key in ((self.table, raw), (self.comms, None)):
+                if table is None:
+                    continue
+                map_key = map_key if map_key is not None else self.tgid_of(key)
+                try:
+                    # a scalar key comes back from a batch lookup as a plain int
+                    del table[table.Key(map_key) if isinstance(map_key, int) else map_key]
+                except KeyError:
+                    pass
+
+
+def process_name(tgid: int, comms: Any = None) -> str:
+    """A process's command from /proc, else from a tgid-keyed BPF map of `comm`s, else '[gone]'."""
+    try:
+        with open(f"/proc/{tgid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        pass
+    leaf = comms.get(comms.Key(tgid)) if comms is not None else None
+    return leaf.comm.decode(errors="replace") if leaf else "[gone]"
