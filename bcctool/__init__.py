@@ -2,7 +2,7 @@
 scripts use. A script needs `Tool` (tool.py) and, for its output, a few helpers; each module has one job:
 
     tool.py        Tool: arguments, BPF load, the NDJSON envelope, the interval loop, a clean stop
-    arguments.py   a registry Arg (config.py) as an argparse argument; the one-line-error parser
+    arguments.py   a registry Arg (registry/args.py) as an argparse argument; the one-line-error parser
     targets.py     what -p/--tid/--ppid and a device argument must name (checked before loading)
     bpfload.py     the BPF C's place, filters as C literals, a quiet compile, probe names
     formatting.py  human output: tables, log2 histograms, byte sizes

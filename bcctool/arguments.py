@@ -1,4 +1,4 @@
-"""A registry Arg (config.py) as an argparse argument, and the parser that reports a bad one in one line.
+"""A registry Arg (registry/args.py) as an argparse argument, and the parser that reports a bad one in one line.
 
 Tool builds a script's parser from its entry through add_argument(); parser_options() reads the parser
 back for the contract test (tests/test_registry_contract.py).

@@ -44,8 +44,8 @@ from .targets import TARGET_CHECKS
 class Tool:
     """One metric script's life: arguments, BPF load, output, the interval loop and a clean stop.
 
-    Its arguments are those of the metric's registry entry (config.py, the one place they are declared):
-    Tool("NAME", ...) builds the parser from them. `types` gives an argument a parser of the script's
+    Its arguments are those of the metric's registry entry (registry/entries/NAME.py, the one place they
+    are declared): Tool("NAME", ...) builds the parser from them. `types` gives an argument a parser of the script's
     own (e.g. a device name's rules); its declaration stays in the registry. `args` is for a tool that
     has no entry (the harness's own tests)."""
 

@@ -16,8 +16,8 @@ directory on sys.path), with a fixed environment (no LD_PRELOAD, no PYTHON*). A 
 venv's python instead would be root for anything (`python -c ...`).
 
 Such a rule is only least privilege while a user cannot change what the helper runs, so every file
-and directory on the way (this helper, config.py, the metric and its harness, the interpreter and the
-venv) must be root's and writable by root only; otherwise the helper refuses to start anything.
+and directory on the way (this helper, config.py and registry/, the metric and its harness, the interpreter
+and the venv) must be root's and writable by root only; otherwise the helper refuses to start anything.
 Every refusal is one line on stderr and exit status 2.
 """
 
@@ -42,7 +42,7 @@ SUDOERS_DIR = "/etc/sudoers.d"
 CLEAN_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
              "HOME": "/root", "PYTHONUNBUFFERED": "1"}
 # the project's directories whose code runs as root (the metric, its harness, the registry, this helper)
-TRUSTED_DIRS = ("metrics", "bpf", "bcctool", "client", "host")
+TRUSTED_DIRS = ("metrics", "bpf", "bcctool", "client", "host", "registry")
 PR_SET_PDEATHSIG = 1
 
 

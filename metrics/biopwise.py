@@ -45,7 +45,7 @@ def read_partitions() -> dict[int, str]:
     return names
 
 
-tool = Tool("biopwise", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
+tool = Tool("biopwise", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: registry/entries/biopwise.py
 args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ FIELD_OF = {"reads": "read_pages", "read_hits": "read_hit_pages", "read_misses":
             "write_hits": "write_hit_folios", "write_misses": "write_miss_folios", "dirtied": "dirtied_folios",
             "read_hit_pct": "read_hit_pct", "write_hit_pct": "write_hit_pct"}
 
-tool = Tool("cacheraw", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
+tool = Tool("cacheraw", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: registry/entries/cacheraw.py
 args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ EXAMPLES = [
 ]
 
 
-tool = Tool("compmem", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
+tool = Tool("compmem", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: registry/entries/compmem.py
 args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------

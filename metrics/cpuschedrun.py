@@ -28,7 +28,7 @@ EXAMPLES = [
     ("cpuschedrun -P --cgroup lab/job-7", "one cgroup v2 group and the groups below it"),
 ]
 
-tool = Tool("cpuschedrun", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
+tool = Tool("cpuschedrun", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: registry/entries/cpuschedrun.py
 args = tool.parse_args()
 
 

@@ -37,7 +37,7 @@ def device_name(text: str) -> str:
     return text
 
 
-tool = Tool("netpack", __doc__.strip().splitlines()[0], EXAMPLES,   # arguments: config.py's entry
+tool = Tool("netpack", __doc__.strip().splitlines()[0], EXAMPLES,   # arguments: registry/entries/netpack.py
             types={"dev": device_name})
 args = tool.parse_args()
 args.events = args.events or bool(args.min_us)

@@ -35,7 +35,7 @@ EXAMPLES = [
 # --state: sched_switch prev_state bits (bpf/sched_state.h): S interruptible, D uninterruptible
 STATE_BITS = {"interruptible": 0x1, "uninterruptible": 0x2}
 
-tool = Tool("offcpu", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
+tool = Tool("offcpu", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: registry/entries/offcpu.py
 args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------

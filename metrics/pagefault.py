@@ -26,7 +26,7 @@ EXAMPLES = [
     ("pagefault --json", "NDJSON records for the app"),
 ]
 
-tool = Tool("pagefault", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
+tool = Tool("pagefault", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: registry/entries/pagefault.py
 args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ POLICY_NAMES = {0: "NORMAL", 1: "FIFO", 2: "RR", 3: "BATCH", 5: "IDLE", 6: "DEAD
 COLUMNS = [("COMM", -16), ("PID", 7), ("TID", 7), ("PPID", 7), ("CPU", 3), ("PRIO", 4), ("NICE", 4),
            ("POLICY", -8), ("RTPRIO", 6), ("RUNTIME(ms)", 11), ("VOL", 6), ("NONVOL", 6)]
 
-tool = Tool("schparm", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
+tool = Tool("schparm", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: registry/entries/schparm.py
 args = tool.parse_args()
 
 

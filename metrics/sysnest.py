@@ -29,7 +29,7 @@ EXAMPLES = [
     ("sysnest --sample 8", "time one syscall in 8 per thread (counts stay exact): less overhead"),
 ]
 
-tool = Tool("sysnest", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
+tool = Tool("sysnest", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: registry/entries/sysnest.py
 args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------

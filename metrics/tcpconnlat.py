@@ -28,7 +28,7 @@ FAMILIES = {"4": socket.AF_INET, "6": socket.AF_INET6}
 STATUS = {0: "ok", 1: "failed"}
 
 
-tool = Tool("tcpconnlat", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: config.py's entry
+tool = Tool("tcpconnlat", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: registry/entries/tcpconnlat.py
 args = tool.parse_args()
 
 # --- probes ----------------------------------------------------------------------------------------

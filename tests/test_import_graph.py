@@ -8,7 +8,7 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PACKAGES = ("bcctool", "client", "collector", "gui", "host", "monitor", "profile_data", "metrics")
+PACKAGES = ("bcctool", "client", "collector", "gui", "host", "monitor", "profile_data", "metrics", "registry")
 TOP_LEVEL = ("config", "worker", "main_app", "ui_main_window", "server", "launcher")
 NO_HOST = ("client", "bcctool")
 

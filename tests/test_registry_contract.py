@@ -20,10 +20,10 @@ IDS = [spec.name for spec in config.METRICS]
 
 @pytest.fixture(scope="module")
 def unprivileged_copy():
-    """metrics/, bcctool/, bpf/, client/ (its wire format) and config.py (the scripts' arguments) copied
-    where an unprivileged user can read them (the checkout may not be)."""
+    """metrics/, bcctool/, bpf/, client/ (its wire format), config.py and registry/ (the scripts' arguments)
+    copied where an unprivileged user can read them (the checkout may not be)."""
     dest = pathlib.Path(tempfile.mkdtemp(prefix="contract-"))
-    for sub in ("metrics", "bcctool", "bpf", "client"):
+    for sub in ("metrics", "bcctool", "bpf", "client", "registry"):
         shutil.copytree(os.path.join(config.ROOT, sub), dest / sub)
     shutil.copy(os.path.join(config.ROOT, "config.py"), dest / "config.py")
     for path in [dest, *dest.rglob("*")]:
@@ -100,7 +100,7 @@ def test_the_scripts_parser_is_its_entry_and_nothing_else(spec):
     """One declaration per argument: every option of the script's parser is an Arg of its entry, with
     the entry's flags, default and choices, and the script declares none of its own."""
     with open(spec.path) as f:
-        assert "add_argument" not in f.read(), f"{spec.name}: declare arguments in config.py, not the script"
+        assert "add_argument" not in f.read(), f"{spec.name}: declare arguments in registry/entries/{spec.name}.py, not the script"
     result = subprocess.run([sys.executable, spec.path, "--list-args"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, f"{spec.name}: --list-args failed: {result.stderr[-500:]}"
     parsed: dict = {}

@@ -266,7 +266,7 @@ def test_code_a_user_can_change_is_refused(user, tmp_path):
     """A copy of the project where one metric script belongs to the user: the helper will not run
     anything from it (that user could make the script do anything as root)."""
     copy = tmp_path / "profiler"
-    keep = ("config.py", "metrics", "bpf", "bcctool", "client", "host")
+    keep = ("config.py", "registry", "metrics", "bpf", "bcctool", "client", "host")
     copy.mkdir()
     for name in keep:
         source = os.path.join(ROOT, name)

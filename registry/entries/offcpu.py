@@ -1,0 +1,68 @@
+"""The offcpu entry: what metrics/offcpu.py takes, records and draws (see registry/__init__.py)."""
+
+from registry.args import CGROUP, PID, TID, Arg, interval_args
+from registry.spec import Chart, Field, MetricSpec
+
+SPEC = MetricSpec(
+    name="offcpu",
+    file="metrics/offcpu.py",
+    description="Where threads block: off-CPU time per thread (count, min/avg/max, share) and top stacks.",
+    args=(
+        *interval_args(),
+        PID,
+        TID,
+        CGROUP,
+        Arg("group_by", "--group-by", "choice", "a row per thread or per cgroup", default="process",
+            choices=("process", "cgroup"), short="-g",
+            cli_help="the table: a row per thread (process) or per cgroup (default process)"),
+        Arg("min_block_us", "--min-block-us", "int", "ignore blocks shorter than this (us)", default=1,
+            minimum=0, cli_help="ignore blocks shorter than this many us (default 1)"),
+        # at most 127: the kernel's stack map limit
+        Arg("stack_depth", "--stack-depth", "int", "frames kept per stack", default=127, minimum=1,
+            maximum=127, cli_help="frames kept per stack, innermost first (1..127, default 127)"),
+        Arg("folded", "--folded", "flag", "folded stacks instead of the tables", default=False, short="-f",
+            form=False, cli_help="print folded stacks (comm;frame;...;frame us) instead of the tables"),
+        Arg("state", "--state", "choice", "which blocks: sleeping (interruptible), in D state (uninterruptible), or all",
+            default="all", choices=("all", "interruptible", "uninterruptible"),
+            cli_help="only blocks in this task state: interruptible (S: sleeps, waits on locks and I/O "
+                     "a signal can cut short), uninterruptible (D: mostly disk I/O) or all (default); "
+                     "idle kernel threads (I) count under all only"),
+        Arg("preempted", "--preempted", "flag", "also count waiting for a CPU after preemption",
+            default=False, cli_help="also count time off-CPU after preemption (waiting for a CPU)"),
+        Arg("top", "--top", "int", "threads shown", default=10, minimum=1, maximum=10000,
+            cli_help="threads shown (default 10)"),
+        Arg("stacks", "--stacks", "int", "stacks printed (the app gets every one)", default=5, minimum=1,
+            maximum=10000, cli_help="stacks printed (default 5; --json and --folded give every one)"),
+        Arg("user_stacks", "--user-stacks", "choice", "user stacks: long blocks unwound with CFI, or frame pointers",
+            default="dwarf", choices=("dwarf", "fp"),
+            cli_help="dwarf: blocks of --dwarf-min-us or more unwound with CFI, the rest by frame pointers "
+                     "(default; fp where the kernel refuses); fp: frame pointers only"),
+        Arg("dwarf_min_us", "--dwarf-min-us", "int", "blocks this long (us) or longer get a DWARF user stack",
+            default=1000, minimum=0, cli_help="blocks of at least this many us get a DWARF user stack (default 1000)"),
+        Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per block", default=16384,
+            minimum=4096, maximum=65536, metavar="BYTES",
+            cli_help="dwarf: bytes of user stack copied for a long block (default 16384)"),
+        Arg("python_frames", "--python-frames", "choice", "dwarf: CPython 3.11 function names in python stacks",
+            default="on", choices=("on", "off"),
+            cli_help="dwarf: the Python functions of CPython 3.11 processes in long blocks' stacks, merged "
+                     "where _PyEval_EvalFrameDefault runs them (default on)"),
+    ),
+    probes=("sched:sched_switch",),
+    # rows: level "thread" (these fields) and level "stack" (the same, plus kernel_frames and
+    # user_frames innermost first, and folded "comm;root;...;leaf"), which the flame graph weighs
+    fields=(
+        Field("level", "Level"),
+        Field("pid", "PID"),
+        Field("tid", "TID"),
+        Field("comm", "Command"),
+        Field("total_ms", "Blocked", "ms"),
+        Field("count", "Count", "count"),
+        Field("min_us", "Min", "us"),
+        Field("avg_us", "Avg", "us"),
+        Field("max_us", "Max", "us"),
+        Field("percentage", "Share", "pct"),
+    ),
+    chart=Chart("stacks", y="total_ms", record_kind="row", label="blocked time", unit="ms"),
+    doc="docs/metrics/offcpu.md",
+    key_figure=("total_time_ns", "ms blocked", 1e-6),
+)
