@@ -14,6 +14,7 @@ from registry import (
     ROOT,
     TID,
     Arg,
+    BadValue,
     Chart,
     Field,
     MetricSpec,
@@ -23,5 +24,5 @@ from registry import (
     parse_ndjson,
 )
 
-__all__ = ["METRICS", "get", "Arg", "Shortcut", "interval_args", "PID", "TID", "PPID", "CGROUP",
+__all__ = ["METRICS", "get", "Arg", "BadValue", "Shortcut", "interval_args", "PID", "TID", "PPID", "CGROUP",
            "MetricSpec", "Field", "Chart", "ROOT", "parse_ndjson"]

@@ -7,7 +7,6 @@ back for the contract test (tests/test_registry_contract.py).
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -16,59 +15,42 @@ import config
 HARNESS_DESTS = ("validate_args", "list_args", "interval_opt")   # the harness's own, not the metric's
 
 
-def value_parser(arg: config.Arg, parse: Callable[[str], Any] | None = None) -> Callable[[str], Any]:
-    """The argparse type of an int, float or str Arg: converts, then holds it to the Arg's bounds."""
-    convert = {"int": int, "float": float}.get(arg.type)
-    noun = {"int": "an integer", "float": "a number"}.get(arg.type)
-
-    def parse_value(text: str) -> Any:
-        if parse is not None:
-            value = parse(text)
-        elif convert is None:
-            value = text
-        else:
-            try:
-                value = convert(text)
-            except ValueError:
-                raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
-            if not math.isfinite(value):
-                raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
-        if convert is not None:
-            if arg.minimum is not None and value < arg.minimum:
-                raise argparse.ArgumentTypeError(f"must be at least {_number(arg.minimum)}: {text}")
-            if arg.maximum is not None and value > arg.maximum:
-                raise argparse.ArgumentTypeError(f"must be at most {_number(arg.maximum)}: {text}")
-        return value
-
-    parse_value.__name__ = arg.type     # argparse names the type in some messages
-    return parse_value
+def value_parser(arg: config.Arg, check: Callable[[Any], Any] | None = None) -> Callable[[str], Any]:
+    """argparse's `type` for an Arg: Arg.convert (the registry's one parser of a value: type, bounds,
+    choices), then the script's own further check of the value, if it has one (Tool's `checks`)."""
+    if check is None:
+        return arg.convert
+    return lambda text: check(arg.convert(text))
 
 
-def _number(value: float) -> str:
-    return f"{int(value)}" if float(value).is_integer() else f"{value:g}"
+def add_argument(parser: argparse.ArgumentParser, arg: config.Arg, check: Callable[[Any], Any] | None = None,
+                 canonical: bool = False) -> None:
+    """Add one registry Arg to a parser: its flags, type (value_parser), choices, default and help.
 
-
-def add_argument(parser: argparse.ArgumentParser, arg: config.Arg, parse: Callable[[str], Any] | None = None) -> None:
-    """Add one registry Arg to a script's parser: its flags, type and bounds, choices, default and help."""
+    canonical: the command line as MetricSpec.command writes it, which the privilege helper parses —
+    the long flag alone (no short flag, alias or shortcut) and no default filled in for an option not
+    given, so the command rebuilt from the values holds what was asked and nothing more."""
     text = (arg.cli_help or arg.help).replace("%", "%%")
+    flags = (arg.flag,) if canonical and arg.flag else arg.flags
     if arg.type == "flag":
-        parser.add_argument(*arg.flags, dest=arg.name, action="store_true", help=text)
+        parser.add_argument(*flags, dest=arg.name, action="store_true", help=text)
         return
-    options: dict[str, Any] = {"help": text}
+    options: dict[str, Any] = {"help": text, "type": value_parser(arg, check)}
     if arg.metavar:
         options["metavar"] = arg.metavar
     if arg.type == "choice":
-        options["choices"] = list(arg.choices)
-    else:
-        options["type"] = value_parser(arg, parse)
+        options["choices"] = list(arg.choices)     # for --help; convert refuses another value first
     if arg.flag is None:
         # positionals stay None when not given: the harness applies the rule ([interval] [count])
         parser.add_argument(arg.name, nargs="?", default=None, **options)
         return
+    if canonical:
+        parser.add_argument(*flags, dest=arg.name, default=None, **options)
+        return
     target = parser
     if arg.shortcuts:
         target = parser.add_mutually_exclusive_group()
-    target.add_argument(*arg.flags, dest=arg.name, default=arg.default, **options)
+    target.add_argument(*flags, dest=arg.name, default=arg.default, **options)
     for shortcut in arg.shortcuts:
         target.add_argument(*shortcut.flags, dest=arg.name, action="store_const", const=shortcut.value,
                             help=shortcut.help)

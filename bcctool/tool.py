@@ -36,7 +36,7 @@ import config
 from client.wire import SCHEMA_VERSION
 
 from . import cgroups, footprint, kernelfeatures, ksymstub
-from .arguments import HARNESS_DESTS, OneLineParser, add_argument, parser_options, value_parser
+from .arguments import HARNESS_DESTS, OneLineParser, add_argument, parser_options
 from .bpfload import BPF_DIR, c_string, perf_event_name, quiet_load, text_of
 from .targets import TARGET_CHECKS
 
@@ -45,16 +45,17 @@ class Tool:
     """One metric script's life: arguments, BPF load, output, the interval loop and a clean stop.
 
     Its arguments are those of the metric's registry entry (registry/entries/NAME.py, the one place they
-    are declared): Tool("NAME", ...) builds the parser from them. `types` gives an argument a parser of the script's
-    own (e.g. a device name's rules); its declaration stays in the registry. `args` is for a tool that
-    has no entry (the harness's own tests)."""
+    are declared): Tool("NAME", ...) builds the parser from them, each value converted by Arg.convert.
+    `checks` gives an argument a further check of the script's own, of the converted value (e.g. a
+    device name's rules; it returns the value or raises argparse.ArgumentTypeError); the declaration
+    stays in the registry. `args` is for a tool that has no entry (the harness's own tests)."""
 
     def __init__(
         self,
         name: str,
         description: str,
         examples: list[tuple[str, str]],
-        types: dict[str, Callable[[str], Any]] | None = None,
+        checks: dict[str, Callable[[Any], Any]] | None = None,
         args: tuple[config.Arg, ...] | None = None,
     ) -> None:
         self.name = name
@@ -74,13 +75,13 @@ class Tool:
         self.has_interval = "interval" in declared
         self.default_interval = declared["interval"].default if self.has_interval else None
         for arg in declarations:
-            add_argument(self.parser, arg, (types or {}).get(arg.name))
+            add_argument(self.parser, arg, (checks or {}).get(arg.name))
             if arg.target:
                 self.target(arg.name, arg.target)
             if arg.name == "interval":
                 # the interval's other spelling (part of the [interval] [count] rule, see _resolve_interval)
                 self.parser.add_argument(
-                    "-i", "--interval", dest="interval_opt", type=value_parser(arg), metavar="SECONDS",
+                    "-i", "--interval", dest="interval_opt", type=arg.convert, metavar="SECONDS",
                     help="the interval; a lone positional after it is the count (-i 0.5 2: two outputs)",
                 )
         self.parser.add_argument("--json", action="store_true", help="print NDJSON records (docs/ndjson.md)")

@@ -156,8 +156,12 @@ class ArgForm(QWidget):
         return values, errors
 
     def _check(self, arg: config.Arg) -> None:
-        _, error = arg.validate(self._get(arg))
-        self._show_error(arg.name, error or "")
+        try:
+            arg.value_of(self._get(arg))     # Arg.convert, as the script's parser takes it
+            error = ""
+        except config.BadValue as exc:
+            error = str(exc)
+        self._show_error(arg.name, error)
         self.changed.emit()
 
     def _show_error(self, name: str, text: str) -> None:

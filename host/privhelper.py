@@ -23,6 +23,7 @@ Every refusal is one line on stderr and exit status 2.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import os
 import pwd
@@ -32,6 +33,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+from typing import NoReturn
 
 HELPER = os.path.abspath(__file__)
 ROOT = os.path.dirname(os.path.dirname(HELPER))
@@ -51,45 +53,35 @@ class Refused(Exception):
 
 
 # --- arguments: the registry's declarations ----------------------------------------------------------
+class _MetricParser(argparse.ArgumentParser):
+    """A metric's parser in the helper: a bad argument is a refusal (one line, exit 2), not argparse's exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise Refused(f"{self.prog}: {message}")
+
+
 def parse_metric_args(spec, tokens: list[str]) -> tuple[dict, bool]:
     """(values by argument name, --json given) from a metric's command line in the form
-    config.MetricSpec.command writes it: declared long flags, `--flag VALUE`, positionals, --json."""
-    by_flag = {arg.flag: arg for arg in spec.args if arg.flag}
-    positional = [arg for arg in spec.args if arg.flag is None]
-    values: dict = {arg.name: (False if arg.type == "flag" else None) for arg in spec.args}
-    given: set[str] = set()
-    free: list[str] = []
-    json_output = False
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        if token == "--json":
-            json_output = True
-        elif token.startswith("-") and len(token) > 1:
-            arg = by_flag.get(token)
-            if arg is None:
-                raise Refused(f"{spec.name}: unknown option {token!r} (the registry declares "
-                              f"{', '.join(sorted(by_flag)) or 'none'})")
-            if arg.name in given:
-                raise Refused(f"{spec.name}: {token} given twice")
-            given.add(arg.name)
-            if arg.type == "flag":
-                values[arg.name] = True
-            else:
-                if i + 1 >= len(tokens):
-                    raise Refused(f"{spec.name}: {token} needs a value")
-                i += 1
-                values[arg.name] = tokens[i]
-        else:
-            free.append(token)
-        i += 1
-    if len(free) > len(positional):
-        raise Refused(f"{spec.name}: too many positional arguments ({' '.join(free)})")
-    values.update({arg.name: value for arg, value in zip(positional, free, strict=False)})
-    _, errors = spec.validate(values)
-    if errors:
-        raise Refused(f"{spec.name}: " + "; ".join(errors.values()))
-    return values, json_output
+    config.MetricSpec.command writes it (declared long flags, `--flag VALUE`, positionals, --json),
+    parsed as the script's own parser parses it (bcctool.arguments.add_argument: each value through
+    Arg.convert) but with the long flags alone. Anything else that looks like an option (a short flag,
+    `--flag=VALUE`, a harness hook) or an option given twice is refused first."""
+    from bcctool.arguments import add_argument
+
+    declared = [arg.flag for arg in spec.args if arg.flag]
+    options = [token for token in tokens if token.startswith("-") and len(token) > 1 and token != "--json"]
+    for token in options:
+        if token not in declared:
+            raise Refused(f"{spec.name}: unknown option {token!r} (the registry declares "
+                          f"{', '.join(sorted(declared)) or 'none'})")
+        if options.count(token) > 1:
+            raise Refused(f"{spec.name}: {token} given twice")
+    parser = _MetricParser(prog=spec.name, add_help=False, allow_abbrev=False)
+    for arg in spec.args:
+        add_argument(parser, arg, canonical=True)
+    parser.add_argument("--json", action="store_true")
+    parsed = parser.parse_args(tokens)
+    return {arg.name: getattr(parsed, arg.name) for arg in spec.args}, parsed.json
 
 
 def metric_argv(name: str, tokens: list[str]) -> list[str]:

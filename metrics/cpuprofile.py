@@ -35,18 +35,14 @@ EXAMPLES = [
 PAGE = 4096
 
 
-def stack_size(text: str) -> int:
-    """--stack-size: whole pages (the copy is taken page by page); its bounds are the registry's."""
-    try:
-        size = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+def whole_pages(size: int) -> int:
+    """--stack-size: whole pages (the copy is taken page by page); its type and bounds are the registry's."""
     if size % PAGE:
-        raise argparse.ArgumentTypeError(f"a multiple of 4096: {text}")
+        raise argparse.ArgumentTypeError(f"a multiple of 4096: {size}")
     return size
 
 
-tool = Tool("cpuprofile", __doc__.strip().splitlines()[0], EXAMPLES, types={"stack_size": stack_size})
+tool = Tool("cpuprofile", __doc__.strip().splitlines()[0], EXAMPLES, checks={"stack_size": whole_pages})
 args = tool.parse_args()
 if args.user_only and args.kernel_only:
     tool.parser.error("-U/--user-only and -K/--kernel-only exclude each other")

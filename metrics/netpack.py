@@ -29,8 +29,8 @@ EXAMPLES = [
 
 
 def device_name(text: str) -> str:
-    """The kernel's rules for an interface name (dev_valid_name): 1..15 bytes, not . or .., no /, : or
-    white space."""
+    """--dev: the kernel's rules for an interface name (dev_valid_name): 1..15 bytes, not . or .., no /,
+    : or white space."""
     if (not text or len(text.encode()) > 15 or text in (".", "..") or any(c in "/:" or c.isspace() for c in text)
             or not text.isprintable()):
         raise argparse.ArgumentTypeError(f"not a network device name: {text!r}")
@@ -38,7 +38,7 @@ def device_name(text: str) -> str:
 
 
 tool = Tool("netpack", __doc__.strip().splitlines()[0], EXAMPLES,   # arguments: registry/entries/netpack.py
-            types={"dev": device_name})
+            checks={"dev": device_name})
 args = tool.parse_args()
 args.events = args.events or bool(args.min_us)
 

@@ -6,7 +6,8 @@ module holding SPEC = MetricSpec(...)), one line in registry/catalog.py and its 
 the real script and the page. The GUI builds argument forms, tables and charts from these declarations,
 and the collector stores any metric's records, so neither needs code per metric (docs/adding-a-metric.md).
 
-    args.py      Arg (one argument, declared once) and the shared ones: interval_args(), PID, TID, PPID, CGROUP
+    args.py      Arg (one argument, declared once; Arg.convert parses its value, everywhere) and the shared
+                 ones: interval_args(), PID, TID, PPID, CGROUP
     spec.py      MetricSpec, Field, Chart; ROOT, the checkout the entries' files are in
     records.py   parse_ndjson, the default output parser
     entries/     one module per metric
@@ -27,17 +28,17 @@ script never calls parser.add_argument; it reads `args = tool.parse_args()`. To 
     the form's one-line help), target ("process", "thread", "block device", "network device": checked
     to exist before anything loads), shortcuts (e.g. -4/-6 setting --family), form=False for a
     script-only option (offcpu --folded), sample (a valid value the contract test passes).
-A value a script must parse further (a device name) gets a check through Tool(types={name: function});
+A value a script must check further (a device name) gets a check through Tool(checks={name: function});
 the declaration stays in the entry. Shared declarations: interval_args() ([interval] [count],
 --duration), PID, TID, PPID, CGROUP.
 """
 
 from __future__ import annotations
 
-from registry.args import CGROUP, PID, PPID, TID, Arg, Shortcut, interval_args
+from registry.args import CGROUP, PID, PPID, TID, Arg, BadValue, Shortcut, interval_args
 from registry.catalog import METRICS, get
 from registry.records import parse_ndjson
 from registry.spec import ROOT, Chart, Field, MetricSpec
 
-__all__ = ["METRICS", "get", "Arg", "Shortcut", "interval_args", "PID", "TID", "PPID", "CGROUP",
+__all__ = ["METRICS", "get", "Arg", "BadValue", "Shortcut", "interval_args", "PID", "TID", "PPID", "CGROUP",
            "MetricSpec", "Field", "Chart", "ROOT", "parse_ndjson"]

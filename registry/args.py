@@ -8,6 +8,7 @@ built from it.
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,8 @@ class Shortcut:
 
 @dataclass(frozen=True)
 class Arg:
-    """One command-line argument of a metric script, as the GUI shows and validates it.
+    """One command-line argument of a metric script: how the script's parser, the app's form and the
+    privilege helper take it, and the one converter of its value (convert).
 
     type: "int", "float", "str", "choice" or "flag". flag None means positional (in declared order).
     sample: a valid value the contract test passes to the script (defaults to `default`)."""
@@ -65,30 +67,56 @@ class Arg:
             return ()
         return (*((self.short,) if self.short else ()), self.flag, *self.aliases)
 
-    def validate(self, value: Any) -> tuple[Any, str | None]:
-        """(converted value, None) or (None, reason). Empty optional values convert to None."""
-        if value is None or value == "":
-            return (None, f"{self.name} is required") if self.required else (None, None)
+    def convert(self, text: Any) -> Any:
+        """The value from its text — the command line's (argparse's `type`), the form's, the helper's —
+        held to this declaration: a number within its bounds, one of the choices, a string without a
+        control character, a flag's truth. The one place a value is parsed and checked; BadValue says
+        why not, in one line."""
         if self.type == "flag":
-            return bool(value), None
+            return bool(text)
         if self.type in ("int", "float"):
             try:
-                number = int(value) if self.type == "int" else float(value)
+                number = int(text) if self.type == "int" else float(text)
             except (TypeError, ValueError):
-                return None, f"{self.name} must be {'an integer' if self.type == 'int' else 'a number'}"
+                raise BadValue(f"must be {'an integer' if self.type == 'int' else 'a number'}") from None
             if not math.isfinite(number):     # NaN would pass both bounds below; inf and 1e400 overflow
-                return None, f"{self.name} must be a finite number"
+                raise BadValue("must be a finite number")
             if self.minimum is not None and number < self.minimum:
-                return None, f"{self.name} must be at least {self.minimum:g}"
+                raise BadValue(f"must be at least {_number(self.minimum)}")
             if self.maximum is not None and number > self.maximum:
-                return None, f"{self.name} must be at most {self.maximum:g}"
-            return number, None
+                raise BadValue(f"must be at most {_number(self.maximum)}")
+            return number
         if self.type == "choice":
-            return (value, None) if value in self.choices else (None, f"{self.name} must be one of {', '.join(self.choices)}")
-        text = str(value)
+            if text not in self.choices:
+                raise BadValue(f"must be one of {', '.join(self.choices)}")
+            return text
+        text = str(text)
         if any(c in text for c in "\0\n"):
-            return None, f"{self.name} has a control character"
-        return text, None
+            raise BadValue("has a control character")
+        return text
+
+    def value_of(self, raw: Any) -> Any:
+        """A form's value (its text, a spin box's number, a check box's state) as the script gets it:
+        None when empty and not required, else convert(raw). BadValue names the argument ("pid must be
+        at least 1", "target is required")."""
+        if raw is None or raw == "":
+            if self.required:
+                raise BadValue(f"{self.name} is required")
+            return None
+        try:
+            return self.convert(raw)
+        except BadValue as exc:
+            raise BadValue(f"{self.name} {exc}") from None
+
+
+class BadValue(ValueError, argparse.ArgumentTypeError):
+    """Why a value is refused, in one line ("must be at least 1"). An ArgumentTypeError, so argparse
+    shows it as it is after the option ("argument -p/--pid: must be at least 1")."""
+
+
+def _number(value: float) -> str:
+    """A bound as a person writes it: 1, 0.01, 1000000 (not 1e+06)."""
+    return f"{int(value)}" if float(value).is_integer() else f"{value:g}"
 
 
 def interval_args(default: float = 1.0) -> tuple[Arg, ...]:

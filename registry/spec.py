@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from registry.args import Arg
+from registry.args import Arg, BadValue
 from registry.records import parse_ndjson
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the checkout: MetricSpec.file is relative to it
@@ -88,11 +88,10 @@ class MetricSpec:
         """(converted values, {arg name: reason}) for a form's raw values."""
         converted, errors = {}, {}
         for arg in self.args:
-            value, error = arg.validate(values.get(arg.name, arg.default))
-            if error:
-                errors[arg.name] = error
-            else:
-                converted[arg.name] = value
+            try:
+                converted[arg.name] = arg.value_of(values.get(arg.name, arg.default))
+            except BadValue as exc:
+                errors[arg.name] = str(exc)
         return converted, errors
 
     def command(self, values: dict[str, Any], python: str | None = None, json_output: bool = True) -> list[str]:

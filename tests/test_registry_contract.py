@@ -51,8 +51,10 @@ def test_entry_is_complete(spec):
         if arg.type == "choice":
             assert arg.default is None or arg.default in arg.choices, f"{spec.name}.{arg.name}: default"
         if arg.default is not None:
-            _, error = arg.validate(arg.default)
-            assert error is None, f"{spec.name}.{arg.name}: its default is invalid: {error}"
+            try:
+                arg.convert(arg.default)
+            except config.BadValue as exc:
+                pytest.fail(f"{spec.name}.{arg.name}: its default is invalid: {exc}")
     if spec.doc:
         assert os.path.isfile(os.path.join(config.ROOT, spec.doc)), f"{spec.name}: doc {spec.doc} missing"
 
@@ -172,6 +174,22 @@ def test_bad_values_are_refused_with_reason():
     assert set(errors) == {"top", "group_by", "interval"}
     with pytest.raises(ValueError):
         spec.command({"top": "0"})
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=IDS)
+def test_the_form_the_script_and_the_helper_refuse_a_value_alike(spec):
+    """One converter, Arg.convert: a value under an option's minimum is refused with the same reason by
+    the form (MetricSpec.validate), the script's parser and the privilege helper's."""
+    from host.privhelper import Refused, parse_metric_args
+
+    arg = [a for a in spec.args if a.flag and a.type in ("int", "float") and (a.minimum or 0) > 0][-1]
+    reason = f"must be at least {arg.minimum:g}"
+    assert spec.validate({arg.name: "0"})[1] == {arg.name: f"{arg.name} {reason}"}
+    result = subprocess.run([sys.executable, spec.path, arg.flag, "0", "--validate-args"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2 and f"{arg.flag}: {reason} (see --help)" in result.stderr, result.stderr
+    with pytest.raises(Refused, match=f"^{spec.name}: argument {arg.flag}: {reason}$"):
+        parse_metric_args(spec, [arg.flag, "0"])
 
 
 @pytest.mark.parametrize("spec", config.METRICS, ids=IDS)

@@ -55,18 +55,18 @@ def test_registry_command_lines_pass_unchanged(spec):
     (["../../../tmp/evil"], "no metric named '../../../tmp/evil'"),
     (["metrics/sysnest.py"], "no metric named 'metrics/sysnest.py'"),
     ([os.path.join(ROOT, "metrics", "sysnest.py")], "no metric named"),
-    (["sysnest", "--pid", "0"], "sysnest: pid must be at least 1"),
-    (["sysnest", "--pid", "1; id"], "sysnest: pid must be an integer"),
-    (["sysnest", "--top", "1e9"], "sysnest: top must be an integer"),
-    (["sysnest", "--group-by", "everything"], "sysnest: group_by must be one of process, syscall, cgroup"),
-    (["sysnest", "nan"], "sysnest: interval must be a finite number"),
-    (["sysnest", "1", "2", "3"], "sysnest: too many positional arguments"),
-    (["sysnest", "--pid"], "sysnest: --pid needs a value"),
+    (["sysnest", "--pid", "0"], "sysnest: argument --pid: must be at least 1"),   # the script's own words
+    (["sysnest", "--pid", "1; id"], "sysnest: argument --pid: must be an integer"),
+    (["sysnest", "--top", "1e9"], "sysnest: argument --top: must be an integer"),
+    (["sysnest", "--group-by", "everything"], "sysnest: argument --group-by: must be one of process, syscall, cgroup"),
+    (["sysnest", "nan"], "sysnest: argument interval: must be a finite number"),
+    (["sysnest", "1", "2", "3"], "sysnest: unrecognized arguments: 3"),
+    (["sysnest", "--pid"], "sysnest: argument --pid: expected one argument"),
     (["sysnest", "--pid", "5", "--pid", "6"], "sysnest: --pid given twice"),
     (["sysnest", "--pid=5"], "sysnest: unknown option '--pid=5'"),
     (["sysnest", "-p", "5"], "sysnest: unknown option '-p'"),            # the canonical long flag only
     (["sysnest", "--validate-args"], "sysnest: unknown option '--validate-args'"),   # harness-only hooks
-    (["sysnest", "--cgroup", "a\nb"], "sysnest: cgroup has a control character"),
+    (["sysnest", "--cgroup", "a\nb"], "sysnest: argument --cgroup: has a control character"),
     ([], "usage: run NAME"),
 ])
 def test_bad_requests_are_one_line_and_exit_2(args, said):
@@ -238,7 +238,7 @@ def test_the_doctor_run_by_the_user_reports_as_root(user):
 
 def test_refusals_through_sudo_are_one_line(user):
     for args, said in ((["run", "nosuchmetric"], "no metric named"), (["run", "../metrics/sysnest"], "no metric named"),
-                       (["run", "sysnest", "--top", "0"], "sysnest: top must be at least 1"),
+                       (["run", "sysnest", "--top", "0"], "sysnest: argument --top: must be at least 1"),
                        (["run", "sysnest", "--exec", "/bin/sh"], "sysnest: unknown option '--exec'"),
                        (["stop", str(os.getpid())], "process group")):
         result = run_as(user, "sudo", "-n", HELPER, *args)
