@@ -27,7 +27,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal, Slot
 
 import config
-from client.wire import RECORD_KINDS
+from client.wire import is_record
 from host import procs
 from host.elevation import elevated_argv, missing_message, refused_message, said_by_elevation
 
@@ -319,7 +319,7 @@ def parse_records(lines: list[bytes]) -> list[dict] | None:
             if at < len(text) and text[at] != "\n":
                 return None
             at += 1
-            if not isinstance(record, dict) or record.get("kind") not in RECORD_KINDS or "metric" not in record:
+            if not is_record(record):
                 return None
             records.append(record)
     except ValueError:                  # not JSON, or whitespace around it

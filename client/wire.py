@@ -15,6 +15,12 @@ SCHEMA_VERSION = 1
 RECORD_KINDS = ("meta", "row", "hist", "event", "summary", "lost", "end", "stack")
 
 
+def is_record(value: Any) -> bool:
+    """A decoded JSON value is a record: an object of one of RECORD_KINDS that names its metric (what
+    the registry's parse_ndjson and the worker's parse_records both hold a line to)."""
+    return isinstance(value, dict) and value.get("kind") in RECORD_KINDS and "metric" in value
+
+
 def batch_head(*, source: str, batch_id: str, sequence: int, host: str, run_id: str,
                dropped: int | None = 0, timestamp: float | None = None) -> dict[str, Any]:
     """A batch's envelope without its records (`metrics`); `dropped` None leaves the key out."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from client.wire import RECORD_KINDS
+from client.wire import is_record
 
 
 def parse_ndjson(line: str) -> dict | None:
@@ -17,6 +17,4 @@ def parse_ndjson(line: str) -> dict | None:
         record = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(record, dict) or record.get("kind") not in RECORD_KINDS or "metric" not in record:
-        return None
-    return record
+    return record if is_record(record) else None
