@@ -10,7 +10,6 @@ the top functions per cgroup instead of per process.
 
 import argparse
 import ctypes
-import json
 import os
 import struct
 import sys
@@ -106,10 +105,12 @@ b = load(args.user_stacks)
 
 from bcctool.pyframes import PythonFrames, is_python_exe  # noqa: E402
 from bcctool.ringreader import RingReader  # noqa: E402
-from bcctool.symbols import UNKNOWN, Symbolizer  # noqa: E402 - pyelftools; --help works without it
+from bcctool.stacknames import StackNames  # noqa: E402
+from bcctool.symbols import Symbolizer  # noqa: E402 - pyelftools; --help works without it
 from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 
 sym = Symbolizer()
+names = StackNames(sym)   # each distinct stack named once, its frames kept
 unwinder = Unwinder(cache_dir=default_cache_dir())
 dwarf = args.user_stacks == "dwarf" and not args.kernel_only and not tool.variant
 # python processes' own frames (bpf/pystack.h), in dwarf mode: they are merged where the unwound native
@@ -260,54 +261,6 @@ def address(addr: int, kind: str) -> tuple:
     return (f"0x{addr:x}", "", kind)
 
 
-# Stacks recur interval after interval (a busy loop's few paths): each distinct one is named once and
-# its frames kept, not looked up frame by frame every interval (about 2 us a frame, 25 frames a stack).
-# Bounded (emptied when full); a frame tuple is shared by every stack that holds it.
-MAX_NAMED = 8192
-kernel_named: dict[bytes, tuple] = {}   # kernel addresses as the sample holds them -> frames, root first
-user_named: dict[tuple, tuple] = {}     # (tgid, its maps snapshot's time, addresses) -> frames, innermost first
-frame_tuples: dict[tuple, tuple] = {}   # (name, module, kind) -> the one tuple of it
-
-
-def shared(frame: tuple) -> tuple:
-    if len(frame_tuples) >= 4 * MAX_NAMED:
-        frame_tuples.clear()
-    return frame_tuples.setdefault(frame, frame)
-
-
-def kernel_frames(kernel: bytes) -> tuple:
-    frames = kernel_named.get(kernel)
-    if frames is None:
-        if len(kernel_named) >= MAX_NAMED:
-            kernel_named.clear()
-        addrs = struct.unpack(f"<{len(kernel) // 8}Q", kernel)
-        frames = kernel_named[kernel] = tuple(shared(kernel_frame(a)) for a in reversed(addrs))
-    return frames
-
-
-def kernel_frame(addr: int) -> tuple:
-    f = sym.kernel_frame(addr)
-    module = f.module.strip("[]")
-    return (f.name, "" if module == "kernel" else module, "kernel")
-
-
-def user_frames(tgid: int, addrs: tuple) -> list[tuple]:
-    """Innermost first, every address after the first a return address (named by its call). Kept per
-    maps snapshot (a new one, after a dlopen, names them again), unless a frame came from a JIT's perf
-    map, which may name its addresses differently later."""
-    snap = sym.maps(tgid)
-    key = (tgid, snap.taken if snap is not None else None, addrs)
-    frames = user_named.get(key)
-    if frames is None:
-        named = [(f.name, "" if f.module == UNKNOWN else f.module, "user") for f in sym.user_stack(tgid, list(addrs))]
-        frames = tuple(shared(f) for f in named)
-        if not any(f[1].startswith("perf-") for f in frames):
-            if len(user_named) >= MAX_NAMED:
-                user_named.clear()
-            user_named[key] = frames
-    return list(frames)
-
-
 def adopt(tgid: int) -> None:
     """A process gone before its maps were read: if it was forked and never exec'd (BPF's `forked`), its
     addresses are its parent's, named from the parent's maps (a grandparent's if the parent is gone too)."""
@@ -419,7 +372,7 @@ def named(taken: dict[tuple, int]) -> dict[tuple, int]:
         frames: list[tuple] = []
         if isinstance(user, (bytes, tuple)):
             addrs = user if isinstance(user, tuple) else struct.unpack(f"<{len(user) // 8}Q", user)
-            named = [address(a, "user") for a in addrs] if quick else user_frames(tgid, addrs)
+            named = [address(a, "user") for a in addrs] if quick else names.user_frames(tgid, addrs)
             if py and not quick:
                 named = python.merge(tgid, named, py, n)   # each eval loop's Python frames above it
             frames += reversed(named)
@@ -430,7 +383,7 @@ def named(taken: dict[tuple, int]) -> dict[tuple, int]:
         if isinstance(kernel, bytes) and quick:
             frames += [address(a, "kernel") for a in reversed(struct.unpack(f"<{len(kernel) // 8}Q", kernel))]
         elif isinstance(kernel, bytes):
-            frames += kernel_frames(kernel)
+            frames += names.kernel_frames(kernel)
         elif kernel != NO_STACK and kernel != 0:
             frames.append(LOST["kernel"])
         if not frames:
@@ -467,19 +420,6 @@ def top_functions(stacks: dict[tuple, int]) -> list[dict]:
                          "self_samples": own, "self_pct": round(100.0 * own / g["samples"], 2),
                          "total_samples": total, "total_pct": round(100.0 * total / g["samples"], 2)})
     return rows
-
-
-encoded_frames: dict[tuple, str] = {}   # frame -> its JSON object: every stack record repeats it
-
-
-def frame_json(frame: tuple) -> str:
-    text = encoded_frames.get(frame)
-    if text is None:
-        if len(encoded_frames) >= 4 * MAX_NAMED:
-            encoded_frames.clear()
-        text = encoded_frames[frame] = json.dumps({"name": frame[0], "module": frame[1], "kind": frame[2]},
-                                                  separators=(",", ":"))
-    return text
 
 
 def folded_name(frame: tuple) -> str:
@@ -578,7 +518,7 @@ for _interval in tool.intervals():
         for r in rows:
             tool.emit("row", **r)
         for (tgid, comm, cgid, stack), n in sorted(stacks.items(), key=lambda kv: kv[1], reverse=True):
-            tool.emit_encoded("stack", f'"frames":[{",".join(map(frame_json, stack))}]', pid=tgid, comm=comm,
+            tool.emit_encoded("stack", f'"frames":[{",".join(map(names.frame_json, stack))}]', pid=tgid, comm=comm,
                               **tool.cgroup_fields(cgid), count=n)
     elif not args.folded:
         print_tables(summary, rows)

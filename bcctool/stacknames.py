@@ -1,0 +1,73 @@
+"""A profiler's stacks named once each: they recur interval after interval (a busy loop's few paths),
+so each distinct one is named once and its frames kept, not looked up frame by frame every interval
+(about 2 us a frame, 25 frames a stack). A frame is a (name, module, kind) tuple, kind "kernel" or
+"user"; one tuple is shared by every stack that holds it, and its JSON object is encoded once. Every
+cache is bounded (emptied when full)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from .symbols import UNKNOWN
+
+MAX_NAMED = 8192
+
+
+class StackNames:
+    """Frames of kernel and user stacks, named by a Symbolizer (bcctool.symbols) and kept."""
+
+    def __init__(self, sym: Any) -> None:
+        self.sym = sym
+        self.kernel_named: dict[bytes, tuple] = {}   # kernel addresses as the sample holds them -> frames, root first
+        self.user_named: dict[tuple, tuple] = {}     # (tgid, its maps snapshot's time, addresses) -> frames, innermost first
+        self.frame_tuples: dict[tuple, tuple] = {}   # (name, module, kind) -> the one tuple of it
+        self.encoded: dict[tuple, str] = {}          # frame -> its JSON object: every stack record repeats it
+
+    def kernel_frames(self, kernel: bytes) -> tuple:
+        """A kernel stack (u64 addresses, innermost first, as the sample holds them), root first."""
+        frames = self.kernel_named.get(kernel)
+        if frames is None:
+            if len(self.kernel_named) >= MAX_NAMED:
+                self.kernel_named.clear()
+            addrs = struct.unpack(f"<{len(kernel) // 8}Q", kernel)
+            frames = self.kernel_named[kernel] = tuple(self._shared(self._kernel_frame(a)) for a in reversed(addrs))
+        return frames
+
+    def user_frames(self, tgid: int, addrs: tuple) -> list[tuple]:
+        """Innermost first, every address after the first a return address (named by its call). Kept per
+        maps snapshot (a new one, after a dlopen, names them again), unless a frame came from a JIT's perf
+        map, which may name its addresses differently later."""
+        snap = self.sym.maps(tgid)
+        key = (tgid, snap.taken if snap is not None else None, addrs)
+        frames = self.user_named.get(key)
+        if frames is None:
+            named = [(f.name, "" if f.module == UNKNOWN else f.module, "user")
+                     for f in self.sym.user_stack(tgid, list(addrs))]
+            frames = tuple(self._shared(f) for f in named)
+            if not any(f[1].startswith("perf-") for f in frames):
+                if len(self.user_named) >= MAX_NAMED:
+                    self.user_named.clear()
+                self.user_named[key] = frames
+        return list(frames)
+
+    def frame_json(self, frame: tuple) -> str:
+        """The frame as a stack record's JSON object: {"name", "module", "kind"}."""
+        text = self.encoded.get(frame)
+        if text is None:
+            if len(self.encoded) >= 4 * MAX_NAMED:
+                self.encoded.clear()
+            text = self.encoded[frame] = json.dumps({"name": frame[0], "module": frame[1], "kind": frame[2]},
+                                                    separators=(",", ":"))
+        return text
+
+    def _shared(self, frame: tuple) -> tuple:
+        if len(self.frame_tuples) >= 4 * MAX_NAMED:
+            self.frame_tuples.clear()
+        return self.frame_tuples.setdefault(frame, frame)
+
+    def _kernel_frame(self, addr: int) -> tuple:
+        f = self.sym.kernel_frame(addr)
+        module = f.module.strip("[]")
+        return (f.name, "" if module == "kernel" else module, "kernel")
