@@ -1,16 +1,20 @@
 """The imports between the project's own modules, read with `ast` (nothing is imported): no import cycle,
 and nothing in client/ or bcctool/ imports host/ (the client and the metrics' harness run without the
-app's machine-side code; host/ is the app's). An import inside a function counts like one at the top."""
+app's machine-side code; host/ is the app's). An import inside a function counts like one at the top.
+And no module of the project (tests/ and bench/ aside) is over MAX_LINES lines: one read in a sitting."""
 
 from __future__ import annotations
 
 import ast
+import os
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("bcctool", "client", "collector", "gui", "host", "monitor", "profile_data", "metrics", "registry")
 TOP_LEVEL = ("config", "worker", "main_app", "ui_main_window", "server", "launcher")
 NO_HOST = ("client", "bcctool")
+MAX_LINES = 600
+NOT_MODULES = ("tests", "bench")   # top-level directories whose files are not the project's modules
 
 
 def module_files(root: pathlib.Path, packages=PACKAGES, top_level=TOP_LEVEL) -> dict[str, pathlib.Path]:
@@ -121,3 +125,29 @@ def test_nothing_in_client_or_bcctool_imports_host():
     upward = sorted(f"{module} -> {target}" for module, targets in graph.items()
                     if module.split(".")[0] in NO_HOST for target in targets if target.split(".")[0] == "host")
     assert upward == []
+
+
+def python_files(root: pathlib.Path) -> list[pathlib.Path]:
+    """Every .py file of the project: hidden directories (.venv, .git), tests/, bench/ and caches left out."""
+    found = []
+    for base, dirs, files in os.walk(root):
+        top = pathlib.Path(base) == root
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("__pycache__", "node_modules")
+                         and not (top and d in NOT_MODULES))
+        found += [pathlib.Path(base) / f for f in sorted(files) if f.endswith(".py")]
+    return found
+
+
+def test_the_file_walk_leaves_out_tests_bench_and_hidden_directories(tmp_path):
+    for path in ("main.py", "pkg/a.py", "pkg/tests/b.py", "tests/t.py", "bench/b.py", ".venv/lib/x.py", "pkg/c.txt"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    assert [str(p.relative_to(tmp_path)) for p in python_files(tmp_path)] == ["main.py", "pkg/a.py", "pkg/tests/b.py"]
+
+
+def test_no_module_is_over_600_lines():
+    files = python_files(ROOT)
+    assert ROOT / "config.py" in files and ROOT / "bcctool" / "tool.py" in files
+    long = {str(path.relative_to(ROOT)): lines for path in files
+            if (lines := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}, f"over {MAX_LINES} lines (split by job): {long}"
