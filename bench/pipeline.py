@@ -39,11 +39,6 @@ def cpu_s(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] if ordered else 0.0
-
-
 class StoredCounter(threading.Thread):
     """Polls the collector's database (off the GUI thread, through its own Store) until it holds
     `want` flood records."""
@@ -131,8 +126,8 @@ def one_run(lines: int, workdir: str, n: int) -> dict:
     wall = counter.done_at - started
     return {"records_per_s": (lines + 1) / wall, "stored": stored, "lost": lost,
             "app_cpu_pct": 100 * (cpu1[0] - cpu0[0]) / wall, "collector_cpu_pct": 100 * (cpu1[1] - cpu0[1]) / wall,
-            "dropped": status["dropped"], "stall_p50_ms": percentile(lateness, 50),
-            "stall_p99_ms": percentile(lateness, 99), "stall_max_ms": max(lateness, default=0.0),
+            "dropped": status["dropped"], "stall_p50_ms": stats.percentile(lateness, 50),
+            "stall_p99_ms": stats.percentile(lateness, 99), "stall_max_ms": max(lateness, default=0.0),
             "ticks": len(lateness)}
 
 

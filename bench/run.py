@@ -6,6 +6,7 @@ and regenerate the tables in BENCHMARKS.md.
     .venv/bin/python bench/run.py --quick            # fewer repetitions, shorter runs (a check, not a result)
     .venv/bin/python bench/run.py --only syscall_overhead,startup
     .venv/bin/python bench/run.py --rss-minutes 2    # a shorter long-run memory check
+    .venv/bin/python bench/run.py --only app_cost --app-rows "floor,sysnest,BCC syscount -L"
 
 Needs root (BPF). A benchmark that fails is recorded as failed and the rest still run; the exit
 status is 1 if any failed.
@@ -20,6 +21,7 @@ import sys
 import time
 import traceback
 
+import app_cost
 import harness
 import report
 from suite import BENCHES
@@ -32,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help=f"comma-separated subset of: {', '.join(names)}")
     parser.add_argument("--reps", type=int, help="repetitions (default 5, quick 3)")
     parser.add_argument("--rss-minutes", type=float, help="length of the app's long memory run (default 10, quick 2)")
+    parser.add_argument("--app-rows", help="app_cost: comma-separated rows to run beside bare (default all): "
+                        + ", ".join(app_cost.row_names()))
     args = parser.parse_args(argv)
     chosen = args.only.split(",") if args.only else names
     unknown = set(chosen) - set(names)
@@ -39,10 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
     if args.reps is not None and args.reps < 1:
         parser.error("--reps must be at least 1")
+    unknown_rows = set(args.app_rows.split(",")) - set(app_cost.row_names()) if args.app_rows else set()
+    if unknown_rows:
+        parser.error(f"unknown app_cost row(s): {', '.join(sorted(unknown_rows))}")
     if os.geteuid() != 0:
         parser.error("benchmarks load BPF programs: run as root")
 
-    options = {"reps": args.reps, "rss_minutes": args.rss_minutes}
+    options = {"reps": args.reps, "rss_minutes": args.rss_minutes, "app_rows": args.app_rows}
     failed = []
     for name, module in BENCHES:
         if name not in chosen:

@@ -46,6 +46,43 @@ def alternate(configs: list[str], run_one: Callable[[str, int], float | dict | N
     return out
 
 
+def bracketed(configs: list[str], base: str, run_one: Callable[[str, int], float | dict | None], reps: int,
+              every: int = 3, log: Callable[[str], None] | None = None) -> tuple[dict[str, list], dict[str, list]]:
+    """alternate() for long repetitions: `base` runs first, after every `every` configurations and last,
+    so each configuration is compared with the base runs just before and after it (minutes apart at
+    most) rather than with one run per repetition, which slow drift — the shared machine's load, a
+    database that grows — would put in its ratio. The order of the others rotates per repetition.
+
+    Returns ({config: [value per repetition]} with every base run under `base`,
+             {config: [[the base values either side of it] per repetition]}); a failed run is None."""
+    values: dict[str, list] = {name: [] for name in [base, *configs]}
+    around: dict[str, list] = {name: [] for name in configs}
+
+    def one(name: str, rep: int) -> float | dict | None:
+        try:
+            value = run_one(name, rep)
+        except BenchError as exc:
+            value = None
+            if log:
+                log(f"  {name} rep {rep + 1}: {exc}")
+        values[name].append(value)
+        return value
+
+    for rep in range(reps):
+        shift = rep % len(configs) if configs else 0
+        order = configs[shift:] + configs[:shift]
+        before = one(base, rep)
+        for start in range(0, len(order), max(1, every)):
+            group = [(name, one(name, rep)) for name in order[start:start + max(1, every)]]
+            after = one(base, rep)
+            for name, _ in group:
+                around[name].append([b for b in (before, after) if b is not None])
+            before = after
+        if log:
+            log(f"  rep {rep + 1}/{reps} done")
+    return values, around
+
+
 def paired(values: dict[str, list], base: str, how: str = "diff") -> dict[str, list]:
     """Per-repetition difference (or ratio) of every configuration to `base`, same repetition."""
     out = {}
@@ -56,6 +93,12 @@ def paired(values: dict[str, list], base: str, how: str = "diff") -> dict[str, l
         else:
             out[name] = [v / b for v, b in pairs if v is not None and b]
     return out
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The value below which p per cent of `values` fall (nearest rank); 0.0 when empty."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] if ordered else 0.0
 
 
 def target(name: str, goal: str, measured: float | None, limit: float, higher_is_better: bool,

@@ -3,6 +3,7 @@ run(quick, **options) -> dict (a JSON-able result, with "title" and "targets") a
 -> str (the markdown between its `<!-- bench:NAME -->` markers in BENCHMARKS.md) or MARKERS and
 tables(result) -> {marker: markdown} when one run fills several tables."""
 
+import app_cost
 import app_memory
 import cpuprofile_overhead
 import dashboard_pages
@@ -27,4 +28,5 @@ BENCHES = [
     ("app_memory", app_memory),
     ("unwind", unwind),
     ("dashboard_pages", dashboard_pages),
+    ("app_cost", app_cost),
 ]

@@ -11,14 +11,16 @@ import os
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User plus system CPU time the process has used, None when it is gone."""
+def cpu_seconds(pid: int, with_children: bool = False) -> float | None:
+    """User plus system CPU time the process has used, None when it is gone; with_children adds that of
+    its children it has waited for (cutime, cstime)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return (int(fields[11]) + int(fields[12])) / TICKS      # utime, stime: fields 14 and 15 of stat(5)
+    # utime, stime, cutime, cstime: fields 14 to 17 of stat(5)
+    return sum(int(v) for v in fields[11:15 if with_children else 13]) / TICKS
 
 
 def pss_bytes(pid: int) -> int | None:

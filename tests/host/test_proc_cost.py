@@ -10,7 +10,7 @@ import time
 import pytest
 
 from host.bpf_sampler import OverheadSampler
-from host.proc_cost import ProcessCost, pss_bytes
+from host.proc_cost import ProcessCost, cpu_seconds, pss_bytes
 
 CHILD = """
 import sys, time
@@ -24,6 +24,11 @@ for line in sys.stdin:
         while time.process_time() < end:
             pass
         print("spun", flush=True)
+    elif line.startswith("child"):              # a child that spins, waited for: its time is in cutime
+        import subprocess
+        subprocess.run([sys.executable, "-c", "import time\\nend = time.process_time() + float(%s)\\n"
+                        "while time.process_time() < end: pass" % line.split()[1]], check=True)
+        print("waited", flush=True)
     elif line.startswith("grow"):
         block = bytearray(64 << 20)          # zero pages: touch each so it is resident
         for i in range(0, len(block), 4096):
@@ -60,6 +65,16 @@ def test_cpu_share_matches_the_time_the_child_spent(child):
     # /proc counts in clock ticks (10 ms): one tick either way at each end, plus the readline round trips
     assert measured == pytest.approx(spent, abs=0.05), (measured, spent)
     assert spent >= 0.6
+
+
+def test_cpu_seconds_with_children_adds_the_waited_for_childrens(child):
+    own, with_children = cpu_seconds(child.pid), cpu_seconds(child.pid, with_children=True)
+    assert ask(child, "child 0.4") == "waited"
+    own_added = cpu_seconds(child.pid) - own
+    children_added = cpu_seconds(child.pid, with_children=True) - with_children - own_added
+    # its child's 0.4 s of spinning plus its interpreter's start, to a tick at each end
+    assert 0.38 <= children_added <= 0.4 + 0.5, children_added
+    assert own_added < 0.2
 
 
 def test_pss_grows_by_what_the_child_touched(child):

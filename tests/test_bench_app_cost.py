@@ -1,0 +1,134 @@
+"""bench/app_cost.py's arithmetic and parsers, against figures worked out by hand: the bracketed order of
+rounds and the bare rounds each row is compared with, ratios and losses from them, the issue-27
+targets' verdicts, pgbench's per-transaction log and wrk's report; and bench/probe_floor.py holding one
+program per probe it is given."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import PYTHON, ROOT, prog_ids_of
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import app_cost  # noqa: E402
+import app_servers  # noqa: E402
+import stats  # noqa: E402
+
+
+def test_bracketed_runs_bare_around_every_group_and_pairs_each_row_with_its_neighbours():
+    order = []
+    counter = iter(range(100))
+
+    def run_one(name, rep):
+        order.append(name)
+        return next(counter)
+
+    values, around = stats.bracketed(["a", "b", "c", "d"], "bare", run_one, reps=2, every=3)
+    assert order == ["bare", "a", "b", "c", "bare", "d", "bare",          # rep 1
+                     "bare", "b", "c", "d", "bare", "a", "bare"]          # rep 2: rotated by one
+    assert values["bare"] == [0, 4, 6, 7, 11, 13]
+    assert around["a"] == [[0, 4], [11, 13]]
+    assert around["d"] == [[4, 6], [7, 11]]
+
+
+def test_bracketed_pairs_a_row_with_the_bare_round_that_did_not_fail():
+    calls = iter([stats.BenchError("down"), 5, 7])
+
+    def run_one(name, rep):
+        value = next(calls)
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    values, around = stats.bracketed(["a"], "bare", run_one, reps=1, every=3)
+    assert values == {"bare": [None, 7], "a": [5]}
+    assert around["a"] == [[7]]
+
+
+def round_of(per_s: float, p99: float = 1.0) -> dict:
+    load = {"per_s": per_s, "p99_ms": p99, "user_pct": 50.0, "sys_pct": 20.0, "cpu_ms_per_s": {"t": 3.0}}
+    return {"loads": dict.fromkeys(app_cost.LOADS, load), "memory": {"t": {"pss": 40.0, "private": 30.0}}}
+
+
+def test_a_rows_loss_is_its_throughput_over_the_mean_of_the_bare_rounds_around_it():
+    got = [round_of(99, 3.0), round_of(80, 2.0), None]
+    around = [[round_of(100, 1.0), round_of(120, 2.0)], [round_of(100, 2.0)], [round_of(100)]]
+    fig = app_cost.summarize("sysnest", got, around, None)["loads"]["pg_select"]
+    assert fig["per_s_ratio"] == {"median": 0.85, "min": 0.8, "max": 0.9, "n": 2}
+    assert fig["loss_pts"] == {"median": 15.0, "min": 10.0, "max": 20.0, "n": 2}
+    assert fig["p99_ms_ratio"]["median"] == 1.5            # 3 / 1.5 and 2 / 2
+
+
+def test_targets_compare_losses_with_the_floors_and_with_the_bcc_peers():
+    def row(name, loss):
+        return {"row": name, "loads": {"pg_select": {"loss_pts": {"median": loss}}}}
+
+    rows = [row("floor", 4.0), row("all ten", 7.0), row("sysnest", 6.5), row("cpuschedrun", 7.5),
+            row("BCC syscount -L", 6.0)]
+    verdicts = {t["name"].split(":")[0]: t for t in app_cost.targets_of(rows)}
+    assert verdicts["all ten at their defaults"]["met"] is False            # 7 > 1.5 x 4
+    assert verdicts["sysnest alone"]["met"] is True                         # 6.5 <= 1.5 x 4 + 1
+    assert verdicts["cpuschedrun alone"]["met"] is False                    # 7.5 > 7
+    assert verdicts["sysnest alone against BCC syscount -L"]["met"] is False  # 6.5 > 6
+    assert verdicts["offcpu alone"]["met"] is None                          # not run
+
+
+def test_pgbench_p99_from_its_per_transaction_log(tmp_path):
+    log = tmp_path / "pgbench1.123"
+    # client_id transaction_no time(us) script_no time_epoch time_us
+    log.write_text("".join(f"0 {i} {1000 * (i + 1)} 0 1700000000 {i}\n" for i in range(100)))
+    (tmp_path / "pgbench1.123.1").write_text("1 0 500000 0 1700000000 5\n")
+    latencies = app_servers.pgbench_latencies_ms([str(log), str(tmp_path / "pgbench1.123.1")])
+    assert len(latencies) == 101 and max(latencies) == 500.0
+    assert stats.percentile(latencies, 99) == 100.0      # the 100th of 101 sorted: 1..100 ms, then 500
+
+
+WRK = """Running 2s test @ http://127.0.0.1:8080/index.html
+  2 threads and 16 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   612.33us    1.02ms  20.11ms   93.42%
+  Latency Distribution
+     50%  345.00us
+     75%  512.00us
+     90%    1.01ms
+     99%    5.23ms
+  54321 requests in 2.00s, 60.00MB read
+Requests/sec:  27160.50
+Transfer/sec:     30.00MB
+"""
+
+
+def test_wrk_report_rate_and_p99():
+    assert app_servers.parse_wrk(WRK) == {"per_s": 27160.5, "p99_ms": 5.23}
+    assert app_servers.parse_wrk(WRK.replace("5.23ms", "812.00us"))["p99_ms"] == 0.812
+
+
+def test_wrk_report_with_failed_requests_is_no_throughput():
+    with pytest.raises(stats.BenchError, match="Non-2xx"):
+        app_servers.parse_wrk(WRK + "  Non-2xx or 3xx responses: 12\n")
+    with pytest.raises(stats.BenchError, match="Socket errors"):
+        app_servers.parse_wrk(WRK + "  Socket errors: connect 0, read 3, write 0, timeout 0\n")
+
+
+@pytest.mark.bpf
+def test_probe_floor_holds_one_program_per_probe_given():
+    proc = subprocess.Popen([PYTHON, os.path.join(ROOT, "bench", "probe_floor.py"), "raw_tracepoint:sys_enter",
+                             "tracepoint:sched:sched_switch", "perf_event:minor-faults"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        assert len(prog_ids_of(proc.pid)) == 3
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_probe_floor_refuses_a_probe_it_cannot_copy():
+    out = subprocess.run([PYTHON, os.path.join(ROOT, "bench", "probe_floor.py"), "kprobe:tcp_connect"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.startswith("probe_floor: not TYPE:NAME") and "Traceback" not in out.stderr
