@@ -545,6 +545,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_window(args: argparse.Namespace) -> int:
     """The desktop app; returns when the window closes (every metric stopped, transport flushed)."""
+    from gui.thread_relay import GuiThreadRelay
     from monitor.controller import MonitorController  # the pipeline (worker, transport) loads only for the window
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
@@ -553,7 +554,7 @@ def run_window(args: argparse.Namespace) -> int:
     settings = app_settings()
     url = args.server if args.server is not None else settings.value("transport/url", "") or None
     token = args.token if args.token is not None else settings.value("transport/token", "") or None
-    controller = MonitorController(server_url=url, token=token)
+    controller = MonitorController(server_url=url, token=token, relay=GuiThreadRelay())
     window = MainWindow(controller, verdicts=verdicts, settings=settings, server_url=url, token=token)
     # Ctrl-C or SIGTERM closes the window the normal way (metrics stopped, transport flushed); the
     # window's 5 Hz timer gives Python the chance to run the handler while Qt's loop waits.
