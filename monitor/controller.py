@@ -21,7 +21,7 @@ from client import statedir
 from client.transport import Transport
 from host import procs
 from host.elevation import DEFAULT_ELEVATE, needs_elevation
-from monitor.events import EventQueue, Hook, Relay
+from monitor.events import Hook, Relay
 from monitor.metric_worker import MetricWorker, WorkerCallbacks, build_argv
 
 
@@ -35,13 +35,13 @@ class MonitorController:
     """
 
     def __init__(self, server_url: str | None = None, token: str | None = None,
-                 state_dir: str | None = None, elevate: list[str] | None = None, *, relay: Relay | None = None,
+                 state_dir: str | None = None, elevate: list[str] | None = None, *, relay: Relay,
                  registry: Iterable[config.MetricSpec] | None = None, python: str | None = None,
                  transport_tuning: dict[str, Any] | None = None, worker_options: dict[str, Any] | None = None,
                  status_interval_ms: int = 1000) -> None:
         self.records, self.log, self.metric_started = Hook(), Hook(), Hook()
         self.metric_finished, self.transport_status = Hook(), Hook()
-        self.relay: Relay = relay if relay is not None else EventQueue()
+        self.relay = relay          # required: a controller nobody relays for would never report a thing
         self.state_dir = statedir.state_dir(state_dir)
         self.elevate = list(DEFAULT_ELEVATE if elevate is None else elevate)
         self.registry = {spec.name: spec for spec in (config.METRICS if registry is None else registry)}
