@@ -1,5 +1,5 @@
 """The main window's layout, and nothing else: widgets, where they sit, their names. Behaviour lives in
-main_app.py (MainWindow), which calls Ui_MainWindow().setupUi(self) and connects these widgets.
+gui/main_window.py (MainWindow), which calls Ui_MainWindow().setupUi(self) and connects these widgets.
 
     +--------------------------+--------------------------------------------------+
     | Metrics (check to run)   |  [sysnest] [pagefault] ...  one tab per metric   |

@@ -138,12 +138,13 @@ def start_checked(names: list[str]) -> dict:
     from PySide6.QtCore import QSettings, QTimer  # noqa: PLC0415 - only this measurement needs Qt
     from PySide6.QtWidgets import QApplication  # noqa: PLC0415
 
+    from gui.thread_relay import GuiThreadRelay  # noqa: PLC0415
     from main_app import MainWindow  # noqa: PLC0415
     from monitor.controller import MonitorController  # noqa: PLC0415
 
     app = QApplication.instance() or QApplication(["bench"])
     workdir = tempfile.mkdtemp(prefix="bench-start-")
-    controller = MonitorController(None, state_dir=os.path.join(workdir, "state"))
+    controller = MonitorController(None, state_dir=os.path.join(workdir, "state"), relay=GuiThreadRelay())
     window = MainWindow(controller, settings=QSettings(os.path.join(workdir, "s.ini"), QSettings.Format.IniFormat))
     first: dict[str, float] = {}
     cpu: dict[str, float | None] = {}

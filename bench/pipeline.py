@@ -67,13 +67,15 @@ def one_run(lines: int, workdir: str, n: int) -> dict:
 
     from collector.settings import normalise_db_url
     from collector.store import Store
+    from gui.thread_relay import GuiThreadRelay
     from main_app import MainWindow
     from monitor.controller import MonitorController
 
     app = QApplication.instance() or QApplication(["bench"])
     db_path = os.path.join(workdir, f"pipeline{n}.db")
     server = ServerProcess("--db", db_path, output=os.path.join(workdir, f"server{n}.log"))
-    controller = MonitorController(server.url, state_dir=os.path.join(workdir, f"state{n}"), registry=[FLOOD])
+    controller = MonitorController(server.url, state_dir=os.path.join(workdir, f"state{n}"), registry=[FLOOD],
+                                   relay=GuiThreadRelay())
     window = MainWindow(controller, settings=QSettings(os.path.join(workdir, f"s{n}.ini"), QSettings.Format.IniFormat),
                         server_url=server.url, registry=[FLOOD])
     window.resize(1400, 900)

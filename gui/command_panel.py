@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from typing import Any
 
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QLabel, QLineEdit, QPushButton
 
+from gui.host_window import HostWindow
 from gui.style import BAD, GOOD
 from monitor.command_run import CommandRun
 
@@ -33,11 +33,12 @@ def outcome_text(outcome: dict) -> str:
 
 
 class CommandPanel(QObject):
-    """One command at a time; `window` is the MainWindow (its forms, start_metric, stop_metric, log)."""
+    """One command at a time, started through the window's HostWindow side (its forms, start_metric,
+    stop_metric, log); the panel lives as long as its button."""
 
-    def __init__(self, window: Any, line: QLineEdit, button: QPushButton, status: QLabel,
+    def __init__(self, window: HostWindow, line: QLineEdit, button: QPushButton, status: QLabel,
                  make_run: Callable[[str], CommandRun] = CommandRun) -> None:
-        super().__init__(window)
+        super().__init__(button)
         self.window, self.line, self.button, self.status = window, line, button, status
         self.make_run = make_run
         self.run: CommandRun | None = None
@@ -105,7 +106,7 @@ class CommandPanel(QObject):
         self.button.setText(STOP_TEXT)
         self.line.setEnabled(False)
         self._show(f"starting {', '.join(names)} on a new cgroup…")
-        self.window._log("", f"command: {text}: making its cgroup")
+        self.window.log(f"command: {text}: making its cgroup")
         self.run.start()
         return True
 
@@ -136,7 +137,7 @@ class CommandPanel(QObject):
     def _on_released(self, pid: int) -> None:
         self.running_pid = pid
         self._show(f"running (pid {pid}) under {', '.join(self.names)}")
-        self.window._log("", f"command: every metric attached; running pid {pid}")
+        self.window.log(f"command: every metric attached; running pid {pid}")
 
     def _on_metric_finished(self, name: str, status: int, error: str) -> None:
         """A metric that ends before the command could start: the command never runs."""
@@ -167,7 +168,7 @@ class CommandPanel(QObject):
         text = f"not run: {self.reason}" if self.reason and not outcome.get("started") else outcome_text(outcome)
         self._show(text, GOOD if good else BAD)
         argv = outcome.get("argv")
-        self.window._log("", f"command: {shlex.join(argv) if argv else self.line.text()}: {text}")
+        self.window.log(f"command: {shlex.join(argv) if argv else self.line.text()}: {text}")
         self.button.setText(RUN_TEXT)
         self.line.setEnabled(True)
         if run is not None:

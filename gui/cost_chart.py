@@ -10,7 +10,7 @@ from collections import deque
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from gui.charts import ClockAxis, CompactAxis
+from gui.chart_axes import ClockAxis, CompactAxis
 from gui.style import PALETTE, TEXT
 
 SERIES = (("total", "total (% of one CPU)", TEXT), ("bpf", "BPF programs", PALETTE[0]),

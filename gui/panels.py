@@ -1,6 +1,6 @@
 """The three panels below the metric tabs: the collector's state, the bounded log, and what the BPF
-programs cost. Each is handed its widgets from ui_main_window.py and owns what it shows; main_app.py
-only routes the controller's signals to them."""
+programs cost. Each is handed its widgets from ui_main_window.py and owns what it shows; the window
+(gui/main_window.py) only routes the controller's hooks to them."""
 
 from __future__ import annotations
 

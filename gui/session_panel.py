@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QPushButton
 
+from gui.host_window import HostWindow
 from monitor.session import SessionError, SessionWriter, read_session
 
 FILTER = "Sessions (*.ndjson *.jsonl);;All files (*)"
@@ -21,8 +21,8 @@ FILTER = "Sessions (*.ndjson *.jsonl);;All files (*)"
 class SessionPanel(QObject):
     loaded = Signal(object, str)          # {metric: records} or None, and one line to log
 
-    def __init__(self, window: Any, open_button: QPushButton, record_button: QPushButton) -> None:
-        super().__init__(window)
+    def __init__(self, window: HostWindow, open_button: QPushButton, record_button: QPushButton) -> None:
+        super().__init__(open_button)           # lives as long as its buttons
         self.window = window
         self.open_button, self.record_button = open_button, record_button
         self.recorder: SessionWriter | None = None
@@ -35,12 +35,12 @@ class SessionPanel(QObject):
 
     # --- open -------------------------------------------------------------------------------------
     def ask_open(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self.window, "Open a recorded session", os.getcwd(), FILTER)
+        path, _ = QFileDialog.getOpenFileName(self.open_button.window(), "Open a recorded session", os.getcwd(), FILTER)
         if path:
             self.open(path)
 
     def open(self, path: str) -> None:
-        self.window._log("", f"opening session {path}")
+        self.window.log(f"opening session {path}")
         self.reader = threading.Thread(target=self._read, args=(path,), name="session-reader", daemon=True)
         self.reader.start()
 
@@ -61,13 +61,13 @@ class SessionPanel(QObject):
             pass                                      # the window closed meanwhile
 
     def _show(self, by_metric: dict[str, list[dict]] | None, message: str) -> None:
-        self.window._log("", message)
+        self.window.log(message)
         if by_metric is None:
-            self.window.statusBar().showMessage(message, 10_000)
+            self.window.show_status(message, 10_000)
             return
         self.opened = by_metric
         for name, records in by_metric.items():
-            tab = self.window._tab(name)
+            tab = self.window.tab_for(name)
             tab.reset()
             tab.feed(records)
             tab.set_state("recorded")
@@ -79,8 +79,8 @@ class SessionPanel(QObject):
         if not on:
             self.stop_recording()
             return
-        path, _ = QFileDialog.getSaveFileName(self.window, "Record every record to", os.path.join(os.getcwd(),
-                                              "session.ndjson"), FILTER)
+        path, _ = QFileDialog.getSaveFileName(self.record_button.window(), "Record every record to",
+                                              os.path.join(os.getcwd(), "session.ndjson"), FILTER)
         if not path or not self.start_recording(path):
             self.record_button.setChecked(False)
 
@@ -88,10 +88,10 @@ class SessionPanel(QObject):
         try:
             self.recorder = SessionWriter(path)
         except OSError as e:
-            self.window._log("", f"cannot record to {path}: {e.strerror or e}")
+            self.window.log(f"cannot record to {path}: {e.strerror or e}")
             return False
         self.record_button.setText("■  Recording")
-        self.window._log("", f"recording every record to {path}")
+        self.window.log(f"recording every record to {path}")
         return True
 
     def record(self, records: list[dict]) -> None:
@@ -103,4 +103,4 @@ class SessionPanel(QObject):
         self.record_button.setText("●  Record…")
         if recorder is not None:
             recorder.close(timeout=wait)          # the writer thread finishes the queue on its own
-            self.window._log("", f"recording to {recorder.path} ended")
+            self.window.log(f"recording to {recorder.path} ended")

@@ -1,43 +1,47 @@
-"""What the window and the headless runner share: start and stop metrics, each in a Worker on its own
-QThread whose records go straight to the Transport from that thread. Lives on the main thread; its
-slots only pass the workers' batches on to the window (the subprocess I/O and the hand-over to the
-transport are in the workers, the network I/O in the transport's threads), so the GUI never waits on
-either.
+"""What the window and the headless runner share: start and stop metrics, each in a MetricWorker on a
+thread of its own whose records go straight to the Transport from that thread. No Qt: the owner hands
+in a Relay (monitor/events.py) that carries the workers' news to its own thread, where the controller
+updates its totals and emits its hooks; the subprocess I/O is in the workers and the network I/O in the
+transport's threads, so the owner never waits on either. The window's relay is gui/thread_relay.py
+(Qt's event loop runs the calls); the headless runner's an EventQueue it waits on.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
+import weakref
 from collections.abc import Iterable
 from typing import Any
-
-from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
 
 import config
 from client import statedir
 from client.transport import Transport
 from host import procs
 from host.elevation import DEFAULT_ELEVATE, needs_elevation
-from worker import Worker, build_argv
+from monitor.events import Hook, Relay
+from monitor.metric_worker import MetricWorker, WorkerCallbacks, build_argv
 
 
-class MonitorController(QObject):
-    # `object`, not `list`: a `list` signal makes PySide convert every record to a QVariantMap and back
-    # (~1.6 µs a record, keys reordered); `object` hands the same Python list over.
-    records = Signal(str, object)               # metric name, list[dict] parsed records (~10 batches a second)
-    log = Signal(str, str)                      # metric name ("" = app), one log line
-    metric_started = Signal(str)                # metric name
-    metric_finished = Signal(str, int, str)     # metric name, exit status, error ("" when stopped cleanly)
-    transport_status = Signal(dict)             # Transport.status(), about once a second
+class MonitorController:
+    """Its hooks (monitor/events.py), emitted on the owner's thread:
+    records(name, list[dict])               parsed records, ~10 batches a second
+    log(name, line)                         name "" = the app
+    metric_started(name)
+    metric_finished(name, status, error)    error "" when stopped cleanly
+    transport_status(dict)                  Transport.status(), about once a second
+    """
 
     def __init__(self, server_url: str | None = None, token: str | None = None,
-                 state_dir: str | None = None, elevate: list[str] | None = None, parent: QObject | None = None,
-                 *, registry: Iterable[config.MetricSpec] | None = None, python: str | None = None,
+                 state_dir: str | None = None, elevate: list[str] | None = None, *, relay: Relay,
+                 registry: Iterable[config.MetricSpec] | None = None, python: str | None = None,
                  transport_tuning: dict[str, Any] | None = None, worker_options: dict[str, Any] | None = None,
                  status_interval_ms: int = 1000) -> None:
-        super().__init__(parent)
+        self.records, self.log, self.metric_started = Hook(), Hook(), Hook()
+        self.metric_finished, self.transport_status = Hook(), Hook()
+        self.relay = relay          # required: a controller nobody relays for would never report a thing
         self.state_dir = statedir.state_dir(state_dir)
         self.elevate = list(DEFAULT_ELEVATE if elevate is None else elevate)
         self.registry = {spec.name: spec for spec in (config.METRICS if registry is None else registry)}
@@ -50,15 +54,17 @@ class MonitorController(QObject):
         self.startup_messages = self.children.end_leftovers(self.elevate if needs_elevation() else None)
         self.transport = Transport(server_url, token, outbox_path=os.path.join(self.state_dir, "outbox.sqlite"),
                                    **(transport_tuning or {}))
-        self._workers: dict[str, tuple[Worker, QThread]] = {}
-        self._retiring: list[tuple[Worker, QThread]] = []
+        self._workers: dict[str, MetricWorker] = {}
+        self._retiring: list[MetricWorker] = []     # finished, their threads ending
         self.totals: dict[str, dict[str, Any]] = {}   # per metric: records, started, status, error
         self._last_error = ""
-        self._timer = QTimer(self)
-        self._timer.timeout.connect(self._emit_status)
-        self._timer.start(status_interval_ms)
+        self._callbacks = WorkerCallbacks(records=self._on_records, log=self._on_log, started=self._on_started,
+                                          finished=self._on_finished).through(self.relay)
+        self._closed = threading.Event()
+        threading.Thread(target=_post_status, args=(weakref.ref(self), status_interval_ms / 1000, self._closed),
+                         name="controller-status", daemon=True).start()
         for message in self.startup_messages:   # after the caller has had a chance to connect
-            QTimer.singleShot(0, self, lambda m=message: self.log.emit("", m))
+            self.relay.post(lambda m=message: self.log.emit("", m))
 
     # --- the interface the window and headless.py use --------------------------------------------------
     def set_server(self, url: str | None, token: str | None) -> None:
@@ -73,30 +79,21 @@ class MonitorController(QObject):
             raise ValueError(f"{name} is already running")
         elevated = needs_elevation() and bool(self.elevate)
         argv = build_argv(spec, values, self.python, self.elevate, elevated)
-        worker = Worker(name, spec, argv, children=self.children, elevate=self.elevate if elevated else (),
-                        sink=self.transport.submit, **self.worker_options)
-        thread = QThread()
-        thread.setObjectName(f"worker-{name}")
-        worker.moveToThread(thread)
-        thread.started.connect(worker.run)
-        worker.output_ready.connect(self._on_records)
-        worker.log_line.connect(self._on_log)
-        worker.process_started.connect(self._on_started)
-        worker.process_finished.connect(self._on_finished)
-        worker.process_finished.connect(thread.quit)
-        thread.finished.connect(self._on_thread_finished)
-        self._workers[name] = (worker, thread)
+        worker = MetricWorker(name, spec, argv, self._callbacks, children=self.children,
+                              elevate=self.elevate if elevated else (), sink=self.transport.submit,
+                              **self.worker_options)
+        self._workers[name] = worker
         self.totals[name] = {"records": 0, "started": False, "status": None, "error": ""}
-        thread.start()
+        worker.start()
 
     def stop_metric(self, name: str) -> None:
         """Ask `name` to stop; returns at once, metric_finished follows."""
-        entry = self._workers.get(name)
-        if entry:
-            entry[0].stop()
+        worker = self._workers.get(name)
+        if worker:
+            worker.stop()
 
     def stop_all(self) -> None:
-        for worker, _ in self._workers.values():
+        for worker in self._workers.values():
             worker.stop()
 
     def running(self) -> list[str]:
@@ -104,60 +101,48 @@ class MonitorController(QObject):
 
     def bpf_program_ids(self) -> dict[str, set[int]]:
         """metric -> ids of the BPF programs its subprocess holds now (from /proc/PID/fdinfo)."""
-        return {name: worker.bpf_program_ids() for name, (worker, _) in self._workers.items()}
+        return {name: worker.bpf_program_ids() for name, worker in self._workers.items()}
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop every metric, wait for them (delivering their last records), then flush the transport."""
         deadline = time.monotonic() + timeout
         self.stop_all()
-        while self._threads() and time.monotonic() < deadline:
-            for thread in self._threads():
-                thread.wait(20)
-            QCoreApplication.processEvents()     # queued records and finished signals
-        QCoreApplication.processEvents()
+        while self._alive() and time.monotonic() < deadline:
+            for worker in self._alive():
+                worker.join(0.02)
+            self.relay.process()                 # their records and ends, relayed to this thread
+        self.relay.process()
         for name in self._workers:
             self.log.emit(name, f"{name} did not stop within {timeout:g}s")
-        self._timer.stop()
+        self._closed.set()
         self.transport.close(max(1.0, deadline - time.monotonic()))
         self._emit_status()
 
-    # --- from the workers (queued onto this thread) ---------------------------------------------------
-    @Slot(str, object)
+    # --- from the workers (relayed onto this thread) --------------------------------------------------
     def _on_records(self, name: str, records: list) -> None:
         totals = self.totals.get(name)
         if totals is not None:
             totals["records"] += len(records)
         self.records.emit(name, records)
 
-    @Slot(str, str)
     def _on_log(self, name: str, line: str) -> None:
         self.log.emit(name, line)
 
-    @Slot(str, int)
     def _on_started(self, name: str, pid: int) -> None:
         self.totals[name]["started"] = True
         self.totals[name]["pid"] = pid
         self.metric_started.emit(name)
 
-    @Slot(str, int, str)
     def _on_finished(self, name: str, status: int, error: str) -> None:
-        entry = self._workers.pop(name, None)
-        if entry:
-            self._retiring.append(entry)     # its thread ends shortly; the name is free again now
+        worker = self._workers.pop(name, None)
+        if worker:
+            self._retiring.append(worker)    # its thread ends shortly; the name is free again now
         self.totals[name].update(status=status, error=error)
         self.transport.end_of(name)         # its last records are all in the transport: send them now
         if error:
             self.log.emit(name, error)
         self.metric_finished.emit(name, status, error)
 
-    @Slot()
-    def _on_thread_finished(self) -> None:
-        for entry in [e for e in self._retiring if e[1].isFinished()]:
-            self._retiring.remove(entry)
-            entry[0].deleteLater()
-            entry[1].deleteLater()
-
-    @Slot()
     def _emit_status(self) -> None:
         status = self.transport.status()
         if status["last_error"] and status["last_error"] != self._last_error:
@@ -165,6 +150,18 @@ class MonitorController(QObject):
         self._last_error = status["last_error"]
         self.transport_status.emit(status)
 
-    def _threads(self) -> list[QThread]:
-        return [t for _, t in list(self._workers.values()) + self._retiring if not t.isFinished()]
+    def _alive(self) -> list[MetricWorker]:
+        self._retiring = [w for w in self._retiring if w.is_alive()]
+        return [w for w in [*self._workers.values(), *self._retiring] if w.is_alive()]
+
+
+def _post_status(controller: weakref.ref[MonitorController], interval: float, closed: threading.Event) -> None:
+    """transport_status every `interval` seconds, on the owner's thread, until shutdown (or until the
+    controller is gone: a weak reference, so this thread never keeps one alive)."""
+    while not closed.wait(interval):
+        owner = controller()
+        if owner is None:
+            return
+        owner.relay.post(owner._emit_status)
+        del owner
 

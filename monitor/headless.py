@@ -23,6 +23,7 @@ from typing import Any
 
 import config
 from host.elevation import DEFAULT_ELEVATE
+from monitor.events import EventQueue
 
 PROG = "main_app.py --headless"
 EXAMPLES = """examples:
@@ -112,13 +113,12 @@ def _positive(text: str) -> float:
 
 
 class Run:
-    """One headless run: the controller, the timers and what is printed."""
+    """One headless run: the controller, the periodic work and what is printed. No Qt: the workers' news
+    reaches this thread through an EventQueue, which the loop waits on between its periodic tasks."""
 
     def __init__(self, args: argparse.Namespace, values: dict[str, dict[str, Any]], command: Any = None,
                  recorder: Any = None) -> None:
-        from PySide6.QtCore import QCoreApplication, QTimer  # noqa: PLC0415 - not needed for --help
-
-        from monitor.controller import MonitorController  # noqa: PLC0415
+        from monitor.controller import MonitorController  # noqa: PLC0415 - not needed for --help
 
         self.args, self.values = args, values
         self.command = command
@@ -126,10 +126,10 @@ class Run:
         if command is not None:
             for name in args.metric:
                 values[name]["cgroup"] = command.cgroup
-        self.app = QCoreApplication.instance() or QCoreApplication([PROG])
         self.recorder = recorder
+        self.events = EventQueue()
         self.controller = MonitorController(args.server, args.token, state_dir=args.state_dir,
-                                            elevate=shlex.split(args.elevate))
+                                            elevate=shlex.split(args.elevate), relay=self.events)
         self.controller.log.connect(self._on_log)
         self.controller.metric_finished.connect(self._on_finished)
         self.latest: dict[str, dict] = {}       # each metric's newest summary record: its key figure
@@ -137,18 +137,11 @@ class Run:
         self.started = time.monotonic()
         self.stop_reason = ""
         self.signals = 0
-        self._timers = []
-        ticks = ((args.progress, self._progress), (0.2, lambda: None))
+        # (seconds between runs, task, when next due)
+        self._periodic = [[args.progress, self._progress, self.started + args.progress]]
         if command is not None:
-            ticks += ((0.02, self._poll_command),)
-        for interval, slot in ticks:
-            # the 0.2 s no-op timer lets Python run its signal handlers while Qt's loop waits
-            timer = QTimer()
-            timer.timeout.connect(slot)
-            timer.start(int(interval * 1000))
-            self._timers.append(timer)
-        if args.duration:
-            QTimer.singleShot(int(args.duration * 1000), lambda: self._quit("duration reached"))
+            self._periodic.append([0.02, self._poll_command, self.started])
+        self._deadline = self.started + args.duration if args.duration else None
 
     def exec(self) -> int:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -159,10 +152,10 @@ class Run:
                 self.controller.start_metric(name, self.values[name])
             print(f"headless: running {', '.join(self.args.metric)}; collector {self.args.server or 'none'}; "
                   f"run {self.controller.transport.run_id}", flush=True)
-            self.app.exec()
+            self._loop()
             print(f"headless: stopping ({self.stop_reason})", flush=True)
             self.controller.shutdown()
-            self.app.processEvents()          # the last records, queued by the workers as they ended
+            self.events.process()             # the last records, queued by the workers as they ended
         finally:
             if self.recorder is not None:
                 self.recorder.close()
@@ -178,6 +171,22 @@ class Run:
         if self.command is not None:
             return self.command.exit_status()
         return 1 if any(m["error"] for m in summary["metrics"].values()) else 0
+
+    def _loop(self) -> None:
+        """The workers' news and the periodic tasks, until _quit (the duration, the end of every metric or
+        of the command, a signal)."""
+        while not self.stop_reason:
+            now = time.monotonic()
+            if self._deadline is not None and now >= self._deadline:
+                self._quit("duration reached")
+                break
+            for task in self._periodic:
+                interval, run, due = task
+                if now >= due:
+                    task[2] = due + interval if due + interval > now else now + interval   # missed runs skipped
+                    run()
+            due = min([task[2] for task in self._periodic] + [self._deadline or float("inf")])
+            self.events.wait(min(due - time.monotonic(), 1.0))
 
     def _on_records(self, name: str, records: list) -> None:
         """A metric's meta record says its probes are attached; the command runs once all have said so."""
@@ -207,7 +216,7 @@ class Run:
     def _quit(self, reason: str) -> None:
         if not self.stop_reason:
             self.stop_reason = reason
-            self.app.quit()
+            self.events.post(lambda: None)    # wakes the loop's wait (a signal handler may call this)
 
     def _on_log(self, name: str, line: str) -> None:
         print(f"[{name or 'app'}] {line}", file=sys.stderr, flush=True)

@@ -92,13 +92,14 @@ def main() -> int:
     known = {s.name for s in config.METRICS}
     metrics = [m for m in args.metrics.split(",") if m in known]
     width, height = (int(v) for v in args.size.split("x"))
+    from gui.thread_relay import GuiThreadRelay
     from monitor.controller import MonitorController
 
     with tempfile.TemporaryDirectory(prefix="profiler-shot-") as state:
         collector = LocalCollector(state, pick_port(5000)).start()
         workload = subprocess.Popen([sys.executable, "-c", WORKLOADS[args.workload]])
         app = QApplication.instance() or QApplication([])
-        controller = MonitorController(server_url=collector.url, state_dir=state)
+        controller = MonitorController(server_url=collector.url, state_dir=state, relay=GuiThreadRelay())
         window = MainWindow(controller, verdicts=preflight.metric_verdicts(),
                             settings=QSettings(os.path.join(state, "settings.ini"), QSettings.Format.IniFormat),
                             server_url=collector.url)

@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
 
 def test_the_box_counts_the_command_and_its_children_only(qtbot, tmp_path):
+    from gui.thread_relay import GuiThreadRelay
     from monitor.controller import MonitorController
 
     script = tmp_path / "fork_three.py"
@@ -27,7 +28,7 @@ def test_the_box_counts_the_command_and_its_children_only(qtbot, tmp_path):
     outside.stdin.write("\n")
     outside.stdin.flush()
     try:
-        controller = MonitorController(server_url=stub.url, state_dir=str(tmp_path / "state"))
+        controller = MonitorController(server_url=stub.url, state_dir=str(tmp_path / "state"), relay=GuiThreadRelay())
         window = make_window(qtbot, tmp_path, controller, verdicts=preflight.metric_verdicts(), server_url=stub.url)
         form = window.forms["sysnest"]
         form.editors["interval"].setText("0.5")

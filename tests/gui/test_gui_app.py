@@ -33,9 +33,10 @@ def collector():
 
 
 def test_two_metrics_from_the_window_to_the_collector_and_back_to_nothing(qtbot, tmp_path, collector):
+    from gui.thread_relay import GuiThreadRelay
     from monitor.controller import MonitorController
 
-    controller = MonitorController(server_url=collector.url, state_dir=str(tmp_path / "state"))
+    controller = MonitorController(server_url=collector.url, state_dir=str(tmp_path / "state"), relay=GuiThreadRelay())
     window = make_window(qtbot, tmp_path, controller, show=True, verdicts=preflight.metric_verdicts(),
                          server_url=collector.url)
     for name in PAIR:
@@ -98,9 +99,10 @@ def test_two_metrics_from_the_window_to_the_collector_and_back_to_nothing(qtbot,
 
 
 def test_closing_the_window_stops_the_metrics_and_flushes_everything(qtbot, tmp_path, collector):
+    from gui.thread_relay import GuiThreadRelay
     from monitor.controller import MonitorController
 
-    controller = MonitorController(server_url=collector.url, state_dir=str(tmp_path / "state"))
+    controller = MonitorController(server_url=collector.url, state_dir=str(tmp_path / "state"), relay=GuiThreadRelay())
     window = make_window(qtbot, tmp_path, controller, show=True, server_url=collector.url)
     window.forms["sysnest"].editors["interval"].setText("0.3")
     window.set_checked(["sysnest"])

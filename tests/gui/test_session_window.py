@@ -49,7 +49,7 @@ def test_record_in_one_window_open_in_another(qtbot, tmp_path):
     path = str(tmp_path / "run.ndjson")
     assert first.session.start_recording(path)
     for name in NAMES:
-        first._tab(name)
+        first.tab_for(name)
     for name in NAMES:                       # in batches, as the controller hands them over
         records = sample(name)
         for i in range(0, len(records), 5):

@@ -129,10 +129,10 @@ def test_unlinked_charts_zoom_alone_and_a_chart_that_joins_later_takes_the_share
 def test_the_window_links_its_tabs_time_charts_behind_a_checkbox(qtbot, tmp_path):
     window = make_window(qtbot, tmp_path)
     assert window.link_box.text() == "Link time axes" and window.link_box.isChecked()
-    sysnest, tcp = window._tab("sysnest"), window._tab("tcpconnlat")
+    sysnest, tcp = window.tab_for("sysnest"), window.tab_for("tcpconnlat")
     assert set(window.time_link.charts) == {sysnest.chart, *tcp.time_charts()}
     window.link_box.setChecked(False)
     assert not window.time_link.enabled
     window.link_box.setChecked(True)
-    window._close_tab(window.ui.metric_tabs.indexOf(tcp))
+    window.close_tab(window.ui.metric_tabs.indexOf(tcp))
     assert window.time_link.charts == [sysnest.chart]

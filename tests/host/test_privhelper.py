@@ -494,18 +494,19 @@ app = QApplication(["profiler"])
 from host import preflight
 from host.elevation import elevation_works, with_elevation
 from host.procs import descendants
+from gui.thread_relay import GuiThreadRelay
 from main_app import MainWindow
 from monitor.controller import MonitorController
 
 state = sys.argv[1]
 verdicts = {v.name: v for v in with_elevation(preflight.metric_verdicts(), elevation_works())}
-controller = MonitorController(None, state_dir=state)
+controller = MonitorController(None, state_dir=state, relay=GuiThreadRelay())
 window = MainWindow(controller, verdicts=list(verdicts.values()),
                     settings=QSettings(os.path.join(state, "settings.ini"), QSettings.Format.IniFormat))
 records = []
 controller.records.connect(lambda name, batch: records.extend(batch))
 started = window.start_metric("sysnest", {"pid": int(sys.argv[2]), "interval": 0.5, "group_by": "syscall", "top": 50})
-worker = controller._workers["sysnest"][0]
+worker = controller._workers["sysnest"]
 uids, deadline = [], time.monotonic() + 60
 while time.monotonic() < deadline and not any(r.get("kind") == "summary" and r.get("interval", 0) >= 2 for r in records):
     app.processEvents()

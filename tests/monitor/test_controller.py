@@ -18,6 +18,7 @@ from helpers import process_alive, progs_released  # noqa: E402
 import config  # noqa: E402
 from host import procs  # noqa: E402
 from monitor.controller import MonitorController  # noqa: E402
+from worker import GuiThreadRelay  # noqa: E402
 
 pytestmark = pytest.mark.slow   # `make test-quick` leaves it out
 
@@ -50,7 +51,8 @@ class Recorder:
 
 @pytest.mark.bpf
 def test_crash_is_reported_and_others_continue(qtbot, tmp_path):
-    c = MonitorController(None, state_dir=str(tmp_path), registry=[config.get("sysnest"), CRASHER])
+    c = MonitorController(None, state_dir=str(tmp_path), registry=[config.get("sysnest"), CRASHER],
+                          relay=GuiThreadRelay())
     seen = Recorder(c)
     c.start_metric("sysnest", {"interval": 0.3})
     c.start_metric("crasher", {"after": 3})
@@ -93,7 +95,7 @@ def test_crash_is_reported_and_others_continue(qtbot, tmp_path):
 def test_100k_records_through_worker_and_transport(qtbot, tmp_path):
     stub = CollectorStub().start()
     c = MonitorController(stub.url, state_dir=str(tmp_path), registry=[FLOOD], transport_tuning=FAST,
-                          status_interval_ms=200)
+                          status_interval_ms=200, relay=GuiThreadRelay())
     seen = Recorder(c)
     try:
         started = time.monotonic()

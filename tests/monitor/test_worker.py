@@ -1,4 +1,4 @@
-"""The worker on its QThread, with synthetic metric scripts (tests/support/fake_metrics/): every line arrives in
+"""The worker on its thread, its callbacks relayed to the main thread as the window's are, with synthetic metric scripts (tests/support/fake_metrics/): every line arrives in
 order and in batches, log lines are kept apart, stop escalates and reaps, elevation failures read
 well, and process groups a killed app left behind are ended on the next start."""
 
@@ -17,46 +17,41 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest  # noqa: E402
 from fakes import FLOOD, STUBBORN  # noqa: E402
 from helpers import ROOT, SUPPORT, process_alive  # noqa: E402
-from PySide6.QtCore import QObject, QThread  # noqa: E402
 
 import monitor.controller as controller_module  # noqa: E402
 from host import procs  # noqa: E402
 from host.privhelper import HELPER  # noqa: E402
 from monitor.controller import MonitorController  # noqa: E402
-from worker import Worker, build_argv  # noqa: E402
+from worker import GuiThreadRelay, Worker, WorkerCallbacks, build_argv  # noqa: E402
 
 FAKE_SUDO = os.path.join(SUPPORT, "fake_bin", "sudo")
 
 
-class Run(QObject):
-    """A Worker on its own QThread, with everything it emitted (a QObject on the main thread, so the
-    worker's signals are queued to it as they are to the controller)."""
+class Run:
+    """A Worker on its own thread, with everything it reported, relayed to the main thread through the
+    window's Qt adapter (as the controller's are)."""
 
     def __init__(self, spec, values: dict, **options) -> None:
-        super().__init__()
         self.batches: list[list[dict]] = []
         self.logs: list[str] = []
         self.finished: list[tuple[int, str]] = []
         self.slot_threads: set[str] = set()
-        self.worker = Worker(spec.name, spec, build_argv(spec, values, sys.executable, None), **options)
-        self.thread = QThread()
-        self.worker.moveToThread(self.thread)
-        self.thread.started.connect(self.worker.run)
-        self.worker.output_ready.connect(self._on_records)   # lambdas would run on the worker thread
-        self.worker.log_line.connect(lambda name, line: self.logs.append(line))
-        self.worker.process_finished.connect(lambda name, status, error: self.finished.append((status, error)))
-        self.worker.process_finished.connect(self.thread.quit)
+        callbacks = WorkerCallbacks(records=self._on_records, log=lambda name, line: self.logs.append(line),
+                                    started=lambda name, pid: None,
+                                    finished=lambda name, status, error: self.finished.append((status, error)))
+        self.worker = Worker(spec.name, spec, build_argv(spec, values, sys.executable, None),
+                             callbacks.through(GuiThreadRelay()), **options)
 
     def _on_records(self, name: str, batch: list) -> None:
         self.slot_threads.add(threading.current_thread().name)
         self.batches.append(batch)
 
     def start(self) -> Run:
-        self.thread.start()
+        self.worker.start()
         return self
 
     def wait(self, qtbot, timeout: float = 30.0) -> tuple[int, str]:
-        qtbot.waitUntil(lambda: bool(self.finished) and self.thread.isFinished(), timeout=int(timeout * 1000))
+        qtbot.waitUntil(lambda: bool(self.finished) and not self.worker.is_alive(), timeout=int(timeout * 1000))
         qtbot.wait(50)     # queued signals emitted just before the end
         return self.finished[0]
 
@@ -120,7 +115,8 @@ def test_stop_escalates_to_sigkill(qtbot):
 
 def test_elevation_failure_is_one_clear_message(qtbot, tmp_path, monkeypatch):
     monkeypatch.setattr(controller_module, "needs_elevation", lambda: True)
-    c = MonitorController(None, state_dir=str(tmp_path), elevate=[FAKE_SUDO, "-n"], registry=[FLOOD])
+    c = MonitorController(None, state_dir=str(tmp_path), elevate=[FAKE_SUDO, "-n"], registry=[FLOOD],
+                          relay=GuiThreadRelay())
     finished, logs = [], []
     c.metric_finished.connect(lambda *a: finished.append(a))
     c.log.connect(lambda name, line: logs.append((name, line)))
@@ -140,7 +136,8 @@ def test_a_helper_refusal_is_one_clear_message(qtbot, tmp_path, monkeypatch):
     end says that one line, not a stderr dump."""
     monkeypatch.setattr(controller_module, "needs_elevation", lambda: True)
     refusing = ["/bin/sh", "-c", 'echo "privhelper: refusing: /x/metrics belongs to alice (uid 1000)" >&2; exit 2', "sh"]
-    c = MonitorController(None, state_dir=str(tmp_path), elevate=refusing, registry=[FLOOD])
+    c = MonitorController(None, state_dir=str(tmp_path), elevate=refusing, registry=[FLOOD],
+                          relay=GuiThreadRelay())
     finished, logs = [], []
     c.metric_finished.connect(lambda *a: finished.append(a))
     c.log.connect(lambda name, line: logs.append(line))
@@ -155,7 +152,8 @@ def test_a_helper_refusal_is_one_clear_message(qtbot, tmp_path, monkeypatch):
 
 def test_missing_elevation_command(qtbot, tmp_path, monkeypatch):
     monkeypatch.setattr(controller_module, "needs_elevation", lambda: True)
-    c = MonitorController(None, state_dir=str(tmp_path), elevate=["/nonexistent/sudo"], registry=[FLOOD])
+    c = MonitorController(None, state_dir=str(tmp_path), elevate=["/nonexistent/sudo"], registry=[FLOOD],
+                          relay=GuiThreadRelay())
     finished = []
     c.metric_finished.connect(lambda *a: finished.append(a))
     c.start_metric("flood", {})
@@ -185,7 +183,7 @@ def test_leftovers_of_a_killed_app_are_ended_on_start(qtbot, tmp_path):
     mine = subprocess.Popen(["sleep", "300"], start_new_session=True)
     procs.ChildRegistry(str(tmp_path)).record(mine.pid, ["sleep", "300"])
     try:
-        c = MonitorController(None, state_dir=str(tmp_path), registry=[FLOOD])
+        c = MonitorController(None, state_dir=str(tmp_path), registry=[FLOOD], relay=GuiThreadRelay())
         assert not process_alive(orphan)
         assert any(f"group {orphan}" in m and m.startswith("ended") for m in c.startup_messages), c.startup_messages
         assert mine.poll() is None
@@ -196,7 +194,7 @@ def test_leftovers_of_a_killed_app_are_ended_on_start(qtbot, tmp_path):
 
 
 def test_controller_refuses_bad_values(qtbot, tmp_path):
-    c = MonitorController(None, state_dir=str(tmp_path), registry=[FLOOD])
+    c = MonitorController(None, state_dir=str(tmp_path), registry=[FLOOD], relay=GuiThreadRelay())
     with pytest.raises(ValueError, match="lines must be an integer"):
         c.start_metric("flood", {"lines": "many"})
     with pytest.raises(ValueError, match="no metric named"):

@@ -100,9 +100,10 @@ def open_fds() -> int:
 
 @pytest.mark.timeout(600)
 def test_100_start_stop_cycles_leave_nothing(qtbot, tmp_path):
+    from gui.thread_relay import GuiThreadRelay
     from monitor.controller import MonitorController
 
-    controller = MonitorController(None, state_dir=str(tmp_path / "state"))
+    controller = MonitorController(None, state_dir=str(tmp_path / "state"), relay=GuiThreadRelay())
     finished: list[tuple[str, int, str]] = []
     controller.metric_finished.connect(lambda n, s, e: finished.append((n, s, e)))
     baseline = None
@@ -120,7 +121,7 @@ def test_100_start_stop_cycles_leave_nothing(qtbot, tmp_path):
             # reaped, not just dead: a zombie keeps its /proc entry
             assert not os.path.exists(f"/proc/{pid}") and procs.group_members(pid) == [], f"cycle {cycle}: process left"
             assert progs_released(progs), f"cycle {cycle}: BPF programs {progs} still loaded"
-            qtbot.waitUntil(lambda: not controller._threads(), timeout=10_000)
+            qtbot.waitUntil(lambda: not controller._alive(), timeout=10_000)     # the worker threads ended
             if cycle == 4:      # after a few cycles every lazily opened fd and pool thread exists
                 baseline = (open_fds(), threading.active_count())
         took = time.monotonic() - started
