@@ -20,11 +20,18 @@
  * interval so shows ~100 % in each, not 0 % and then several hundred. Waits are not split: each is
  * charged whole to the interval it ends in.
  *
- * The kernel does not deliver every sched_switch (about 1 in 1,000 switch-ins of a woken thread is never
- * seen here, sometimes with its wakeup): a thread switched out while our books say it is queued or asleep
- * was switched in unseen. Its run is counted, timed from when it was queued (its wait, unknown, as 0) or,
- * asleep, with no time, and counted in `unseen_switch_ins`; one switched in while by our books it runs
- * was switched out unseen: that run is counted with no time, in `unseen_switch_outs`.
+ * The kernel does not deliver every sched_switch. Some kernels deliver no event raised in the context of
+ * certain tasks (in a Firecracker guest here, the VM agent's threads, e.g. tokio-rt-worker): their switches
+ * out are never seen, and so neither the switch in of the task after them, nor the wakeups they make. A
+ * run must not stay open in our books until the thread's next switch in, which may be seconds away:
+ * `on_cpu` keeps the task the last switch seen on this CPU put on it, and when the next switch seen here
+ * takes off another task, that task's switch out was not delivered. Its run ends there with no time (when
+ * it ended is not known), counted in `unseen_switch_outs`, as is a run of a thread switched in while by
+ * our books it still runs elsewhere. A thread switched out while our books say it is queued or asleep was
+ * switched in unseen. Its run is counted, timed from when it was queued or from this CPU's last switch
+ * seen, whichever is later (its wait, unknown, as 0) or, asleep, with no time, and counted in
+ * `unseen_switch_ins`. A task never seen leaving its CPU is so charged no run time, and the task after it
+ * may be charged its run (tests/metrics/test_cpuschedrun_machine.py measures both).
  *
  * --cgroup (FILTER_CGROUP_ID) filters like -p: `tasks` is the member set, seeded by user space from the
  * group's and its descendants' cgroup.threads, joined by tasks created by a member (they start in its
@@ -59,7 +66,11 @@ BPF_PERCPU_ARRAY(wait_hist, u64, 128);
 LOST_COUNTER(full);                      /* threads not tracked because a map was full */
 LOST_COUNTER(unseen_switch_ins);         /* runs whose switch in the kernel did not deliver */
 LOST_COUNTER(unseen_switch_outs);        /* runs whose switch out the kernel did not deliver */
-BPF_PERCPU_ARRAY(last_switch, u64, 1);   /* when this CPU's last switch was seen */
+struct on_cpu_t {
+    u64 ts;    /* when this CPU's last switch was seen */
+    u32 tid;   /* the task it put on the CPU (0: idle) */
+};
+BPF_PERCPU_ARRAY(on_cpu, struct on_cpu_t, 1);
 BPF_ARRAY(epochs, struct epoch_t, 1);
 
 #ifdef PER_THREAD
@@ -226,6 +237,18 @@ static __always_inline void end_wait(struct epoch_t *epoch, u32 tid, u64 start, 
 #endif
 }
 
+/* a run whose switch out was not delivered ends now, with no time: when it ended is not known */
+static __always_inline void end_unseen_run(struct epoch_t *epoch, u32 tid, struct task_t *t, u64 now)
+{
+    end_run(epoch, tid, now, now);
+    t->ts = now;
+    t->state = S_UNKNOWN;
+    int zero = 0;
+    u64 *unseen = unseen_switch_outs.lookup(&zero);
+    if (unseen)
+        (*unseen)++;
+}
+
 TRACEPOINT_PROBE(sched, sched_switch)
 {
     int zero = 0;
@@ -235,7 +258,15 @@ TRACEPOINT_PROBE(sched, sched_switch)
     struct epoch_t epoch = *ep;
     u64 now = bpf_ktime_get_ns();
     u32 prev = args->prev_pid, next = args->next_pid;
-    u64 *last = last_switch.lookup(&zero);   /* this CPU's last switch seen before this one */
+    struct on_cpu_t *cpu = on_cpu.lookup(&zero);   /* this CPU's last switch seen before this one */
+    if (cpu && cpu->tid && cpu->tid != prev) {
+        /* the task that switch put on this CPU is not the one leaving it: its switch out was not
+           delivered. Unless it has been seen switched in since (elsewhere), its run ends here */
+        u32 gone = cpu->tid;
+        struct task_t *g = tasks.lookup(&gone);
+        if (g && g->state == S_RUNNING && g->ts == cpu->ts)
+            end_unseen_run(&epoch, gone, g, now);
+    }
 
     /* prev: the current task, so its tgid is known and the filter is a compare */
     u64 id = bpf_get_current_pid_tgid();
@@ -254,8 +285,8 @@ TRACEPOINT_PROBE(sched, sched_switch)
                 if (t->state == S_QUEUED) {
                     /* switched in on this CPU after both its queueing and the last switch seen here */
                     from = t->ts;
-                    if (last && *last > from)
-                        from = *last;
+                    if (cpu && cpu->ts > from)
+                        from = cpu->ts;
                 }
                 end_wait(&epoch, prev, from, from);
                 end_run(&epoch, prev, from, now);
@@ -294,8 +325,10 @@ TRACEPOINT_PROBE(sched, sched_switch)
         tasks.delete(&prev);
 #endif
 
-    if (last)
-        *last = now;
+    if (cpu) {
+        cpu->ts = now;
+        cpu->tid = next;
+    }
 
     /* next: its wait ends and its run starts */
     if (next == 0)
@@ -316,12 +349,8 @@ TRACEPOINT_PROBE(sched, sched_switch)
     if (t->state == S_QUEUED) {
         end_wait(&epoch, next, t->ts, now);
     } else if (t->state == S_RUNNING) {
-        /* on a CPU by our books, and switched in again: the switch out between was not delivered.
-           Its run is counted with no time: when it ended is not known */
-        end_run(&epoch, next, now, now);
-        u64 *unseen = unseen_switch_outs.lookup(&zero);
-        if (unseen)
-            (*unseen)++;
+        /* on a CPU by our books, and switched in again: the switch out between was not delivered */
+        end_unseen_run(&epoch, next, t, now);
     }
     t->ts = now;
     t->state = S_RUNNING;

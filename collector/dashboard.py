@@ -12,7 +12,7 @@ from flask import Blueprint, abort, current_app, jsonify, render_template, reque
 from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
-from collector import chart, heatmap, trend
+from collector import chart, heatmap, table, trend
 from collector.api import BadQuery, cgroup_filter
 from collector.profile_api import speedscope_available
 from collector.profiles import RANGES, BadRange, bound, parse_range, range_profile
@@ -30,8 +30,6 @@ PAGE_RANGES = ("5m", "1h", "run")  # the stream page's picker (plus custom since
 QUIET_S = 30  # a host with no batch for this long stands out on the overview
 TREND_POINTS = trend.POINTS
 CHART_ROWS = 5000
-TABLE_COLUMNS = 16
-CELL_CHARS = 80
 FLAME_RANGE = "5m"  # the flame graph's range when the page names none
 RECORD_SHOWN = 64 * 1024  # a record with more stored text is neither parsed nor charted here
 TOO_LARGE = f"(over {RECORD_SHOWN // 1024} KB: read it with /api/records)"
@@ -191,11 +189,6 @@ def favicon():
     return send_from_directory(current_app.static_folder, "favicon.svg", mimetype="image/svg+xml", max_age=86400)
 
 
-def _cell(value: object) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-    return text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…"
-
-
 def _page_window(store, key: dict[str, str]) -> tuple[str, float | None, float | None]:
     """The page's range (range=5m|1h|run|..., or since/until for a custom one) as (name, since, until)."""
     args = request.args
@@ -216,10 +209,6 @@ def _page_number() -> int:
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_PAGES:
         raise BadRange(f"page must be an integer from 1 to {MAX_PAGES}")
     return int(text)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @bp.get("/stream")
@@ -254,13 +243,13 @@ def stream():
             heat = "".join(heatmap.svg(*heatmap.grid(charted, name), name, unit)
                            for name, unit in heatmap.names(charted, plot.hist, plot.hist_unit))
     records = [json.loads(r["data"]) if r["data"] is not None else {"record": TOO_LARGE} for r in rows]
-    columns: dict[str, None] = {}
-    for record in records:
-        columns.update(dict.fromkeys(k for k in record if k not in ("metric", "ts", "kind")))
-    columns_list = list(columns)[:TABLE_COLUMNS]
-    table = [{"ts": r["ts"], "sequence": r["sequence"], "kind": r["kind"],
-              "cells": [(_cell(rec[c]) if c in rec else "", c in rec and _is_number(rec[c])) for c in columns_list]}
+    all_columns = table.columns_of(source, records)
+    asked = table.asked_columns(request.args.getlist("columns"))
+    columns = table.shown_columns(all_columns, asked)
+    cells = [{"ts": r["ts"], "sequence": r["sequence"], "kind": r["kind"],
+              "cells": [table.cell(c, rec[c]) if c in rec else table.Cell() for c in columns]}
              for r, rec in zip(rows, records, strict=True)]
+    chosen = {"columns": ",".join(asked)} if asked else {}   # kept as asked: another kind may carry other fields
     kinds = sorted({r["kind"] for r in sample} | ({kind} if kind else set()))
     cgroup_args = {k: request.args[k] for k in ("cgroup", "cgroup_match")
                    if request.args.get(k) and request.args.get("cgroup")}
@@ -268,17 +257,20 @@ def stream():
         flame = _flame(key, kind, of_cgroup, cgroup_args) if store.newest_stack_ts(**key) is not None else None
     except BadRange as e:
         return error(400, "bad_query", str(e))
-    view = {k: request.args[k] for k in ("range", "since", "until") if request.args.get(k)} | cgroup_args
+    view = {k: request.args[k] for k in ("range", "since", "until") if request.args.get(k)} | cgroup_args | chosen
     page_args = {**key, **({"kind": kind} if kind else {}), **view}
     ranges = [(r, None if r == range_name else url_for("dashboard.stream", **key, **({"kind": kind} if kind else {}),
-                                                       **cgroup_args, range=r)) for r in PAGE_RANGES]
+                                                       **cgroup_args, **chosen, range=r)) for r in PAGE_RANGES]
     pages = {"page": page, "newer": url_for("dashboard.stream", **page_args, page=page - 1) if page > 1 else None,
              "older": url_for("dashboard.stream", **page_args, page=page + 1) if more and page < MAX_PAGES else None,
              "first": PAGE_ROWS * (page - 1) + 1}
     kind_links = [(k or "all", url_for("dashboard.stream", **key, **view, **({"kind": k} if k else {})))
                   for k in [None, *kinds]]
     return render_template("stream.html", stream=found, key=key, kind=kind, kind_links=kind_links, plot=plot,
-                           chart_svg=Markup(svg), heatmap_svg=Markup(heat), columns=columns_list, table=table, ranges_text=ranges_text,
+                           chart_svg=Markup(svg), heatmap_svg=Markup(heat), columns=columns, table=cells,
+                           chooser={"columns": all_columns, "asked": bool(asked),
+                                    "hidden": {k: v for k, v in page_args.items() if k != "columns"}},
+                           chosen=chosen, ranges_text=ranges_text,
                            flame=flame, ranges=ranges, range_name=range_name, window=window, view=view,
                            pages=pages, live=range_name != "custom",
                            cgroups=_cgroups_seen(key, sample, kind, view, cgroup_args), cgroup_args=cgroup_args,

@@ -7,8 +7,9 @@ chart needs no code here.
 - chart "histogram": every `hist` record of the run summed into a cumulative Prometheus histogram per
   hist name (`profiler_<metric>_<name>_seconds`, le = each log2 slot's upper end). A log2 slot holds no
   sum, so these have buckets only (histogram_quantile works; no _sum/_count is made up).
-- chart "scatter": the events' y summed into a cumulative log2 histogram in seconds, with its exact sum
-  and count.
+- chart "scatter": the events' y summed into a cumulative log2 histogram in seconds, slotted in
+  microseconds (le = 1, 3, 7, ... us, whatever the field's unit: a 50 us connect is not lost in a first
+  bucket of 1 ms), with its exact sum and count.
 - chart "stacks": the newest interval's rows' y summed per process name (top SERIES_TOP, the rest
   summed into comm="other") as a gauge.
 
@@ -36,6 +37,7 @@ from collector.store import Store
 SERIES_TOP = 10  # label values kept per family and host; the rest are summed into "other"
 OTHER = "other"
 SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+EVENT_SLOT_S = 1e-6  # events are slotted in log2 of microseconds, the finest slot the hist records have
 READ_CHUNK = 1000  # records read per stream and query while catching up
 NEWEST_WINDOW_S = 60.0  # a stream's newest interval lies within this of its newest record
 
@@ -84,6 +86,13 @@ def _json_number(text: str | None) -> float | None:
         return None
 
 
+def slot_le(slot: int, scale: float) -> str:
+    """A log2 slot's upper end (2^s - 1 units of `scale` seconds) as the le label, in seconds: divided
+    by units per second, so 15 us reads 1.5e-05, not 1.4999999999999999e-05."""
+    top = (1 << slot) - 1
+    return repr(top / round(1 / scale) if scale < 1 else top * scale)
+
+
 def log2_slot(value: float) -> int:
     """The log2 slot whose upper end (2^s - 1, bcctool.log2_buckets' slots) is the first >= value."""
     return max(1, math.ceil(math.log2(value + 1)))
@@ -113,7 +122,7 @@ class _Hist:
         out, running = [], 0.0
         for slot in range(1, max(counts) + 1):
             running += counts.get(slot, 0)
-            out.append((repr(((1 << slot) - 1) * scale), running))
+            out.append((slot_le(slot, scale), running))
         out.append(("+Inf", running))
         return out
 
@@ -289,11 +298,12 @@ class Measurements(Collector):
         valid = [v for v in values if v is not None and v >= 0]
         if not valid:
             return
-        scale = hist.scale.setdefault(name, unit_scale(chart.y, chart.unit))
+        scale = unit_scale(chart.y, chart.unit)
+        hist.scale[name] = EVENT_SLOT_S
         slots = hist.slots.setdefault(name, {})
         total = hist.total.get(name, 0.0)
         for value in valid:
-            slot = log2_slot(value)
+            slot = log2_slot(value * scale / EVENT_SLOT_S)
             slots[slot] = slots.get(slot, 0) + 1
             total += value * scale
         hist.total[name] = total

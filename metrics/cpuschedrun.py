@@ -90,10 +90,11 @@ def open_runs(began_ns: int, now_ns: int) -> tuple[dict[int, dict[str, int]], se
         if t.state != S_RUNNING or t.ts >= now_ns:
             continue
         tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint
-        if t.ts < began_ns and not taskinfo.runnable(tid):
-            # on a CPU by our books since before this interval, yet asleep or gone: its switch out (or
-            # its exit) was not delivered, and its run is over. Not charged: if it ended after the cut,
-            # its part before it is in `crossed`.
+        if not taskinfo.runnable(tid):
+            # on a CPU by our books, yet asleep or gone: its switch out (or its exit) was not delivered,
+            # and its run is over; or it ended after the cut, and its part before the cut is in `crossed`
+            # (its switch out is delivered within microseconds of its state leaving R, long before
+            # collected_open). Not charged here either way.
             continue
         open_keys.add((tid, t.ts))
         out[tid] = {"run_ns": now_ns - max(t.ts, began_ns), "wait_ns": 0, "runs": 0, "waits": 0}

@@ -62,10 +62,13 @@ def test_exposition_passes_promtool_and_holds_the_records(collector_client):
                         f'profiler_cpuschedrun_run_time_seconds_bucket{{{host},le="7e-06"}}': 11.0,
                         f'profiler_cpuschedrun_run_time_seconds_bucket{{{host},le="+Inf"}}': 11.0}
     assert samples[f'profiler_cpuschedrun_runq_latency_seconds_bucket{{{host},le="+Inf"}}'] == 7.0
-    # events: log2 slots of ms, exact sum and count
-    assert samples[f'profiler_tcpconnlat_latency_seconds_bucket{{{host},le="0.001"}}'] == 1.0
-    assert samples[f'profiler_tcpconnlat_latency_seconds_bucket{{{host},le="0.003"}}'] == 1.0  # 3.7 ms is above 3
-    assert samples[f'profiler_tcpconnlat_latency_seconds_bucket{{{host},le="0.007"}}'] == 2.0
+    # events: log2 slots of us (le 2^s - 1 us) whatever the field's unit, exact sum and count
+    assert samples[f'profiler_tcpconnlat_latency_seconds_bucket{{{host},le="1e-06"}}'] == 0.0
+    assert samples[f'profiler_tcpconnlat_latency_seconds_bucket{{{host},le="0.000255"}}'] == 0.0
+    assert samples[f'profiler_tcpconnlat_latency_seconds_bucket{{{host},le="0.000511"}}'] == 1.0   # 0.5 ms
+    assert samples[f'profiler_tcpconnlat_latency_seconds_bucket{{{host},le="0.002047"}}'] == 1.0   # 3.7 ms above
+    assert samples[f'profiler_tcpconnlat_latency_seconds_bucket{{{host},le="0.004095"}}'] == 2.0
+    assert samples[f'profiler_tcpconnlat_latency_seconds_bucket{{{host},le="0.131071"}}'] == 3.0   # 100 ms
     assert samples[f"profiler_tcpconnlat_latency_seconds_count{{{host}}}"] == 3.0
     assert samples[f"profiler_tcpconnlat_latency_seconds_sum{{{host}}}"] == pytest.approx(0.1042)
     # per process: the top SERIES_TOP names, the rest summed into one label value
@@ -105,6 +108,36 @@ def test_many_hosts_read_together_each_newest_run_and_interval(collector_client,
         assert samples[f"profiler_sysnest_syscalls_per_second{{{label}}}"] == 100.0 * h + 3
         assert samples[f"profiler_tcpconnlat_latency_seconds_count{{{label}}}"] == h + 4
         assert samples[f"profiler_tcpconnlat_latency_seconds_sum{{{label}}}"] == pytest.approx((h + 4) * (1.0 + h) / 1e3)
+
+
+def histogram_quantile(q: float, buckets: dict[str, float]) -> float:
+    """PromQL's histogram_quantile over one classic histogram's cumulative {le: count} (promql/quantile.go,
+    bucketQuantile): the first bucket whose count reaches q x total, linear between its lower and upper
+    bound; the +Inf bucket answers the highest finite bound."""
+    bounds = sorted((float(le), count) for le, count in buckets.items())
+    rank = q * bounds[-1][1]
+    b = next(i for i, (_le, count) in enumerate(bounds) if count >= rank)
+    if b == len(bounds) - 1:
+        return bounds[-2][0]
+    start, below = (bounds[b - 1] if b else (0.0, 0.0))
+    end, count = bounds[b]
+    return start + (end - start) * (rank - below) / (count - below)
+
+
+def test_histogram_quantile_resolves_fast_events(collector_client):
+    """tcpconnlat's ~50 us loopback connects (its latency_ms field): PromQL's quantiles from the exported
+    buckets come within a factor of 2 of the events' own (a first bucket of 1 ms read them as 0.5-1 ms)."""
+    latencies_ms = [0.030 + 0.0004 * i for i in range(100)]   # 30-70 us
+    events = [envelope("tcpconnlat", T0 + 1, 1, "event", latency_ms=v, comm="curl") for v in latencies_ms]
+    assert collector_client.post("/data", json=ours(0, source="tcpconnlat", records=events)).status_code == 200
+    samples = prometheus_samples(collector_client.get("/metrics").get_data(as_text=True))
+    prefix = 'profiler_tcpconnlat_latency_seconds_bucket{host="lab-pc-01",le="'
+    buckets = {k[len(prefix):-2]: v for k, v in samples.items() if k.startswith(prefix)}
+    for q in (0.1, 0.5, 0.9, 0.99):
+        true = sorted(latencies_ms)[int(q * len(latencies_ms))] / 1e3
+        estimate = histogram_quantile(q, buckets)
+        print(f"q{q}: {estimate * 1e6:.1f} us, the events' {true * 1e6:.1f} us")
+        assert true / 2 <= estimate <= true * 2
 
 
 def _prometheus_config(path, collector_port: int) -> None:
@@ -188,7 +221,7 @@ def test_real_prometheus_returns_the_stored_values(tmp_path):
         running = 0.0
         for hi in his:
             running += expected["run_time"][hi]
-            assert buckets[repr(hi * 1e-6)] == running, (hi, buckets)
+            assert buckets[repr(hi / 1e6)] == running, (hi, buckets)
         assert buckets["+Inf"] == running > 0
         queue = _query(base, f'profiler_cpuschedrun_runq_latency_seconds_bucket{{host="{host}",le="+Inf"}}', hist_ts)
         assert float(queue[0]["value"][1]) == sum(expected["runq_latency"].values())
