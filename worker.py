@@ -56,7 +56,7 @@ class Worker(QObject):
                  children: procs.ChildRegistry | None = None, elevate: list[str] | tuple[str, ...] = (),
                  batch_records: int = 1000, batch_interval: float = 0.1,
                  stop_waits: tuple[float, float, float] = STOP_WAITS,
-                 sink: Callable[[str, list[dict]], None] | None = None) -> None:
+                 sink: Callable[[str, list[dict], list[bytes] | None], None] | None = None) -> None:
         super().__init__()
         self.name = name
         self.spec = spec
@@ -67,6 +67,7 @@ class Worker(QObject):
         self.batch_interval = batch_interval
         self.stop_waits = stop_waits
         self.sink = sink                       # called on this thread with every run of parsed records
+        # and, for a read parsed at once, its lines: the transport sends those, not the records encoded again
         self._whole_reads = spec.output_parser is config.parse_ndjson
         self.pid: int | None = None
         self.records_total = 0
@@ -208,7 +209,7 @@ class Worker(QObject):
         if not is_err and self._whole_reads and lines:
             records = parse_records(lines)
             if records is not None:
-                self._add(records)
+                self._add(records, lines)
                 return
         for raw in lines:
             self._line(is_err, raw)
@@ -236,9 +237,9 @@ class Worker(QObject):
             return
         self._add([record])
 
-    def _add(self, records: list[dict]) -> None:
+    def _add(self, records: list[dict], lines: list[bytes] | None = None) -> None:
         if self.sink is not None:
-            self.sink(self.name, records)
+            self.sink(self.name, records, lines)
         if not self._batch:
             self._batch_started = time.monotonic()
         self._batch.extend(records)

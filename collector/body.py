@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from client.wire import may_overflow, number_shapes
 from collector.rejections import Rejected, bad
 
 MAX_DEPTH = 32  # containers inside containers; a hist record is 5 deep
@@ -56,11 +57,8 @@ _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _SPACE = " \t\n\r"
 # What the body's text proves about its tree, so that a usual batch needs no walk over every value:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # UTF-8 text gets a surrogate only from an escape
-# a float literal reaches inf (> 1.8e308) only with a 3-digit exponent or 100+ digits in a row; seen
-# with every digit as 0, E as e and no "+" (deleting a character can only add matches, never hide one)
-_NUMBER_SHAPES = bytes.maketrans(b"123456789E", b"000000000e")
-_OVERFLOW_SHAPES = (b"0e000", b"0" * 100)
-_LONG_INTEGER = b"0" * 19  # orjson reads an integer past 64 bits as a float (18 digits are safe)
+# numbers are judged by their shapes (client/wire.py number_shapes: every digit 0): an infinite one, and
+_LONG_INTEGER = b"0" * 19  # an integer past 64 bits, which orjson reads as a float (18 digits are safe)
 _IS_DICT = frozenset({dict}).__contains__
 _RECORD_BRACKETS = MAX_DEPTH - 2  # a record is at depth 3: this many brackets in its text cannot be too deep
 
@@ -72,7 +70,7 @@ def parse_json(body: bytes) -> tuple[Any, list[str] | None]:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise bad("not_json", "body is not UTF-8 text") from None
-    numbers = body.translate(_NUMBER_SHAPES, b"+")
+    numbers = number_shapes(body)
     try:
         try:
             value, record_texts = _fast_payload(text, numbers) or _scan_payload(text)
@@ -183,7 +181,7 @@ def _clean_by_text(text: str, numbers: bytes, record_texts: list[str] | None) ->
     number is inf and no record nests too deep. False only means "walk the tree to know"."""
     if record_texts is None or _SURROGATE_ESCAPE.search(text):
         return False
-    if any(shape in numbers for shape in _OVERFLOW_SHAPES):
+    if may_overflow(numbers):
         return False
     # brackets in a record's text bound its depth (strings holding brackets only make it stricter);
     # first the whole body's, less the payload's own "{", the list's "[" and each object record's "{"

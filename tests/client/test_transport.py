@@ -400,3 +400,70 @@ def test_an_ended_metric_s_last_records_leave_without_waiting_for_the_flush(coll
     t.end_of("nobody")          # a metric that sent nothing: nothing to do
     t.close(5)
     assert t.status()["dropped"] == 0
+
+
+def lines_of(records: list[dict], separators: tuple[str, str] = (", ", ": ")) -> list[bytes]:
+    """The records as a script's NDJSON lines; spaced by default, as the transport would never encode them."""
+    return [json.dumps(r, separators=separators).encode() for r in records]
+
+
+def test_lines_are_sent_as_they_are_not_encoded_again(collector, outbox):
+    collector.stop()
+    t = Transport(collector.url, outbox_path=outbox, **FAST)
+    sent = records("m", 0, 3)
+    t.submit("m", sent, lines_of(sent))
+    wait_for(lambda: t.status()["pending_outbox"] == 1, what="a stored batch")
+    t.close(0.5)
+    with sqlite3.connect(outbox) as db:
+        (body,) = db.execute("SELECT body FROM batches").fetchone()
+    assert b"[" + b",".join(lines_of(sent)) + b"]}" in gzip.decompress(body)
+    collector.start()
+    t = Transport(collector.url, outbox_path=outbox, **FAST)
+    t.close(5)
+    assert collector.records("m") == sent
+
+
+def test_lines_and_records_of_one_metric_keep_their_order(collector, outbox):
+    t = Transport(collector.url, outbox_path=outbox, batch_records=1000, **FAST)
+    t.submit("m", records("m", 0, 300))                  # a run of records longer than one json.dumps call
+    t.submit("m", (sent := records("m", 300, 5)), lines_of(sent, (",", ":")))
+    t.submit("m", records("m", 305, 5))
+    t.close(5)
+    (payload,) = collector.batches.values()
+    assert [r["i"] for r in payload["metrics"]] == list(range(310))
+    assert t.status()["sent_records"] == 310
+
+
+def test_non_finite_numbers_in_lines_become_null(collector, outbox):
+    t = Transport(collector.url, outbox_path=outbox, **FAST)
+    head = '{"metric": "m", "kind": "row", "ts": 1.0, "interval": 1'
+    lines = [f'{head}, "i": 0, "x": NaN, "h": [Infinity, 2.5], "big": 1E+999}}'.encode(),
+             f'{head}, "i": 1, "x": -Infinity, "c": "NaN"}}'.encode(),
+             f'{head}, "i": 2, "x": 1e308, "digits": {"9" * 120}}}'.encode(),
+             f'{head}, "i": 3, "x": 4.5}}'.encode()]
+    t.submit("m", [json.loads(line) for line in lines], lines)
+    t.close(5)
+    got = collector.records("m")
+    assert [r["i"] for r in got] == [0, 1, 2, 3] and t.status()["dropped"] == 0
+    assert (got[0]["x"], got[0]["h"], got[0]["big"]) == (None, [None, 2.5], None)
+    assert (got[1]["x"], got[1]["c"]) == (None, "NaN")
+    assert (got[2]["x"], got[2]["digits"]) == (1e308, int("9" * 120))
+    assert got[3]["x"] == 4.5
+
+
+def test_lines_split_by_bytes_keep_every_record_in_order(collector, outbox):
+    t = Transport(collector.url, outbox_path=outbox, batch_records=1000, batch_bytes=20_000, **FAST)
+    sent = records("m", 0, 1000, pad=40)
+    t.submit("m", sent, lines_of(sent))
+    t.close(10)
+    assert len(collector.batches) > 1
+    assert collector.records("m") == sent
+    for payload in collector.batches.values():
+        assert len(b",".join(lines_of(payload["metrics"]))) <= 20_000
+
+
+def test_lines_must_match_the_records(outbox):
+    t = Transport(None, outbox_path=outbox, **FAST)
+    with pytest.raises(ValueError, match="2 lines for 1 records"):
+        t.submit("m", records("m", 0, 1), [b"{}", b"{}"])
+    t.close(1)
