@@ -264,7 +264,7 @@ class Transport:
         for n, (part, count) in enumerate(_encode_parts(records, int(self.tuning["batch_bytes"]), text)):
             def build(batch_id: str, sequence: int, part: bytes = part, n: int = n,
                       count: int = count) -> tuple[bytes, int]:
-                head = batch_head(source=name, batch_id=batch_id, sequence=sequence, host=self.host,
+                head = batch_head(metric=name, batch_id=batch_id, sequence=sequence, host=self.host,
                                   run_id=self.run_id, dropped=dropped if n == 0 else 0)
                 return gzip.compress(batch_json(head, part), compresslevel=1), count
             try:

@@ -2,7 +2,7 @@
 registry's output parser, the transport, the collector and the tests.
 
 A record is one NDJSON envelope (docs/ndjson.md) of one of RECORD_KINDS; a batch is the transport's POST
-/data body (docs/collector.md): batch_head() below, plus `metrics`, the records (batch_json()). Nothing
+/data body (docs/collector.md): batch_head() below, plus `records`, the records (batch_json()). Nothing
 here imports anything of the project, so a metric script can use it without loading the app.
 """
 
@@ -12,7 +12,12 @@ import json
 import time
 from typing import Any
 
-SCHEMA_VERSION = 1
+# The batch's schema. 2 named two keys for what they hold: the metric's name `metric` (1: source_script)
+# and the list of records `records` (1: metrics). A collector takes 1 and the original client's (no
+# schema, schema 1's names) too: an outbox written before the change still delivers.
+SCHEMA_VERSION = 2
+SCHEMAS = (1, SCHEMA_VERSION)
+RECORD_SCHEMA = 1        # the records' own (their meta record's `schema`): unchanged by the batch's
 RECORD_KINDS = ("meta", "row", "hist", "event", "summary", "lost", "end", "stack")
 
 # A JSON float literal reaches infinity (> 1.8e308) only with a 3-digit exponent or 100+ digits in a row:
@@ -21,11 +26,16 @@ _NUMBER_SHAPES = bytes.maketrans(b"123456789E", b"000000000e")
 _OVERFLOW_SHAPES = (b"0e000", b"0" * 100)
 
 
-def batch_head(*, source: str, batch_id: str, sequence: int, host: str, run_id: str,
+def batch_names(schema: Any) -> tuple[str, str]:
+    """The keys of a batch's metric name and of its records under this schema (None: the original client's)."""
+    return ("metric", "records") if schema == 2 else ("source_script", "metrics")
+
+
+def batch_head(*, metric: str, batch_id: str, sequence: int, host: str, run_id: str,
                dropped: int | None = 0, timestamp: float | None = None) -> dict[str, Any]:
     """A batch's envelope without its records; `dropped` None leaves the key out."""
     head: dict[str, Any] = {"schema": SCHEMA_VERSION, "timestamp": time.time() if timestamp is None else timestamp,
-                            "source_script": source, "batch_id": batch_id, "sequence": sequence, "host": host,
+                            "metric": metric, "batch_id": batch_id, "sequence": sequence, "host": host,
                             "run_id": run_id}
     if dropped is not None:
         head["dropped"] = dropped
@@ -33,9 +43,9 @@ def batch_head(*, source: str, batch_id: str, sequence: int, host: str, run_id: 
 
 
 def batch_json(head: dict[str, Any], records: bytes) -> bytes:
-    """A batch's JSON text: the head (batch_head's) and `metrics`, the records' JSON texts joined by commas,
+    """A batch's JSON text: the head (batch_head's) and `records`, the records' JSON texts joined by commas,
     placed in the text as they are (the transport sends a script's lines without encoding them again)."""
-    return json.dumps(head, separators=(",", ":")).encode()[:-1] + b',"metrics":[' + records + b"]}"
+    return json.dumps(head, separators=(",", ":")).encode()[:-1] + b',"records":[' + records + b"]}"
 
 
 def number_shapes(text: bytes) -> bytes:

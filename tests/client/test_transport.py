@@ -67,9 +67,9 @@ def test_payload_keys_and_gapless_sequences(collector, outbox):
     assert [r["i"] for r in collector.records("alpha")] == list(range(550))
     assert [r["i"] for r in collector.records("beta")] == list(range(10))
     payload = next(iter(collector.batches.values()))
-    assert set(payload) == {"schema", "timestamp", "source_script", "batch_id", "sequence", "host", "run_id",
-                            "metrics", "dropped"}
-    assert payload["schema"] == 1 and payload["host"] == socket.gethostname() and payload["dropped"] == 0
+    assert set(payload) == {"schema", "timestamp", "metric", "batch_id", "sequence", "host", "run_id",
+                            "records", "dropped"}
+    assert payload["schema"] == 2 and payload["metric"] in ("alpha", "beta") and payload["host"] == socket.gethostname() and payload["dropped"] == 0
     assert len(payload["batch_id"]) == 32 and int(payload["batch_id"], 16) >= 0
     assert abs(payload["timestamp"] - time.time()) < 60
     assert all(n == 1 for n in collector.posts.values())
@@ -196,7 +196,7 @@ def test_buffer_spill_is_counted_and_reported_in_the_batch(collector, outbox):
     assert status["drop_reasons"] == {"buffer_full": 900}
     (payload,) = collector.batches.values()
     assert payload["dropped"] == 900
-    assert [r["i"] for r in payload["metrics"]] == list(range(900, 1000))
+    assert [r["i"] for r in payload["records"]] == list(range(900, 1000))
 
 
 def test_outbox_bounds_drop_oldest_and_count_them(collector, outbox):
@@ -254,7 +254,7 @@ def test_stored_body_is_the_payload(collector, outbox):
 
     payload = json.loads(gzip.decompress(body))
     assert payload["sequence"] == sequence == 0 and payload["batch_id"] == batch_id
-    assert [r["i"] for r in payload["metrics"]] == [0, 1]
+    assert [r["i"] for r in payload["records"]] == [0, 1]
 
 
 def test_no_server_keeps_nothing(outbox):
@@ -383,11 +383,11 @@ def test_batches_split_by_bytes_keep_every_record_in_order(collector, outbox):
     t = Transport(collector.url, outbox_path=outbox, batch_records=1000, batch_bytes=20_000, **FAST)
     t.submit("m", records("m", 0, 1000, pad=40))
     t.close(10)
-    sizes = [len(p["metrics"]) for p in collector.batches.values()]
+    sizes = [len(p["records"]) for p in collector.batches.values()]
     assert len(sizes) > 1 and sum(sizes) == 1000
     assert [r["i"] for r in collector.records("m")] == list(range(1000))
     for payload in collector.batches.values():
-        assert len(b",".join(json.dumps(r, separators=(",", ":")).encode() for r in payload["metrics"])) <= 20_000
+        assert len(b",".join(json.dumps(r, separators=(",", ":")).encode() for r in payload["records"])) <= 20_000
 
 
 def test_an_ended_metric_s_last_records_leave_without_waiting_for_the_flush(collector, outbox):
@@ -430,7 +430,7 @@ def test_lines_and_records_of_one_metric_keep_their_order(collector, outbox):
     t.submit("m", records("m", 305, 5))
     t.close(5)
     (payload,) = collector.batches.values()
-    assert [r["i"] for r in payload["metrics"]] == list(range(310))
+    assert [r["i"] for r in payload["records"]] == list(range(310))
     assert t.status()["sent_records"] == 310
 
 
@@ -459,7 +459,7 @@ def test_lines_split_by_bytes_keep_every_record_in_order(collector, outbox):
     assert len(collector.batches) > 1
     assert collector.records("m") == sent
     for payload in collector.batches.values():
-        assert len(b",".join(lines_of(payload["metrics"]))) <= 20_000
+        assert len(b",".join(lines_of(payload["records"]))) <= 20_000
 
 
 def test_lines_must_match_the_records(outbox):

@@ -136,7 +136,7 @@ def test_csv_cells_and_headers_cannot_be_formulas(collector_client):
     evil = ["=cmd|' /C calc'!A0", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"]
     metrics = [{"metric": "sysnest", "kind": "event", "ts": 1.0, "comm": name, "n": -3, "=HYPERLINK(1)": 1}
                for name in evil]
-    assert collector_client.post("/data", json={**ours(0, host="=pc"), "metrics": metrics}).status_code == 200
+    assert collector_client.post("/data", json={**ours(0, host="=pc"), "records": metrics}).status_code == 200
     rows = list(csv.reader(io.StringIO(collector_client.get("/api/records?format=csv").get_data(as_text=True))))
     header, body = rows[0], rows[1:]
     assert "'=HYPERLINK(1)" in header and "=HYPERLINK(1)" not in header
@@ -222,7 +222,7 @@ def test_a_stream_page_does_not_parse_huge_records(collector_client):
     """Records full of [[],[],...]: 3.6 MB of them cost 100 MB to parse on every page view."""
     empties = "[" + ",".join(["[]"] * 150_000) + "]"
     metrics = [{"metric": "sysnest", "kind": "row", "ts": 1.0 + i, "x": json.loads(empties)} for i in range(12)]
-    reply = collector_client.post("/data", data=json.dumps({**ours(0), "metrics": metrics}, separators=(",", ":")),
+    reply = collector_client.post("/data", data=json.dumps({**ours(0), "records": metrics}, separators=(",", ":")),
                                   content_type="application/json")
     assert reply.status_code == 200, reply.get_json()
     tracemalloc.start()
@@ -342,7 +342,7 @@ def test_the_three_500s_are_gone(collector_client, db_url):
     reply = collector_client.get("/api/records?limit=²")
     assert (reply.status_code, reply.get_json()["reason"]) == (400, "bad_query")
     huge = {"metric": "sysnest", "kind": "summary", "ts": 1.0, "per_sec": 10**309}
-    body = json.dumps({**ours(0, host="big"), "metrics": [huge, {**huge, "ts": 2.0, "per_sec": 5}]})
+    body = json.dumps({**ours(0, host="big"), "records": [huge, {**huge, "ts": 2.0, "per_sec": 5}]})
     assert collector_client.post("/data", data=body, content_type="application/json").status_code == 200
     assert collector_client.get("/stream?host=big&run_id=run-a&source=sysnest").status_code == 200
     most = 2**53 - 1
