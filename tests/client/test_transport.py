@@ -26,6 +26,11 @@ def records(source: str, start: int, n: int, pad: int = 0) -> list[dict]:
              **({"pad": os.urandom(pad).hex()} if pad else {})} for i in range(start, start + n)]
 
 
+def lines_of(records: list[dict], separators: tuple[str, str] = (", ", ": ")) -> list[bytes]:
+    """The records as a script's NDJSON lines; spaced by default, as the transport would never encode them."""
+    return [json.dumps(r, separators=separators).encode() for r in records]
+
+
 def wait_for(predicate, timeout: float = 10.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -282,7 +287,8 @@ def test_non_finite_numbers_become_null(collector, outbox):
 
 @pytest.mark.slow
 def test_against_the_real_collector(tmp_path, outbox):
-    """server.py (the collector of its own issue) stores every batch once, gzip included, no gaps."""
+    """server.py (the collector of its own issue) stores every batch once, gzip included, no gaps, of records
+    and of lines alike."""
     server = pytest.importorskip("server")
     from werkzeug.serving import make_server
 
@@ -294,8 +300,9 @@ def test_against_the_real_collector(tmp_path, outbox):
     try:
         t = Transport(f"http://127.0.0.1:{port}", outbox_path=outbox, batch_records=1000, **FAST)
         wait_for(lambda: t.status()["reachable"] is True, what="the probe")
-        for k in range(20):
-            t.submit("sysnest", records("sysnest", k * 1000, 1000))
+        for k in range(20):     # every other batch from lines, as a worker hands over a metric's output
+            sent = records("sysnest", k * 1000, 1000)
+            t.submit("sysnest", sent, lines_of(sent) if k % 2 else None)
         t.close(30)
         client = app.test_client()
         (stream,) = client.get("/api/streams").get_json()["streams"]
@@ -400,11 +407,6 @@ def test_an_ended_metric_s_last_records_leave_without_waiting_for_the_flush(coll
     t.end_of("nobody")          # a metric that sent nothing: nothing to do
     t.close(5)
     assert t.status()["dropped"] == 0
-
-
-def lines_of(records: list[dict], separators: tuple[str, str] = (", ", ": ")) -> list[bytes]:
-    """The records as a script's NDJSON lines; spaced by default, as the transport would never encode them."""
-    return [json.dumps(r, separators=separators).encode() for r in records]
 
 
 def test_lines_are_sent_as_they_are_not_encoded_again(collector, outbox):
