@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import config
-from client.wire import SCHEMA_VERSION
+from client.wire import RECORD_SCHEMA
 
 from . import cgroups, footprint, kernelfeatures, ksymstub
 from .arguments import HARNESS_DESTS, OneLineParser, add_argument, parser_options
@@ -243,7 +243,7 @@ class Tool:
         args = {k: v for k, v in vars(self.args or argparse.Namespace()).items() if k not in hidden}
         self.emit(
             "meta",
-            schema=SCHEMA_VERSION,
+            schema=RECORD_SCHEMA,
             kernel=platform.release(),
             pid=os.getpid(),
             probes=self.attached_probes(),

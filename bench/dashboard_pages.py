@@ -67,12 +67,12 @@ def fill(client, hosts: int, start: float) -> int:
                 ts = start + i * INTERVAL_S
                 records += [{**r, "ts": ts, "interval": i + 1} for r in template]
                 if (i + 1) % PER_BATCH == 0 or i == intervals - 1:
-                    head = batch_head(source=metric, batch_id=uuid.uuid4().hex, sequence=seq, host=host,
+                    head = batch_head(metric=metric, batch_id=uuid.uuid4().hex, sequence=seq, host=host,
                                       run_id="run-bench", dropped=None, timestamp=ts)
-                    body = {**head, "metrics": records}
+                    body = {**head, "records": records}
                     reply = client.post("/data", json=body)
                     assert reply.status_code == 200, reply.get_data(as_text=True)
-                    n, seq, records = n + len(body["metrics"]), seq + 1, []
+                    n, seq, records = n + len(body["records"]), seq + 1, []
     return n
 
 

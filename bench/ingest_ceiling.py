@@ -149,7 +149,7 @@ def collector_writer(url: str, seconds: float, records: int, group: int) -> floa
     given the same batches already parsed, `group` a transaction, in one thread: no HTTP and no GIL
     shared with request threads. Batches/s counts only the time in the writer (checkpoints included)."""
     store = Store(url)
-    writer = store._writer  # noqa: SLF001 - the group commit's write, without its requests
+    writer = store.writer  # the group commit's write, without its requests
     spent, done = 0.0, 0
     try:
         for batch_group in groups(records, group):

@@ -75,8 +75,8 @@ def db_bytes(minutes: float, with_stacks: bool, dedup: bool, timings: dict | Non
         split = mock.patch.object(payload, "_split_stacks", lambda *_: None) if not dedup else mock.MagicMock()
         with split:
             for seq, batch in enumerate(intervals(minutes, with_stacks)):
-                body = {"schema": 1, "timestamp": batch[0]["ts"], "source_script": "offcpu",
-                        "batch_id": uuid.uuid4().hex, "sequence": seq, "host": "h", "run_id": "r", "metrics": batch}
+                body = {"schema": 2, "timestamp": batch[0]["ts"], "metric": "offcpu",
+                        "batch_id": uuid.uuid4().hex, "sequence": seq, "host": "h", "run_id": "r", "records": batch}
                 assert client.post("/data", json=body).status_code == 200
         if timings is not None:
             query = "host=h&run_id=r&source=offcpu&range=run"

@@ -1,12 +1,14 @@
 """Records -> batches -> the collector, on two background threads, so no caller ever waits on the network.
 
 submit() appends a metric's records to a bounded in-memory deque per source (the stage the original
-design kept in the GUI). The builder thread cuts batches by size (records, bytes) and by time, gives
-each its batch_id and its sequence (per run_id and source, gapless from 0) and writes it to the
-durable outbox before anything is sent. The sender thread posts the outbox's oldest batch, deletes it
-on a 2xx, and on a failure backs off exponentially with jitter, keeping the batch for the next try —
-so batches leave in creation order, a retry is the same batch, and a restarted client replays what
-an earlier one left. Every record that is not delivered is counted under a reason (docs/pipeline.md).
+design kept in the GUI): the NDJSON lines the script printed when the caller has them, which go into
+the batch as they are, else the records, encoded when cut. The builder thread cuts batches by size
+(records, bytes) and by time, gives each its batch_id and its sequence (per run_id and source,
+gapless from 0) and writes it to the durable outbox before anything is sent. The sender thread posts
+the outbox's oldest batch, deletes it on a 2xx, and on a failure backs off exponentially with jitter,
+keeping the batch for the next try — so batches leave in creation order, a retry is the same batch,
+and a restarted client replays what an earlier one left. Every record that is not delivered is counted
+under a reason (docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import requests
 
 from client import statedir
 from client.outbox import Outbox
-from client.wire import batch_head
+from client.wire import batch_head, batch_json, may_be_nonfinite
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,7 @@ class _Source:
     """What one metric has sent through the transport."""
 
     def __init__(self, max_buffered: int) -> None:
-        self.buffer: deque[dict] = deque()
+        self.buffer: deque[dict | bytes] = deque()     # records, or their JSON lines
         self.max_buffered = max_buffered
         self.submitted = 0
         self.spilled_since_batch = 0     # goes into the next batch's "dropped"
@@ -71,7 +73,7 @@ class _Source:
         self.dropped = 0
         self.ended = False               # its metric ended: cut what it left now, not at the next flush
 
-    def add(self, records: list[dict]) -> int:
+    def add(self, records: list[dict] | list[bytes]) -> int:
         """Append; returns how many of the oldest records spilled to stay within the bound."""
         self.submitted += len(records)
         self.buffer.extend(records)
@@ -116,12 +118,18 @@ class Transport:
         self._sender.start()
 
     # --- the caller's side ---------------------------------------------------------------------------
-    def submit(self, source_script: str, records: list[dict]) -> None:
-        """Queue records of one metric for sending; never blocks on the network or the disk."""
+    def submit(self, metric: str, records: list[dict], lines: list[bytes] | None = None) -> None:
+        """Queue records of one metric for sending; never blocks on the network or the disk. lines: the
+        records' NDJSON lines as the script printed them, one a record in the same order; they are sent
+        as they are, and the records are not kept."""
+        if lines is not None:
+            if len(lines) != len(records):
+                raise ValueError(f"{len(lines)} lines for {len(records)} records")
+            records = lines
         if not records:
             return
         with self._cond:
-            source = self._source(source_script)
+            source = self._source(metric)
             if self._closing:
                 self._count_drop("after_close", len(records), source)
                 return
@@ -135,10 +143,10 @@ class Transport:
             if len(source.buffer) >= self.tuning["batch_records"]:
                 self._cond.notify()
 
-    def end_of(self, source_script: str) -> None:
+    def end_of(self, metric: str) -> None:
         """The metric has ended: its last records need not wait for the flush interval."""
         with self._cond:
-            source = self._sources.get(source_script)
+            source = self._sources.get(metric)
             if source is not None and source.buffer:
                 source.ended = True
                 self._cond.notify()
@@ -230,7 +238,7 @@ class Transport:
         full = any(len(s.buffer) >= self.tuning["batch_records"] or s.ended for s in self._sources.values())
         return full or time.monotonic() >= self._next_flush
 
-    def _take(self, everything: bool) -> list[tuple[str, list[dict], int]]:
+    def _take(self, everything: bool) -> list[tuple[str, list[dict | bytes], int]]:
         """Under the lock: pop whole batches (all of each buffer when `everything`, or when its metric
         ended)."""
         size = self.tuning["batch_records"]
@@ -247,17 +255,18 @@ class Transport:
                 source.spilled_since_batch = 0
         return cuts
 
-    def _store(self, name: str, records: list[dict], dropped: int) -> None:
-        """Serialize outside the lock (the whole cut in one json.dumps: a third of the builder's time
-        per record of one call each), split by bytes, write each batch to the outbox."""
-        for n, (part, count) in enumerate(_encode_parts(records, int(self.tuning["batch_bytes"]))):
+    def _store(self, name: str, records: list[dict | bytes], dropped: int) -> None:
+        """Serialize outside the lock, split by bytes, write each batch to the outbox."""
+        text = _joined(records)
+        if bytes in set(map(type, records)) and may_be_nonfinite(text):   # records are made strict by _encode
+            records = _strict(records)
+            text = _joined(records)
+        for n, (part, count) in enumerate(_encode_parts(records, int(self.tuning["batch_bytes"]), text)):
             def build(batch_id: str, sequence: int, part: bytes = part, n: int = n,
                       count: int = count) -> tuple[bytes, int]:
-                head = json.dumps(batch_head(source=name, batch_id=batch_id, sequence=sequence, host=self.host,
-                                             run_id=self.run_id, dropped=dropped if n == 0 else 0),
-                                  separators=(",", ":")).encode()
-                body = head[:-1] + b',"metrics":[' + part + b"]}"
-                return gzip.compress(body, compresslevel=1), count
+                head = batch_head(metric=name, batch_id=batch_id, sequence=sequence, host=self.host,
+                                  run_id=self.run_id, dropped=dropped if n == 0 else 0)
+                return gzip.compress(batch_json(head, part), compresslevel=1), count
             try:
                 self._outbox.add(self.run_id, name, build)
             except sqlite3.Error as exc:
@@ -446,16 +455,50 @@ def _encode(value: Any) -> bytes:
         return json.dumps(_finite(value), separators=(",", ":"), default=str).encode()
 
 
-def _encode_parts(records: list[dict], limit: int) -> list[tuple[bytes, int]]:
+def _encode_parts(records: list[dict | bytes], limit: int, text: bytes | None = None) -> list[tuple[bytes, int]]:
     """The records as comma-joined JSON parts of at most `limit` bytes each (a single larger record is
-    a part of its own), with each part's record count; one part, possibly empty, when they all fit."""
-    # runs of ENCODE_RUN records: one json.dumps call holds the GIL throughout (a 2,000-record cut ~9 ms,
-    # a wait for the window's thread); a run of 250 about 1 ms
-    text = b",".join(_encode(records[i:i + ENCODE_RUN])[1:-1] for i in range(0, len(records), ENCODE_RUN))
+    a part of its own), with each part's record count; one part, possibly empty, when they all fit.
+    text: _joined(records), when the caller has it."""
+    text = _joined(records) if text is None else text
     if len(text) <= limit or len(records) <= 1:
         return [(text, len(records))]
     half = len(records) // 2
     return _encode_parts(records[:half], limit) + _encode_parts(records[half:], limit)
+
+
+def _joined(records: list[dict | bytes]) -> bytes:
+    """The records' JSON texts joined by commas: a line as it is; records in runs of up to ENCODE_RUN a
+    json.dumps call (a third of the time of a call each; one call holds the GIL throughout, and a
+    2,000-record cut took ~9 ms, a wait for the window's thread; a run of 250 about 1 ms)."""
+    parts, run = [], []
+    for record in records:
+        if type(record) is bytes:
+            if run:
+                parts.append(_encode(run)[1:-1])
+                run = []
+            parts.append(record)
+        else:
+            run.append(record)
+            if len(run) == ENCODE_RUN:
+                parts.append(_encode(run)[1:-1])
+                run = []
+    if run:
+        parts.append(_encode(run)[1:-1])
+    return b",".join(parts)
+
+
+def _strict(records: list[dict | bytes]) -> list[dict | bytes]:
+    """The records with each line that json.loads reads with a NaN or an infinity in it (a script may
+    print one) encoded again, as _encode does a record: the collector refuses the word. The rest as they
+    are."""
+    return [_reencoded(r) if type(r) is bytes and may_be_nonfinite(r) else r for r in records]
+
+
+def _reencoded(line: bytes) -> bytes:
+    try:
+        return _encode(json.loads(line))
+    except ValueError:      # not JSON: sent as it is, the collector's 400 counts the batch as dropped
+        return line
 
 
 def _finite(value: Any) -> Any:

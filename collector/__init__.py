@@ -36,18 +36,19 @@ def _batch_log(log_file: str | None) -> logging.Logger:
     return log
 
 
-def create_app(config: Mapping[str, Any] | None = None) -> Flask:
-    """The collector app. config keys are collector.settings.Settings fields (db_url, log_file, tokens,
+def create_app(settings: Mapping[str, Any] | None = None) -> Flask:
+    """The collector app. settings: collector.settings.Settings fields by name (db_url, log_file, tokens,
     max_body, legacy_slack_s); None reads COLLECTOR_* environment variables (for gunicorn)."""
-    settings = settings_mod.from_mapping(config)
+    app_settings = settings_mod.from_mapping(settings)
     # named "server" as before the move (Flask names the app's logger after it); files from this package
     app = Flask("server", root_path=os.path.dirname(os.path.abspath(__file__)), template_folder="templates",
                 static_folder="static")
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body
-    app.extensions[EXTENSION] = Collector(settings, Store(settings.db_url, settings.max_streams), _batch_log(settings.log_file))
+    app.config["MAX_CONTENT_LENGTH"] = app_settings.max_body
+    app.extensions[EXTENSION] = Collector(app_settings, Store(app_settings.db_url, app_settings.max_streams),
+                                          _batch_log(app_settings.log_file))
     for blueprint in (ingest.bp, api.bp, profile_api.bp, dashboard.bp, compare.bp):
         app.register_blueprint(blueprint)
-    guard.install(app, settings)
+    guard.install(app, app_settings)
 
     @app.before_request
     def _refuse_nul_in_query():

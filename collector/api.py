@@ -9,7 +9,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from prometheus_client import CollectorRegistry, generate_latest
 from sqlalchemy.exc import SQLAlchemyError
 
-from client.wire import SCHEMA_VERSION
+from client.wire import SCHEMAS
 from collector import export, prometheus
 from collector.measurements import Measurements
 from collector.payload import MAX_RECORDS
@@ -152,6 +152,6 @@ def healthz():
         app.store.ping()
     except SQLAlchemyError as e:
         return error(503, "storage_unavailable", type(e).__name__)
-    return jsonify({"status": "ok", "database": app.store.dialect, "schemas": [0, SCHEMA_VERSION],
+    return jsonify({"status": "ok", "database": app.store.dialect, "schemas": [0, *SCHEMAS],
                     "content_encodings": ["identity", "gzip"], "max_body": app.settings.max_body,
                     "max_records": MAX_RECORDS, "auth": app.settings.auth_required}), 200, ACCEPTS

@@ -2,9 +2,10 @@
 agrees with json.loads, json's own scanner otherwise), no nesting deeper than MAX_DEPTH, no unpaired
 surrogate, no infinite number. What the JSON must hold is payload.py's business.
 
-Besides the value, the parser gives each record of the body's "metrics" list as compact JSON text, so
-the store need not encode every record again; and what the text alone proves about the tree (no
-surrogate escape, no overflowing number, too few brackets to be too deep) spares walking it.
+Besides the value, the parser gives each record of the body's list of records ("records", or "metrics"
+before schema 2: client/wire.py batch_names) as compact JSON text, so the store need not encode every
+record again; and what the text alone proves about the tree (no surrogate escape, no overflowing
+number, too few brackets to be too deep) spares walking it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from client.wire import batch_names, may_overflow, number_shapes
 from collector.rejections import Rejected, bad
 
 MAX_DEPTH = 32  # containers inside containers; a hist record is 5 deep
@@ -56,23 +58,21 @@ _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _SPACE = " \t\n\r"
 # What the body's text proves about its tree, so that a usual batch needs no walk over every value:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # UTF-8 text gets a surrogate only from an escape
-# a float literal reaches inf (> 1.8e308) only with a 3-digit exponent or 100+ digits in a row; seen
-# with every digit as 0, E as e and no "+" (deleting a character can only add matches, never hide one)
-_NUMBER_SHAPES = bytes.maketrans(b"123456789E", b"000000000e")
-_OVERFLOW_SHAPES = (b"0e000", b"0" * 100)
-_LONG_INTEGER = b"0" * 19  # orjson reads an integer past 64 bits as a float (18 digits are safe)
+# numbers are judged by their shapes (client/wire.py number_shapes: every digit 0): an infinite one, and
+_LONG_INTEGER = b"0" * 19  # an integer past 64 bits, which orjson reads as a float (18 digits are safe)
 _IS_DICT = frozenset({dict}).__contains__
+_RECORDS_KEYS = frozenset({"records", "metrics"})  # the records' key in either schema (wire.batch_names)
 _RECORD_BRACKETS = MAX_DEPTH - 2  # a record is at depth 3: this many brackets in its text cannot be too deep
 
 
 def parse_json(body: bytes) -> tuple[Any, list[str] | None]:
-    """The body as JSON, checked for depth and text, and a JSON text for each element of its "metrics"
-    list, ready to store (None when the body is not the usual shape: the records are encoded later)."""
+    """The body as JSON, checked for depth and text, and a JSON text for each element of its list of
+    records, ready to store (None when the body is not the usual shape: the records are encoded later)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise bad("not_json", "body is not UTF-8 text") from None
-    numbers = body.translate(_NUMBER_SHAPES, b"+")
+    numbers = number_shapes(body)
     try:
         try:
             value, record_texts = _fast_payload(text, numbers) or _scan_payload(text)
@@ -85,7 +85,8 @@ def parse_json(body: bytes) -> tuple[Any, list[str] | None]:
         raise bad("not_json", f"body is not JSON ({str(e)[:120]})") from None
     if _clean_by_text(text, numbers, record_texts):
         # nothing in the records can fail the walk: walk only the payload's other values
-        _check_tree([(item, 2) for key, item in value.items() if key != "metrics"])
+        records_key = _records_key(value)
+        _check_tree([(item, 2) for key, item in value.items() if key != records_key])
     else:
         _check_tree([(value, 1)])
     return value, record_texts
@@ -101,21 +102,25 @@ def _fast_payload(text: str, numbers: bytes) -> tuple[Any, list[str] | None] | N
         value = orjson.loads(text)  # refuses NaN, inf, lone surrogates, depth > 1024: json's path decides
     except orjson.JSONDecodeError:
         return None
-    metrics = value.get("metrics") if type(value) is dict else None
-    if type(metrics) is not list or not all(map(_IS_DICT, map(type, metrics))):
+    records = value.get(_records_key(value)) if type(value) is dict else None
+    if type(records) is not list or not all(map(_IS_DICT, map(type, records))):
         return value, None
-    return value, [encoded.decode() for encoded in map(orjson.dumps, metrics)]
+    return value, [encoded.decode() for encoded in map(orjson.dumps, records)]
+
+
+def _records_key(payload: dict) -> str:
+    return batch_names(payload.get("schema"))[1]
 
 
 def _scan_payload(text: str) -> tuple[dict, list[str] | None]:
     """json.loads for a top-level object (json's own scanner), with the stored text of each record of its
-    "metrics" list: for the bodies orjson does not take (long integers, or something wrong). Raises ValueError/IndexError/StopIteration on anything unusual;
-    the caller then asks json.loads."""
+    list of records: for the bodies orjson does not take (long integers, or something wrong). Raises
+    ValueError/IndexError/StopIteration on anything unusual; the caller then asks json.loads."""
     i = _WHITESPACE.match(text, 0).end()
     if text[i] != "{":
         raise ValueError("not an object")
     payload: dict = {}
-    record_texts = None
+    texts: dict[str, list[str]] = {}  # per key that may hold the records (which one does: the schema's)
     i = _WHITESPACE.match(text, i + 1).end()
     if text[i] == "}":
         i += 1
@@ -128,12 +133,11 @@ def _scan_payload(text: str) -> tuple[dict, list[str] | None]:
             if text[i] != ":":
                 raise ValueError("expected ':'")
             i = _WHITESPACE.match(text, i + 1).end()
-            if key == "metrics" and text[i] == "[":
-                payload[key], record_texts, i = _scan_list(text, i)
+            if key in _RECORDS_KEYS and text[i] == "[":
+                payload[key], texts[key], i = _scan_list(text, i)
             else:
                 payload[key], i = _scan_value(text, i)
-                if key == "metrics":
-                    record_texts = None  # a later "metrics" replaces an earlier one, as in json.loads
+                texts.pop(key, None)  # a later value of the key replaces an earlier one, as in json.loads
             i = _WHITESPACE.match(text, i).end()
             if text[i] == "}":
                 i += 1
@@ -143,7 +147,7 @@ def _scan_payload(text: str) -> tuple[dict, list[str] | None]:
             i = _WHITESPACE.match(text, i + 1).end()
     if _WHITESPACE.match(text, i).end() != len(text):
         raise ValueError("extra data")
-    return payload, record_texts
+    return payload, texts.get(_records_key(payload))
 
 
 def _stored_text(record: Any) -> str:
@@ -183,7 +187,7 @@ def _clean_by_text(text: str, numbers: bytes, record_texts: list[str] | None) ->
     number is inf and no record nests too deep. False only means "walk the tree to know"."""
     if record_texts is None or _SURROGATE_ESCAPE.search(text):
         return False
-    if any(shape in numbers for shape in _OVERFLOW_SHAPES):
+    if may_overflow(numbers):
         return False
     # brackets in a record's text bound its depth (strings holding brackets only make it stricter);
     # first the whole body's, less the payload's own "{", the list's "[" and each object record's "{"

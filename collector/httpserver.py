@@ -4,7 +4,8 @@ the headers, before the body. Plain waitress buffers a whole body (in a temp fil
 to max_request_body_size) before the app sees the request: 10 tokenless 60 MB posts held 600 MB of
 temp space before their 401s. Here a refused request is answered at once, its connection closed, and
 whatever it still sends is read and dropped for a moment (a lingering close: closing with unread data
-would reset the connection and could destroy the 401 before the client reads it)."""
+would reset the connection and could destroy the 401 before the client reads it). An accepted one
+reaches the app with the verdict in its environ (ingest.AUTHORIZED): it is authorized once."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import MultiSocketServer, TcpWSGIServer
-from waitress.task import ThreadedTaskDispatcher
+from waitress.task import ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import Error
 
 from collector import ingest
@@ -51,34 +52,39 @@ class _Refusal(Error):
         return f"{e.status} {e.reason.replace('_', ' ').title()}", headers, body
 
 
-def _refusal(collector: Collector, parser: HTTPRequestParser, remote: str) -> Rejected | None:
-    """Why a request is refused on its headers alone, or None to read it and pass it to the app."""
-    if parser.command != "POST" or parser.path != "/data":
-        return None
-    query_token = parse_qs(parser.query).get(TOKEN_QUERY_PARAM, [None])[0]
-    try:
-        ingest.authorize(collector.settings, lambda name: parser.headers.get(name.upper().replace("-", "_")),
-                         query_token)
-    except Rejected as e:
-        ingest.note_rejection(collector, e, remote)
-        return e
-    return None
-
-
 class _GatedParser(HTTPRequestParser):
+    authorized: tuple[str | None] | None = None  # a POST /data accepted on its headers: (its token's name,)
+
     def __init__(self, adj: Adjustments, channel: _Channel) -> None:
         super().__init__(adj)
         self._channel = channel
 
     def parse_header(self, header_plus: bytes) -> None:
         super().parse_header(header_plus)
-        refused = _refusal(self._channel.server.collector, self, self._channel.addr[0])
-        if refused is not None:
-            self.error, self.completed, self.expect_continue = _Refusal(refused), True, False
+        if self.command != "POST" or self.path != "/data":
+            return
+        collector = self._channel.server.collector
+        query_token = parse_qs(self.query).get(TOKEN_QUERY_PARAM, [None])[0]
+        try:
+            self.authorized = (ingest.authorize(collector.settings,
+                                                lambda name: self.headers.get(name.upper().replace("-", "_")),
+                                                query_token),)
+        except Rejected as e:
+            ingest.note_rejection(collector, e, self._channel.addr[0])
+            self.error, self.completed, self.expect_continue = _Refusal(e), True, False
             self._channel.refused = True
 
 
+class _Task(WSGITask):
+    def get_environment(self) -> dict:
+        environ = super().get_environment()
+        if self.request.authorized is not None:
+            environ[ingest.AUTHORIZED] = self.request.authorized
+        return environ
+
+
 class _Channel(HTTPChannel):
+    task_class = _Task
     refused = False  # a request was refused on its headers: linger when closing
     _linger_until: float | None = None
     request_started = 0.0  # monotonic time of the first byte of the request being received

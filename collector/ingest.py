@@ -1,5 +1,7 @@
 """POST /data: authenticate, read and validate the batch, store it once, answer with the stream's
-gaps. A rejected request stores nothing (only a rejection counter moves) and gets a 4xx JSON reason."""
+gaps. A rejected request stores nothing (only a rejection counter moves) and gets a 4xx JSON reason.
+Served by httpserver.py, a request was authorized on its headers before its body was read; served
+otherwise (gunicorn, a test client), it is authorized here."""
 
 from __future__ import annotations
 
@@ -16,14 +18,17 @@ from collector.payload import Batch, parse_body
 from collector.rejections import Rejected, bad
 from collector.settings import Settings
 from collector.state import ACCEPTS, Collector, error, state
-from collector.store import IngestResult
 from collector.tokens import TOKEN_QUERY_PARAM, authenticate
+from collector.writer import Ingest, IngestResult
 
 bp = Blueprint("ingest", __name__)
 
 
 # what a web page may post to any site without asking first (a CORS "simple request")
 FORM_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
+# the WSGI environ's key for the HTTP server's verdict on the headers, (token name,): no header can set
+# it (waitress names those HTTP_*)
+AUTHORIZED = "collector.authorized"
 
 
 def authorize(settings: Settings, header: Callable[[str], str | None], query_token: str | None) -> str | None:
@@ -52,7 +57,11 @@ def note_rejection(app: Collector, e: Rejected, remote: str) -> None:
 
 def _read(app: Collector) -> tuple[Batch, str | None]:
     settings = app.settings
-    token_name = authorize(settings, request.headers.get, request.args.get(TOKEN_QUERY_PARAM))
+    authorized = request.environ.get(AUTHORIZED)
+    if authorized is not None:
+        (token_name,) = authorized
+    else:
+        token_name = authorize(settings, request.headers.get, request.args.get(TOKEN_QUERY_PARAM))
     try:
         raw = request.get_data(cache=False)
     except RequestEntityTooLarge:
@@ -76,7 +85,7 @@ def receive():
     if batch.legacy:
         batch.host = remote  # the original client says nothing about itself
     try:
-        result = app.store.ingest(batch, token_name, remote, app.settings.legacy_slack_s)
+        result = app.store.writer.ingest(Ingest(batch, token_name, remote, app.settings.legacy_slack_s))
     except SQLAlchemyError as db_error:
         # not the client's fault: 503 so it keeps the batch and retries
         app.log.error("storage failed for batch %s: %s", batch.batch_id, db_error.__class__.__name__)

@@ -1,12 +1,15 @@
 """POST /data bodies -> a validated Batch, or Rejected with a status and a one-line JSON reason. The bytes
 become JSON in body.py; here the JSON is checked against the contract.
 
-Two payloads are accepted (docs/collector.md has the contract):
-  schema 1 (our transport): schema, timestamp, source_script, batch_id, sequence, host, run_id,
-           metrics = NDJSON envelopes (docs/ndjson.md), optional dropped;
+Three payloads are accepted (docs/collector.md has the contract):
+  schema 2 (our transport): schema, timestamp, metric, batch_id, sequence, host, run_id,
+           records = NDJSON envelopes (docs/ndjson.md), optional dropped;
+  schema 1 (our transport before 2: an outbox may still hold its batches): the same, with the metric
+           in source_script and the records in metrics;
   legacy   (the original client, no `schema` key): timestamp, source_script, batch_id, sequence,
            metrics = any objects (it sent {"type": ..., "data": "<raw line>"}); the server supplies
            host (the remote address) and run_id (derived, see legacy_runs.py).
+Our two schemas differ only in those names: a batch is stored the same in either (its row notes which).
 Everything is bounded (size, depth, counts, numbers) so no body can make the server fail."""
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from client.wire import SCHEMA_VERSION
+from client.wire import SCHEMAS, batch_names
 from collector import stacks, trend
 from collector.body import parse_json
 from collector.rejections import Rejected, bad
@@ -103,33 +106,34 @@ def parse_batch(payload: Any, record_texts: list[str] | None = None, may_hold_st
         raise bad("wrong_type", "payload must be a JSON object")
     schema = 0
     if "schema" in payload:
-        if payload["schema"] != SCHEMA_VERSION or isinstance(payload["schema"], bool):
-            raise bad("bad_value", f"unsupported schema (this server speaks schema {SCHEMA_VERSION}, "
+        if payload["schema"] not in SCHEMAS or isinstance(payload["schema"], bool):
+            raise bad("bad_value", f"unsupported schema (this server speaks schemas {', '.join(map(str, SCHEMAS))}, "
                       "or none for the original client)")
-        schema = SCHEMA_VERSION
+        schema = int(payload["schema"])
+    metric_key, records_key = batch_names(schema or None)
     batch = Batch(
         schema=schema,
         timestamp=_time(_required(payload, "timestamp"), "timestamp"),
-        source=_text(_required(payload, "source_script"), "source_script", 128),
+        source=_text(_required(payload, metric_key), metric_key, 128),
         batch_id=_text(_required(payload, "batch_id"), "batch_id", 128),
         sequence=_int(_required(payload, "sequence"), "sequence", MAX_SEQUENCE),
         host=_text(_required(payload, "host"), "host", 255) if schema else None,
         run_id=_text(_required(payload, "run_id"), "run_id", 128) if schema else None,
         dropped=_int(payload.get("dropped", 0), "dropped", MAX_SEQUENCE) if schema else 0,
     )
-    metrics = _required(payload, "metrics")
-    if not isinstance(metrics, list):
-        raise bad("wrong_type", "payload 'metrics' must be a list")
-    if len(metrics) > MAX_RECORDS:
+    records = _required(payload, records_key)
+    if not isinstance(records, list):
+        raise bad("wrong_type", f"payload {records_key!r} must be a list")
+    if len(records) > MAX_RECORDS:
         raise bad("bad_value", f"more than {MAX_RECORDS} records in one batch")
-    if record_texts is not None and len(record_texts) != len(metrics):
+    if record_texts is not None and len(record_texts) != len(records):
         record_texts = None
-    if not _records_at_once(batch, metrics, record_texts):
-        _records_one_by_one(batch, metrics)  # says which record is wrong
+    if not _records_at_once(batch, records, record_texts):
+        _records_one_by_one(batch, records, records_key)  # says which record is wrong
     if may_hold_stacks and batch.schema:
-        _split_stacks(batch, metrics)
+        _split_stacks(batch, records)
     if batch.schema:
-        batch.figures = trend.figures(batch.source, batch.kinds, metrics, batch.ts)
+        batch.figures = trend.figures(batch.source, batch.kinds, records, batch.ts)
     return batch
 
 
@@ -185,9 +189,9 @@ def _records_at_once(batch: Batch, records: list, record_texts: list[str] | None
     return True
 
 
-def _records_one_by_one(batch: Batch, records: list) -> None:
+def _records_one_by_one(batch: Batch, records: list, records_key: str) -> None:
     for index, record in enumerate(records):
-        where = f"metrics[{index}]"
+        where = f"{records_key}[{index}]"
         if not isinstance(record, dict):
             raise bad("bad_record", f"{where} must be an object")
         if batch.schema:

@@ -1,5 +1,6 @@
 """Storage through SQLAlchemy Core: an SQLite file (WAL, busy timeout, writers serialised with BEGIN
-IMMEDIATE) or PostgreSQL, and what readers ask of it. Writing is writer.py's. Each stream's totals and
+IMMEDIATE) or PostgreSQL, and what readers ask of it. Writing is writer.py's: `Store.writer` takes the
+batches. Each stream's totals and
 gaps have their own rows, kept up to date by the writer in the batch's transaction, so readers never
 scan the batches; everything a reader sees comes from the database, never from one process's memory."""
 
@@ -35,13 +36,12 @@ from sqlalchemy.dialects import postgresql
 
 from collector import json_sql, migrate
 from collector import stacks as stack_text
-from collector.payload import Batch
 from collector.rejections import Rejections
 from collector.schema import ID, batches, counters, gaps, records, stacks, streams
 from collector.stream import MISSING_LISTED, TOTALS, Stream
-from collector.writer import BUSY_TIMEOUT_MS, BatchWriter, Ingest, IngestResult
+from collector.writer import BUSY_TIMEOUT_MS, BatchWriter
 
-__all__ = ["MISSING_LISTED", "IngestResult", "Store", "Stream", "make_engine"]
+__all__ = ["MISSING_LISTED", "Store", "Stream", "make_engine"]
 
 STACKS_PER_QUERY = 500  # hashes in one IN (...) list
 NEWEST_LIMIT = 10_000  # records of one stream's newest interval read at most
@@ -109,22 +109,15 @@ class Store:
         self.dialect = self.engine.dialect.name
         migrate.upgrade_engine(self.engine)  # or SchemaError, before anything is served
         self._rejections = Rejections()
-        self._writer = BatchWriter(self.engine, self._rejections, max_streams)
+        self.writer = BatchWriter(self.engine, self._rejections, max_streams)
 
     def close(self) -> None:
-        self._writer.close()
+        self.writer.close()
         self.engine.dispose()
 
     def ping(self) -> None:
         with self.engine.connect() as conn:
             conn.execute(text("SELECT 1"))
-
-    # --- writing ---------------------------------------------------------------------------------------
-    def ingest(self, batch: Batch, token_name: str | None, remote_addr: str | None,
-               legacy_slack_s: float = 2.0) -> IngestResult:
-        """Store a batch once; a batch_id seen before is acknowledged as a duplicate and not stored.
-        Returns once the transaction holding it has committed (shared with batches posted meanwhile)."""
-        return self._writer.ingest(Ingest(batch, token_name, remote_addr, legacy_slack_s))
 
     def reject(self, reason: str) -> None:
         """Count a rejected request: in memory, written with the next batch (see rejections.py)."""

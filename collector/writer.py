@@ -170,7 +170,8 @@ class BatchWriter:
                 self._conn = None
 
     def ingest(self, job: Ingest) -> IngestResult:
-        """Store a batch once, or recognise it as a duplicate; returns once its transaction committed."""
+        """Store a batch once; a batch_id seen before is acknowledged as a duplicate and not stored.
+        Returns once the transaction holding it has committed (shared with batches posted meanwhile)."""
         result = self._group.submit(job)
         if self._checkpoints:
             self._checkpoints.after_commit()

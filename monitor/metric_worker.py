@@ -69,7 +69,7 @@ class MetricWorker:
                  children: procs.ChildRegistry | None = None, elevate: list[str] | tuple[str, ...] = (),
                  batch_records: int = 1000, batch_interval: float = 0.1,
                  stop_waits: tuple[float, float, float] = STOP_WAITS,
-                 sink: Callable[[str, list[dict]], None] | None = None) -> None:
+                 sink: Callable[[str, list[dict], list[bytes] | None], None] | None = None) -> None:
         self.name = name
         self.spec = spec
         self.argv = argv
@@ -79,6 +79,7 @@ class MetricWorker:
         self.batch_interval = batch_interval
         self.stop_waits = stop_waits
         self.sink = sink                       # called on this thread with every run of parsed records
+        # and, for a read parsed at once, its lines: the transport sends those, not the records encoded again
         self.callbacks = callbacks
         # a daemon, like a QThread: a worker that never ends cannot hold the interpreter's exit (its
         # script dies with the app anyway, PR_SET_PDEATHSIG)
@@ -235,7 +236,7 @@ class MetricWorker:
         if not is_err and self._whole_reads and lines:
             records = parse_records(lines)
             if records is not None:
-                self._add(records)
+                self._add(records, lines)
                 return
         for raw in lines:
             self._line(is_err, raw)
@@ -263,9 +264,9 @@ class MetricWorker:
             return
         self._add([record])
 
-    def _add(self, records: list[dict]) -> None:
+    def _add(self, records: list[dict], lines: list[bytes] | None = None) -> None:
         if self.sink is not None:
-            self.sink(self.name, records)
+            self.sink(self.name, records, lines)
         if not self._batch:
             self._batch_started = time.monotonic()
         self._batch.extend(records)

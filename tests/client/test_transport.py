@@ -26,6 +26,11 @@ def records(source: str, start: int, n: int, pad: int = 0) -> list[dict]:
              **({"pad": os.urandom(pad).hex()} if pad else {})} for i in range(start, start + n)]
 
 
+def lines_of(records: list[dict], separators: tuple[str, str] = (", ", ": ")) -> list[bytes]:
+    """The records as a script's NDJSON lines; spaced by default, as the transport would never encode them."""
+    return [json.dumps(r, separators=separators).encode() for r in records]
+
+
 def wait_for(predicate, timeout: float = 10.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -67,9 +72,9 @@ def test_payload_keys_and_gapless_sequences(collector, outbox):
     assert [r["i"] for r in collector.records("alpha")] == list(range(550))
     assert [r["i"] for r in collector.records("beta")] == list(range(10))
     payload = next(iter(collector.batches.values()))
-    assert set(payload) == {"schema", "timestamp", "source_script", "batch_id", "sequence", "host", "run_id",
-                            "metrics", "dropped"}
-    assert payload["schema"] == 1 and payload["host"] == socket.gethostname() and payload["dropped"] == 0
+    assert set(payload) == {"schema", "timestamp", "metric", "batch_id", "sequence", "host", "run_id",
+                            "records", "dropped"}
+    assert payload["schema"] == 2 and payload["metric"] in ("alpha", "beta") and payload["host"] == socket.gethostname() and payload["dropped"] == 0
     assert len(payload["batch_id"]) == 32 and int(payload["batch_id"], 16) >= 0
     assert abs(payload["timestamp"] - time.time()) < 60
     assert all(n == 1 for n in collector.posts.values())
@@ -196,7 +201,7 @@ def test_buffer_spill_is_counted_and_reported_in_the_batch(collector, outbox):
     assert status["drop_reasons"] == {"buffer_full": 900}
     (payload,) = collector.batches.values()
     assert payload["dropped"] == 900
-    assert [r["i"] for r in payload["metrics"]] == list(range(900, 1000))
+    assert [r["i"] for r in payload["records"]] == list(range(900, 1000))
 
 
 def test_outbox_bounds_drop_oldest_and_count_them(collector, outbox):
@@ -254,7 +259,7 @@ def test_stored_body_is_the_payload(collector, outbox):
 
     payload = json.loads(gzip.decompress(body))
     assert payload["sequence"] == sequence == 0 and payload["batch_id"] == batch_id
-    assert [r["i"] for r in payload["metrics"]] == [0, 1]
+    assert [r["i"] for r in payload["records"]] == [0, 1]
 
 
 def test_no_server_keeps_nothing(outbox):
@@ -282,7 +287,8 @@ def test_non_finite_numbers_become_null(collector, outbox):
 
 @pytest.mark.slow
 def test_against_the_real_collector(tmp_path, outbox):
-    """server.py (the collector of its own issue) stores every batch once, gzip included, no gaps."""
+    """server.py (the collector of its own issue) stores every batch once, gzip included, no gaps, of records
+    and of lines alike."""
     server = pytest.importorskip("server")
     from werkzeug.serving import make_server
 
@@ -294,8 +300,9 @@ def test_against_the_real_collector(tmp_path, outbox):
     try:
         t = Transport(f"http://127.0.0.1:{port}", outbox_path=outbox, batch_records=1000, **FAST)
         wait_for(lambda: t.status()["reachable"] is True, what="the probe")
-        for k in range(20):
-            t.submit("sysnest", records("sysnest", k * 1000, 1000))
+        for k in range(20):     # every other batch from lines, as a worker hands over a metric's output
+            sent = records("sysnest", k * 1000, 1000)
+            t.submit("sysnest", sent, lines_of(sent) if k % 2 else None)
         t.close(30)
         client = app.test_client()
         (stream,) = client.get("/api/streams").get_json()["streams"]
@@ -383,11 +390,11 @@ def test_batches_split_by_bytes_keep_every_record_in_order(collector, outbox):
     t = Transport(collector.url, outbox_path=outbox, batch_records=1000, batch_bytes=20_000, **FAST)
     t.submit("m", records("m", 0, 1000, pad=40))
     t.close(10)
-    sizes = [len(p["metrics"]) for p in collector.batches.values()]
+    sizes = [len(p["records"]) for p in collector.batches.values()]
     assert len(sizes) > 1 and sum(sizes) == 1000
     assert [r["i"] for r in collector.records("m")] == list(range(1000))
     for payload in collector.batches.values():
-        assert len(b",".join(json.dumps(r, separators=(",", ":")).encode() for r in payload["metrics"])) <= 20_000
+        assert len(b",".join(json.dumps(r, separators=(",", ":")).encode() for r in payload["records"])) <= 20_000
 
 
 def test_an_ended_metric_s_last_records_leave_without_waiting_for_the_flush(collector, outbox):
@@ -400,3 +407,65 @@ def test_an_ended_metric_s_last_records_leave_without_waiting_for_the_flush(coll
     t.end_of("nobody")          # a metric that sent nothing: nothing to do
     t.close(5)
     assert t.status()["dropped"] == 0
+
+
+def test_lines_are_sent_as_they_are_not_encoded_again(collector, outbox):
+    collector.stop()
+    t = Transport(collector.url, outbox_path=outbox, **FAST)
+    sent = records("m", 0, 3)
+    t.submit("m", sent, lines_of(sent))
+    wait_for(lambda: t.status()["pending_outbox"] == 1, what="a stored batch")
+    t.close(0.5)
+    with sqlite3.connect(outbox) as db:
+        (body,) = db.execute("SELECT body FROM batches").fetchone()
+    assert b"[" + b",".join(lines_of(sent)) + b"]}" in gzip.decompress(body)
+    collector.start()
+    t = Transport(collector.url, outbox_path=outbox, **FAST)
+    t.close(5)
+    assert collector.records("m") == sent
+
+
+def test_lines_and_records_of_one_metric_keep_their_order(collector, outbox):
+    t = Transport(collector.url, outbox_path=outbox, batch_records=1000, **FAST)
+    t.submit("m", records("m", 0, 300))                  # a run of records longer than one json.dumps call
+    t.submit("m", (sent := records("m", 300, 5)), lines_of(sent, (",", ":")))
+    t.submit("m", records("m", 305, 5))
+    t.close(5)
+    (payload,) = collector.batches.values()
+    assert [r["i"] for r in payload["records"]] == list(range(310))
+    assert t.status()["sent_records"] == 310
+
+
+def test_non_finite_numbers_in_lines_become_null(collector, outbox):
+    t = Transport(collector.url, outbox_path=outbox, **FAST)
+    head = '{"metric": "m", "kind": "row", "ts": 1.0, "interval": 1'
+    lines = [f'{head}, "i": 0, "x": NaN, "h": [Infinity, 2.5], "big": 1E+999}}'.encode(),
+             f'{head}, "i": 1, "x": -Infinity, "c": "NaN"}}'.encode(),
+             f'{head}, "i": 2, "x": 1e308, "digits": {"9" * 120}}}'.encode(),
+             f'{head}, "i": 3, "x": 4.5}}'.encode()]
+    t.submit("m", [json.loads(line) for line in lines], lines)
+    t.close(5)
+    got = collector.records("m")
+    assert [r["i"] for r in got] == [0, 1, 2, 3] and t.status()["dropped"] == 0
+    assert (got[0]["x"], got[0]["h"], got[0]["big"]) == (None, [None, 2.5], None)
+    assert (got[1]["x"], got[1]["c"]) == (None, "NaN")
+    assert (got[2]["x"], got[2]["digits"]) == (1e308, int("9" * 120))
+    assert got[3]["x"] == 4.5
+
+
+def test_lines_split_by_bytes_keep_every_record_in_order(collector, outbox):
+    t = Transport(collector.url, outbox_path=outbox, batch_records=1000, batch_bytes=20_000, **FAST)
+    sent = records("m", 0, 1000, pad=40)
+    t.submit("m", sent, lines_of(sent))
+    t.close(10)
+    assert len(collector.batches) > 1
+    assert collector.records("m") == sent
+    for payload in collector.batches.values():
+        assert len(b",".join(lines_of(payload["records"]))) <= 20_000
+
+
+def test_lines_must_match_the_records(outbox):
+    t = Transport(None, outbox_path=outbox, **FAST)
+    with pytest.raises(ValueError, match="2 lines for 1 records"):
+        t.submit("m", records("m", 0, 1), [b"{}", b"{}"])
+    t.close(1)

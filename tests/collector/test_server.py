@@ -11,7 +11,8 @@ import random
 import time
 
 import pytest
-from collector_payloads import ORIGINAL_LINES, envelope, original, ours, prometheus_samples, stored
+from collector_payloads import ORIGINAL_LINES, as_schema_1, envelope, original, ours, prometheus_samples, stored
+from stack_posts import cpuprofile_stacks
 
 
 def post(client, payload, **kw):
@@ -25,7 +26,7 @@ def stream_of(client, **key) -> dict:
     return found[0]
 
 
-# --- the two payloads ------------------------------------------------------------------------------------
+# --- the payloads: ours (schema 2, and 1 before it) and the original client's ---------------------------
 def test_our_payload_is_stored_with_its_fields(collector_client):
     payload = ours(0, dropped=7)
     reply = post(collector_client, payload)
@@ -36,12 +37,43 @@ def test_our_payload_is_stored_with_its_fields(collector_client):
                     "stored_records": 2, "batch_id": payload["batch_id"]}  # the client's proof of delivery
     assert reply.headers["Accept-Encoding"] == "gzip"
     records = collector_client.get("/api/records").get_json()["records"]
-    assert [r["record"] for r in records] == payload["metrics"]
+    assert [r["record"] for r in records] == payload["records"]
     assert {(r["host"], r["run_id"], r["source"], r["sequence"], r["kind"], r["batch_id"]) for r in records} == {
         ("lab-pc-01", "run-a", "sysnest", 0, "row", payload["batch_id"]),
         ("lab-pc-01", "run-a", "sysnest", 0, "summary", payload["batch_id"])}
-    assert [r["ts"] for r in records] == [m["ts"] for m in payload["metrics"]]
+    assert [r["ts"] for r in records] == [m["ts"] for m in payload["records"]]
     assert stream_of(collector_client, host="lab-pc-01")["dropped"] == 7
+
+
+def test_a_batch_of_schema_1_lands_as_the_same_batch_of_schema_2(collector_client):
+    """Schema 2 renamed source_script to metric and metrics to records; an outbox written before holds
+    schema 1 batches, and those store exactly what their schema 2 twins do: records (a stack's frames
+    and a long integer, the body parser's slower path, among them), stream totals, trend, answer."""
+    stacks = [{**r, "ts": 1_750_000_000.5} for r in cpuprofile_stacks(0)]
+    batches = [ours(0), ours(1, records=[envelope("sysnest", 1_750_000_001.0, 2, ns=2**70)]),
+               ours(0, source="cpuprofile", records=stacks)]
+    answers = {}
+    for host, convert in (("pc-new", dict), ("pc-old", as_schema_1)):
+        for batch in batches:
+            body = convert({**batch, "host": host, "batch_id": f"{host}-{batch['metric']}-{batch['sequence']}"})
+            assert ("source_script" in body) == (host == "pc-old")
+            reply = collector_client.post("/data", data=json.dumps(body), content_type="application/json")
+            assert reply.status_code == 200, reply.get_json()
+            answers.setdefault(host, []).append(reply.get_json())
+
+    def landed(host: str) -> list:
+        records = collector_client.get(f"/api/records?host={host}").get_json()["records"]
+        streams = collector_client.get(f"/api/streams?host={host}").get_json()["streams"]
+        (overview,) = [h for h in collector_client.get("/api/overview").get_json()["hosts"] if h["host"] == host]
+        # what names the host or the batch, and what depends on the time of arrival
+        drop = ("host", "batch_id", "id", "url", "first_seen", "last_seen", "records_per_s")
+        return [[{k: v for k, v in item.items() if k not in drop} for item in items]
+                for items in (answers[host], records, streams, overview["metrics"])]
+
+    new, old = landed("pc-new"), landed("pc-old")
+    assert new == old
+    assert [r["record"] for r in collector_client.get("/api/records?host=pc-old").get_json()["records"]] == sorted(
+        (r for b in batches for r in b["records"]), key=lambda r: r["ts"])    # as the API lists them
 
 
 def test_original_client_payloads_are_stored_and_shown(collector_client):
@@ -182,8 +214,8 @@ def test_huge_sequence_is_bounded_and_its_gap_listed_in_part(collector_client):
 
 
 # --- bad input -----------------------------------------------------------------------------------------
-def _without(key):
-    payload = ours(0)
+def _without(key, payload=None):
+    payload = ours(0) if payload is None else payload
     del payload[key]
     return payload
 
@@ -196,10 +228,16 @@ BAD_BODIES = [
     ("array", b"[1, 2]", "wrong_type"),
     ("string", b'"hello"', "wrong_type"),
     ("no batch_id", _without("batch_id"), "missing_key"),
-    ("no metrics", _without("metrics"), "missing_key"),
+    ("no records", _without("records"), "missing_key"),
+    ("no metric", _without("metric"), "missing_key"),
+    ("no metrics (schema 1)", _without("metrics", as_schema_1(ours(0))), "missing_key"),
+    ("no source_script (schema 1)", _without("source_script", as_schema_1(ours(0))), "missing_key"),
+    ("schema 2 with schema 1's names", {**as_schema_1(ours(0)), "schema": 2}, "missing_key"),
+    ("schema 1 with schema 2's names", {**ours(0), "schema": 1}, "missing_key"),
     ("no sequence", _without("sequence"), "missing_key"),
-    ("no host (schema 1)", _without("host"), "missing_key"),
-    ("no run_id (schema 1)", _without("run_id"), "missing_key"),
+    ("no host", _without("host"), "missing_key"),
+    ("no run_id", _without("run_id"), "missing_key"),
+    ("no host (schema 1)", _without("host", as_schema_1(ours(0))), "missing_key"),
     ("sequence string", {**ours(0), "sequence": "3"}, "wrong_type"),
     ("sequence float", {**ours(0), "sequence": 3.0}, "wrong_type"),
     ("sequence bool", {**ours(0), "sequence": True}, "wrong_type"),
@@ -208,20 +246,23 @@ BAD_BODIES = [
     ("timestamp string", {**ours(0), "timestamp": "now"}, "wrong_type"),
     ("timestamp in ms", {**ours(0), "timestamp": 1.7e12}, "bad_value"),
     ("timestamp inf", b'{"timestamp": 1e999}', "bad_value"),
-    ("metrics object", {**ours(0), "metrics": {"a": 1}}, "wrong_type"),
-    ("record not object", {**ours(0), "metrics": [1, 2]}, "bad_record"),
-    ("record list", {**ours(0), "metrics": [[]]}, "bad_record"),
-    ("record without kind", {**ours(0), "metrics": [{"metric": "sysnest", "ts": 1.0}]}, "bad_record"),
-    ("record ts string", {**ours(0), "metrics": [envelope("sysnest", 1.0, 1) | {"ts": "x"}]}, "bad_record"),
+    ("records object", {**ours(0), "records": {"a": 1}}, "wrong_type"),
+    ("metrics object (schema 1)", {**as_schema_1(ours(0)), "metrics": {"a": 1}}, "wrong_type"),
+    ("record not object", {**ours(0), "records": [1, 2]}, "bad_record"),
+    ("record list", {**ours(0), "records": [[]]}, "bad_record"),
+    ("record without kind", {**ours(0), "records": [{"metric": "sysnest", "ts": 1.0}]}, "bad_record"),
+    ("record ts string", {**ours(0), "records": [envelope("sysnest", 1.0, 1) | {"ts": "x"}]}, "bad_record"),
+    ("record without kind (schema 1)", {**as_schema_1(ours(0)), "metrics": [{"metric": "sysnest"}]}, "bad_record"),
     ("original record not object", {**original(0), "metrics": ["raw line"]}, "bad_record"),
-    ("schema 2", {**ours(0), "schema": 2}, "bad_value"),
+    ("schema 3", {**ours(0), "schema": 3}, "bad_value"),
+    ("schema 0", {**as_schema_1(ours(0)), "schema": 0}, "bad_value"),
     ("empty batch_id", {**ours(0), "batch_id": ""}, "bad_value"),
     ("batch_id with newline", {**ours(0), "batch_id": "a\nb"}, "bad_value"),
     ("host NUL", {**ours(0), "host": "pc\x00"}, "bad_value"),
     ("long run_id", {**ours(0), "run_id": "r" * 129}, "bad_value"),
     ("dropped negative", {**ours(0), "dropped": -1}, "bad_value"),
     ("lone surrogate", b'{"timestamp": 1, "x": "\\ud800"}', "bad_unicode"),
-    ("deep nesting", {**ours(0), "metrics": [envelope("sysnest", 1.0, 1) | {"x": json.loads("[" * 40 + "]" * 40)}]},
+    ("deep nesting", {**ours(0), "records": [envelope("sysnest", 1.0, 1) | {"x": json.loads("[" * 40 + "]" * 40)}]},
      "too_deep"),
     ("very deep nesting", b"[" * 200_000 + b"]" * 200_000, "too_deep"),
 ]
@@ -253,7 +294,7 @@ def test_gzip_body_is_accepted(collector_client):
     reply = collector_client.post("/data", data=gzip.compress(json.dumps(payload).encode()),
                                   headers={"Content-Encoding": "gzip", "Content-Type": "application/json"})
     assert reply.status_code == 200 and reply.get_json()["stored_records"] == 2
-    assert collector_client.get("/api/records").get_json()["records"][0]["record"] == payload["metrics"][0]
+    assert collector_client.get("/api/records").get_json()["records"][0]["record"] == payload["records"][0]
 
 
 def test_gzip_bomb_is_413_and_bad_gzip_400(make_collector):

@@ -7,7 +7,7 @@ import gzip
 import json
 
 import pytest
-from collector_payloads import stored
+from collector_payloads import records_of, stored
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from payload_strategies import json_values, mutated_batches, valid_batches
@@ -36,7 +36,7 @@ def _check(client, payload, body: bytes, compress: bool, must_accept: bool) -> N
     if must_accept:
         assert reply.status_code == 200, answer
     if reply.status_code == 200 and not answer["duplicate"]:
-        assert after == (before[0] + 1, before[1] + len(payload["metrics"]))
+        assert after == (before[0] + 1, before[1] + len(records_of(payload)))
     else:
         assert after == before
 
@@ -69,6 +69,6 @@ def test_arbitrary_bytes_never_5xx(collector_client, body, compress):
     reply = _send(collector_client, body, compress)
     assert reply.status_code in (200, 400, 413, 415)
     assert reply.get_json()["status"] in ("ok", "error")
-    added = len(json.loads(body)["metrics"]) if reply.status_code == 200 and not reply.get_json()["duplicate"] else None
+    added = len(records_of(json.loads(body))) if reply.status_code == 200 and not reply.get_json()["duplicate"] else None
     after = stored(collector_client)
     assert after == (before if added is None else (before[0] + 1, before[1] + added))

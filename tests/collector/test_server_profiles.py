@@ -85,9 +85,9 @@ def test_stream_page_draws_the_flame_graph_zooms_and_searches(collector_client):
 
 def test_page_of_a_stream_without_stacks_has_no_flame_graph(collector_client):
     post_intervals(collector_client, "sysnest", [], 1)
-    assert collector_client.post("/data", json={"schema": 1, "timestamp": 1.0e9, "source_script": "sysnest",
+    assert collector_client.post("/data", json={"schema": 2, "timestamp": 1.0e9, "metric": "sysnest",
                                                 "batch_id": "x", "sequence": 1, "host": "lab-pc-01",
-                                                "run_id": "run-a", "metrics": []}).status_code == 200
+                                                "run_id": "run-a", "records": []}).status_code == 200
     page = collector_client.get(f"/stream?{KEY}&source=sysnest").get_data(as_text=True)
     assert 'id="flame"' not in page
 

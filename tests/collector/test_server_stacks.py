@@ -53,7 +53,7 @@ def test_retried_batch_adds_no_stack_and_non_stack_records_have_none(collector_a
     assert stacks and all(s is not None and len(s) == 16 for s in stacks)
     assert all(stack is None for data, stack in rows if '"level":"stack"' not in data)
     assert all('"kernel_frames"' not in data for data, _ in rows)  # frames are in the stacks table only
-    assert len(rows) == len(payload["metrics"])
+    assert len(rows) == len(payload["records"])
 
 
 def test_a_stack_field_of_any_shape_round_trips(collector_client):
@@ -133,7 +133,7 @@ def test_two_processes_posting_the_same_new_stacks_store_each_once(db_url):
             for h in range(4):
                 items = requests.get(f"{server.url}/api/records?host=pc{h}&source=offcpu&limit=100000",
                                      timeout=30).json()["records"]
-                posted = [r for p in payloads if p["host"] == f"pc{h}" for r in p["metrics"]]
+                posted = [r for p in payloads if p["host"] == f"pc{h}" for r in p["records"]]
                 assert sorted(json.dumps(i["record"], sort_keys=True) for i in items) == sorted(
                     json.dumps(r, sort_keys=True) for r in posted)
         engine = create_engine(db_url)

@@ -1,4 +1,4 @@
-"""The collector under hostile or careless clients: tokens judged before bodies are read, rejections
+"""The collector under hostile or careless clients: tokens judged before bodies are read, once, rejections
 that cost no database write (server.py as a process); streams owned by their token (on each database)."""
 
 from __future__ import annotations
@@ -10,12 +10,15 @@ import json
 import os
 import socket
 import sqlite3
+import threading
 import time
 import tracemalloc
 
 import requests
 from collector_payloads import ours, prometheus_samples, stored
-from server_fixtures import ServerProcess
+from server_fixtures import ServerProcess, free_port
+
+from collector import httpserver, ingest
 
 TOKEN = "tok-trust-1"
 BIG = 62 * 2**20  # announced, never sent
@@ -104,11 +107,36 @@ def test_a_stream_belongs_to_the_token_that_made_it(make_collector):
     assert samples['collector_rejected_total{reason="forbidden"}'] == 3
 
 
+def test_a_post_is_authorized_once_whichever_server_runs_the_app(make_collector, monkeypatch):
+    """Under httpserver.py the headers are judged before the body is read, and the app takes that verdict
+    (the token's name included: it decides who owns a stream); under another server the app judges."""
+    judged = []
+    authorize = ingest.authorize
+    monkeypatch.setattr(ingest, "authorize", lambda *args: judged.append(1) or authorize(*args))
+    alice, bob = {"Authorization": "Bearer tok-alice-1"}, {"Authorization": "Bearer tok-bob-2"}
+    app = make_collector(tokens={"tok-alice-1": "alice", "tok-bob-2": "bob"})
+    port = free_port()
+    server = httpserver.make_server(app, "127.0.0.1", port, 2, 1024 * 1024)
+    threading.Thread(target=server.run, daemon=True).start()
+    url = f"http://127.0.0.1:{port}/data"
+    try:
+        answers = [requests.post(url, json=payload, headers=headers, timeout=10).status_code for payload, headers in
+                   ((ours(0, host="pc-a"), alice), (ours(1, host="pc-a"), bob), (ours(1, host="pc-a"), alice),
+                    (ours(0, host="pc-b"), {"Authorization": "Bearer nope"}))]
+    finally:
+        server.close()
+    assert answers == [200, 403, 200, 401] and len(judged) == 4
+    assert app.test_client().post("/data", json=ours(2, host="pc-a"), headers=alice).status_code == 200
+    assert len(judged) == 5
+    (stream,) = app.test_client().get("/api/streams", headers=alice).get_json()["streams"]
+    assert (stream["token_name"], stream["batches"]) == ("alice", 3)
+
+
 def test_csv_cells_and_headers_cannot_be_formulas(collector_client):
     evil = ["=cmd|' /C calc'!A0", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx"]
     metrics = [{"metric": "sysnest", "kind": "event", "ts": 1.0, "comm": name, "n": -3, "=HYPERLINK(1)": 1}
                for name in evil]
-    assert collector_client.post("/data", json={**ours(0, host="=pc"), "metrics": metrics}).status_code == 200
+    assert collector_client.post("/data", json={**ours(0, host="=pc"), "records": metrics}).status_code == 200
     rows = list(csv.reader(io.StringIO(collector_client.get("/api/records?format=csv").get_data(as_text=True))))
     header, body = rows[0], rows[1:]
     assert "'=HYPERLINK(1)" in header and "=HYPERLINK(1)" not in header
@@ -194,7 +222,7 @@ def test_a_stream_page_does_not_parse_huge_records(collector_client):
     """Records full of [[],[],...]: 3.6 MB of them cost 100 MB to parse on every page view."""
     empties = "[" + ",".join(["[]"] * 150_000) + "]"
     metrics = [{"metric": "sysnest", "kind": "row", "ts": 1.0 + i, "x": json.loads(empties)} for i in range(12)]
-    reply = collector_client.post("/data", data=json.dumps({**ours(0), "metrics": metrics}, separators=(",", ":")),
+    reply = collector_client.post("/data", data=json.dumps({**ours(0), "records": metrics}, separators=(",", ":")),
                                   content_type="application/json")
     assert reply.status_code == 200, reply.get_json()
     tracemalloc.start()
@@ -314,7 +342,7 @@ def test_the_three_500s_are_gone(collector_client, db_url):
     reply = collector_client.get("/api/records?limit=²")
     assert (reply.status_code, reply.get_json()["reason"]) == (400, "bad_query")
     huge = {"metric": "sysnest", "kind": "summary", "ts": 1.0, "per_sec": 10**309}
-    body = json.dumps({**ours(0, host="big"), "metrics": [huge, {**huge, "ts": 2.0, "per_sec": 5}]})
+    body = json.dumps({**ours(0, host="big"), "records": [huge, {**huge, "ts": 2.0, "per_sec": 5}]})
     assert collector_client.post("/data", data=body, content_type="application/json").status_code == 200
     assert collector_client.get("/stream?host=big&run_id=run-a&source=sysnest").status_code == 200
     most = 2**53 - 1

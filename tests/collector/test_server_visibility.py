@@ -30,7 +30,7 @@ def body(payload: dict, style: str) -> str:
     integer in each record (the other parser's path), spaced or with every '/' and non-ASCII escaped
     (`\\/`, upper-case `\\u00FC`)."""
     if style.endswith("_long"):
-        payload = {**payload, "metrics": [{**r, "ns": LONG} for r in payload["metrics"]]}
+        payload = {**payload, "records": [{**r, "ns": LONG} for r in payload["records"]]}
     if style == "compact":
         return json.dumps(payload, separators=(",", ":"))
     text = json.dumps(payload)

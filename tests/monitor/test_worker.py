@@ -258,13 +258,17 @@ def test_a_read_parsed_at_once_is_what_line_by_line_would_give(lines):
 
 
 def test_the_sink_takes_every_record_on_the_worker_thread(qtbot):
-    taken, threads = [], set()
+    taken, threads, with_lines = [], set(), []
 
-    def sink(name: str, records: list[dict]) -> None:
+    def sink(name: str, records: list[dict], lines: list[bytes] | None) -> None:
         threads.add(threading.current_thread().name)
         taken.extend(records)
+        if lines is not None:       # a read parsed at once: each record's line, as the script printed it
+            assert [json.loads(line) for line in lines] == records
+            with_lines.extend(records)
 
     run = Run(FLOOD, {"lines": 20_000, "noise": True}, sink=sink).start()
     assert run.wait(qtbot) == (0, "")
     assert taken == run.records and len(taken) == 20_001
     assert "MainThread" not in threads
+    assert with_lines, "a read of plain records comes with its lines"

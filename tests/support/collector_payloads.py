@@ -1,6 +1,6 @@
 """Payloads for the collector tests: the original client's exactly as it sent them, ours with the
-envelope client/transport.py writes (client.wire.batch_head), and readers for what the collector
-reports (API totals, /metrics)."""
+envelope client/transport.py writes (client.wire.batch_head) and as it wrote it before schema 2, and
+readers for what the collector reports (API totals, /metrics)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 
-from client.wire import batch_head
+from client.wire import batch_head, batch_names
 
 # Lines of the original paper's Fig. 2 (sysnest by syscall), as the original client forwarded them.
 ORIGINAL_LINES = ("futex\t\t20299\t258074820.348", "3259 code\t\t1300\t42932426.758",
@@ -30,16 +30,28 @@ def envelope(metric: str, ts: float, interval: int, kind: str = "summary", **fie
 def ours(sequence: int, host: str = "lab-pc-01", run_id: str = "run-a", source: str = "sysnest",
          records: list[dict] | None = None, batch_id: str | None = None, dropped: int | None = None,
          timestamp: float = 1_750_000_000.0) -> dict:
-    """Our transport's payload (schema 1); by default two sysnest records per batch."""
+    """Our transport's payload (schema 2); by default two sysnest records per batch."""
     if records is None:
         t = timestamp + sequence
         records = [envelope(source, t, sequence + 1, "row", pid=100 + sequence, comm="stress", syscall="read",
                             count=10 * sequence, total_us=1.5 * sequence),
                    envelope(source, t, sequence + 1, "summary", syscalls=1000 + sequence, per_sec=500.0 + sequence,
                             processes=3, errors=0, interval_s=1.0)]
-    head = batch_head(source=source, batch_id=batch_id or uuid.uuid4().hex, sequence=sequence, host=host,
+    head = batch_head(metric=source, batch_id=batch_id or uuid.uuid4().hex, sequence=sequence, host=host,
                       run_id=run_id, dropped=dropped, timestamp=timestamp + sequence)
-    return {**head, "metrics": records}
+    return {**head, "records": records}
+
+
+def as_schema_1(payload: dict) -> dict:
+    """Our payload as the transport sent it before schema 2 (and an outbox may still hold it): the metric's
+    name in source_script, the records in metrics, keys in the same order."""
+    old_names = {"metric": "source_script", "records": "metrics"}
+    return {old_names.get(key, key): value for key, value in payload.items()} | {"schema": 1}
+
+
+def records_of(payload: dict) -> list:
+    """A payload's records, under the key its schema gives them."""
+    return payload[batch_names(payload.get("schema"))[1]]
 
 
 def stored(client) -> tuple[int, int]:

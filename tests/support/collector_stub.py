@@ -72,9 +72,9 @@ class CollectorStub:
                 self.gzip_posts += 1
             try:
                 payload = json.loads(body)
-                key = (payload["run_id"], payload["source_script"], int(payload["sequence"]))
+                key = (payload["run_id"], payload["metric"], int(payload["sequence"]))
                 batch_id = payload["batch_id"]
-                assert isinstance(payload["metrics"], list)
+                assert isinstance(payload["records"], list)
             except (ValueError, KeyError, TypeError, AssertionError):
                 return jsonify(status="error", reason="bad payload"), 400
             with self.lock:
@@ -115,4 +115,4 @@ class CollectorStub:
         """Every record received, batches in order of arrival."""
         with self.lock:
             payloads = [self.batches[bid] for bid in self.batches]
-        return [r for p in payloads if source in (None, p["source_script"]) for r in p["metrics"]]
+        return [r for p in payloads if source in (None, p["metric"]) for r in p["records"]]

@@ -1,12 +1,12 @@
-"""Hypothesis strategies for POST /data bodies: any JSON value, valid batches (ours and the original
-client's) and valid batches with one key removed or replaced; the collector's property test and the
+"""Hypothesis strategies for POST /data bodies: any JSON value, valid batches (ours, of either schema,
+and the original client's) and valid batches with one key removed or replaced; the collector's property test and the
 bad-input test over HTTP both draw from them."""
 
 from __future__ import annotations
 
 import string
 
-from collector_payloads import envelope, original, ours
+from collector_payloads import as_schema_1, envelope, original, ours
 from hypothesis import strategies as st
 
 scalars = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
@@ -29,7 +29,7 @@ def valid_batches(draw) -> dict:
                        source=draw(printable), records=records, batch_id=draw(printable),
                        dropped=draw(st.none() | st.integers(0, 10**9)))
         payload["timestamp"] = ts
-        return payload
+        return as_schema_1(payload) if draw(st.booleans()) else payload
     legacy = original(draw(st.integers(0, 10**6)), ts, source=draw(printable), batch_id=draw(printable))
     legacy["metrics"] = draw(st.lists(st.dictionaries(st.text(max_size=10), json_values, max_size=4), max_size=5))
     return legacy
