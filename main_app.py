@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_window(args: argparse.Namespace) -> int:
     """The desktop app; returns when the window closes (every metric stopped, transport flushed)."""
     # Qt, the window and the pipeline load only here
+    from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     from gui.app_settings import app_settings
@@ -72,9 +73,11 @@ def run_window(args: argparse.Namespace) -> int:
     controller = MonitorController(server_url=url, token=token, relay=GuiThreadRelay())
     window = MainWindow(controller, verdicts=verdicts, settings=settings, server_url=url, token=token)
     # Ctrl-C or SIGTERM closes the window the normal way (metrics stopped, transport flushed); the
-    # window's 5 Hz timer gives Python the chance to run the handler while Qt's loop waits.
+    # window's 5 Hz timer gives Python the chance to run the handler while Qt's loop waits. The close is
+    # queued, not called: a signal before app.exec() would close a window not yet shown (show() opens it
+    # again) and quit a loop not yet running, and the window stayed open
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: window.close())
+        signal.signal(sig, lambda *_: QTimer.singleShot(0, window.close))
     window.show()
     if args.open:
         window.session.open(args.open)
