@@ -147,9 +147,11 @@ def test_cpu_share_is_of_the_interval_wall_time():
     assert charged_ms == pytest.approx(truth["run_ns"] / 1e6, rel=0.10)
 
 
-# One thread spinning alone on a CPU for ~3.5 s: SCHED_FIFO keeps the other helpers' and the machine's
+# One thread spinning alone on a CPU for ~6 s: SCHED_FIFO keeps the other helpers' and the machine's
 # CFS work off it (the kernel's fair server still lends them ~5 % of the CPU), so its runs last up to
 # ~1 s, longer than the tool's 1 s intervals. It reports its own schedstat run time over the phase.
+# 6 s, not 3.5: at load 6 the tool's own intervals stretched to 1.46-1.95 s (the tool waits for the other
+# CPU), and 3.5 s then held one whole interval, not the two the test needs; 6 s holds two of 2 s.
 PINNED_HOG_CHILD = """
 import json, os, sys, threading, time
 sys.stdin.readline()
@@ -164,7 +166,7 @@ def hog():
     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
     out["tid"] = threading.get_native_id()
     start, run0 = time.monotonic(), run_ns()
-    while time.monotonic() < start + 3.5:
+    while time.monotonic() < start + 6.0:
         pass
     out["run_ns"], out["wall_ns"] = run_ns() - run0, (time.monotonic() - start) * 1e9
     os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
