@@ -72,7 +72,10 @@ def test_offcpu_counts_every_block_across_cuts(workload):
         print(f"{role}: {count} blocks, {blocked_ms:.1f} ms off-CPU in {len(mine)} intervals; its books: "
               f"{truth['voluntary']} voluntary switches, {off_ms:.1f} ms off its CPU, {truth['wait_ns'] / 1e6:.1f} "
               f"ms of it runnable; switch-ins unseen {sum(s['unseen_switch_ins'] for s in summaries)}")
-        assert truth["voluntary"] > 400
+        # enough blocks to cross many cuts: the burner's 0.5-4.5 ms bursts make ~1,000 blocks in 4 s on
+        # a quiet machine, 381 beside a full run and five other test runs (load 6: 3.2 s of its 4 s spent
+        # runnable), where its count was still exact
+        assert truth["voluntary"] > 200
         assert count == truth["voluntary"]
         # off its CPU = blocked (a block ends when the thread is back on a CPU, its wait after the wakeup
         # included) + waits after preemption, which are not blocks: of its runnable time, only those
