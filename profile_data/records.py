@@ -4,6 +4,7 @@ root first, each {"name", "module", "kind"}). Every stack is rooted at its proce
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
@@ -11,6 +12,9 @@ from typing import Any
 from profile_data.folded import parse_frame
 from profile_data.model import Frame, Profile, Stack
 
+# a CPython function as bcctool/pyframes.py names it, "qualname (file:line)", where a record's frames are
+# text (offcpu's user_frames: a Python frame has no [module]; a native frame always has one)
+PYTHON_NAME = re.compile(r"^\S.* \([^()\[\]]+:(\d+|\?)\)$")
 # a weight field's unit, by its suffix, to the profile unit's ns
 TIME_SCALE = {"_ns": 1, "_us": 1_000, "_ms": 1_000_000, "_s": 1_000_000_000}
 
@@ -18,7 +22,10 @@ TIME_SCALE = {"_ns": 1, "_us": 1_000, "_ms": 1_000_000, "_s": 1_000_000_000}
 @lru_cache(maxsize=1 << 16)
 def _frame(text: str, kind: str) -> Frame:
     """One frame per distinct text (records repeat the same frames every interval)."""
-    return parse_frame(text)._replace(kind=kind)
+    frame = parse_frame(text)
+    if kind == "user" and not frame.module and PYTHON_NAME.match(frame.name):
+        kind = "python"
+    return frame._replace(kind=kind)
 
 
 def _dict_frame(value: Mapping) -> Frame:
