@@ -12,9 +12,9 @@ API (everything a metric script needs; nothing here raises on bad input):
     sym.forget(pid)                           # drop a process's snapshot and perf map
     sym.stats() -> dict[str, int]             # perf_map_garbage, unreadable_objects, cache figures
 
-Frame.name is the function; where no symbol covers the address it is `module+0xoff` (off is the ELF
-virtual address, what `addr2line -e module` takes; the file offset for a non-ELF file). Frame.offset
-is the address's distance from the symbol's start.
+Frame.name is the function, a C++ or Rust name demangled (bcctool.demangle); where no symbol covers the
+address it is `module+0xoff` (off is the ELF virtual address, what `addr2line -e module` takes; the file
+offset for a non-ELF file). Frame.offset is the address's distance from the symbol's start.
 
 Where names come from: the kernel's from /proc/kallsyms (sorted once, bisect). A user address goes
 through the process's executable mappings (/proc/PID/maps → file offset → ELF virtual address via
@@ -33,6 +33,7 @@ import time
 from array import array
 from dataclasses import dataclass
 
+from .demangle import demangle
 from .elfimage import (
     DEBUG_ROOT,
     ELF_ERRORS,
@@ -182,7 +183,7 @@ class KernelSymbols:
         i = bisect.bisect_right(self.starts, addr) - 1
         if i < 0 or addr - self.starts[i] >= self.MAX_OFFSET:
             return None
-        name = self.name(i)
+        name = demangle(self.name(i))   # Rust in the kernel is mangled too
         module = self._modules[self._module_of[i]]
         return Frame(name, f"[{module}]" if module else KERNEL, addr - self.starts[i])
 
@@ -379,7 +380,7 @@ class Symbolizer:
         found = obj.table.lookup(vaddr)
         if found is None:
             return Frame(f"{mapping.module}+0x{vaddr:x}", mapping.module, vaddr)
-        return Frame(found[0], mapping.module, found[1])
+        return Frame(demangle(found[0]), mapping.module, found[1])
 
     def object_symbols(self, mapping: Mapping) -> ObjectSymbols | None:
         """The symbol table of a mapping's file (cached), or None when it cannot be read."""

@@ -1,6 +1,7 @@
 """Profiles from metric records: the stack records of offcpu and compmem (kind "row", level "stack",
 kernel_frames and user_frames innermost first, as BCC walks them) and cpuprofile (kind "stack", frames
-root first, each {"name", "module", "kind"}). Every stack is rooted at its process name (comm)."""
+root first, each {"name", "module", "kind"}). Every stack is rooted at its process name (comm). Names
+are read demangled (a session recorded before the symbolizer demangled reads as one after)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from bcctool.demangle import demangle
 from profile_data.folded import parse_frame
 from profile_data.model import Frame, Profile, Stack
 
@@ -25,12 +27,12 @@ def _frame(text: str, kind: str) -> Frame:
     frame = parse_frame(text)
     if kind == "user" and not frame.module and PYTHON_NAME.match(frame.name):
         kind = "python"
-    return frame._replace(kind=kind)
+    return frame._replace(name=demangle(frame.name), kind=kind)
 
 
 def _dict_frame(value: Mapping) -> Frame:
     kind = value.get("kind") or ("kernel" if value.get("kernel") else "user")
-    return Frame(str(value.get("name") or "[unknown]"), str(value.get("module") or ""),
+    return Frame(demangle(str(value.get("name") or "[unknown]")), str(value.get("module") or ""),
                  kind if kind in ("kernel", "user", "python") else "user")
 
 
