@@ -10,6 +10,8 @@ API (everything a metric script needs; nothing here raises on bad input):
     sym.kernel(addr) -> str                   # function name, or "[unknown]"
     sym.kernel_frame(addr) -> Frame
     sym.forget(pid)                           # drop a process's snapshot and perf map
+    Symbolizer(lines=True)                    # user frames named "function (file.c:42)" where the object
+                                              # or its debug file has DWARF line tables (bcctool.lines)
     sym.stats() -> dict[str, int]             # perf_map_garbage, unreadable_objects, cache figures
 
 Frame.name is the function, a C++ or Rust name demangled (bcctool.demangle); where no symbol covers the
@@ -49,6 +51,7 @@ from .elfimage import (
     symbol_rows,
     with_elf,
 )
+from .lines import line_table
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
 
@@ -258,9 +261,14 @@ class Symbolizer:
         max_bytes: int = 24 << 20,
         kallsyms: str = "/proc/kallsyms",
         debug_root: str = DEBUG_ROOT,
+        lines: bool = False,
+        max_line_bytes: int = 64 << 20,
     ) -> None:
         self.debug_root = debug_root
         self.objects = BoundedCache(max_objects, max_bytes)
+        # lines: a user frame's name ends in its source line where DWARF line tables are found (bcctool.lines)
+        self.lines = lines
+        self.line_tables = BoundedCache(max_objects, max_line_bytes)
         self._kallsyms_path = kallsyms
         self._kernel: KernelSymbols | None = None
         self._maps: dict[int, ProcessMaps] = {}
@@ -380,7 +388,24 @@ class Symbolizer:
         found = obj.table.lookup(vaddr)
         if found is None:
             return Frame(f"{mapping.module}+0x{vaddr:x}", mapping.module, vaddr)
-        return Frame(demangle(found[0]), mapping.module, found[1])
+        name = demangle(found[0])
+        where = self.source_line(mapping, obj, vaddr) if self.lines else None
+        if where is not None:
+            name = f"{name} ({where[0]}:{where[1]})"
+        return Frame(name, mapping.module, found[1])
+
+    def source_line(self, mapping: Mapping, obj: ObjectSymbols, vaddr: int) -> tuple[str, int] | None:
+        """(file, line) of an address in a mapping's file, from its line tables or its debug file's."""
+        table = load_per_file(self.line_tables, mapping.readable_paths(),
+                              lambda path, _key: self._load_lines(path, mapping, obj.info))
+        return table.lookup(vaddr) if table is not None else None
+
+    def _load_lines(self, path: str, mapping: Mapping, info: ElfInfo):
+        table = with_elf(path, line_table)
+        if table is None:
+            debug = debug_file_for(info, mapping.path, path, self.debug_root)
+            table = with_elf(debug, line_table) if debug else None
+        return table
 
     def object_symbols(self, mapping: Mapping) -> ObjectSymbols | None:
         """The symbol table of a mapping's file (cached), or None when it cannot be read."""
