@@ -401,10 +401,10 @@ class Symbolizer:
         return table.lookup(vaddr) if table is not None else None
 
     def _load_lines(self, path: str, mapping: Mapping, info: ElfInfo):
-        table = with_elf(path, line_table)
+        table = line_table(path)
         if table is None:
             debug = debug_file_for(info, mapping.path, path, self.debug_root)
-            table = with_elf(debug, line_table) if debug else None
+            table = line_table(debug) if debug else None
         return table
 
     def object_symbols(self, mapping: Mapping) -> ObjectSymbols | None:

@@ -175,6 +175,19 @@ def test_source_lines_match_addr2line_wherever_the_debug_info_is(builds, running
     assert with_lines > 20
 
 
+def test_source_lines_without_aranges_read_the_small_table_whole(builds, running, tmp_path):
+    """No .debug_aranges to find a unit by (clang leaves it out): a small .debug_line is read whole."""
+    bare = str(tmp_path / "bare")
+    subprocess.run(["objcopy", "--remove-section=.debug_aranges", builds["debug"], bare], check=True)
+    assert ".debug_aranges" not in subprocess.run(["readelf", "-S", bare], capture_output=True, text=True).stdout
+    proc = running(bare)
+    truth = nm_table(builds["debug"])
+    sym = Symbolizer(lines=True)
+    addr, size = truth["gamma_fn"]
+    (where,) = addr2line(builds["debug"], [addr])
+    assert where and sym.user(proc.pid, proc.where["gamma_fn"]).name == f"gamma_fn ({where})"
+
+
 def test_no_line_tables_give_plain_names(builds, running):
     proc = running(builds["plain"])
     assert_named(Symbolizer(lines=True), proc, nm_table(builds["plain"]), "plain")
