@@ -37,10 +37,10 @@ from profile_data.folded import parse_folded, to_folded
 from profile_data.model import KINDS, UNITS, Frame, Profile, Stack
 from profile_data.records import from_records, stack_of
 from profile_data.tree import FunctionChange, Functions, FunctionStat, Node, call_tree, differential, top_functions
-from profile_data.views import Sandwich, bottom_up, functions_in, sandwich, simplified, simplify
+from profile_data.views import Sandwich, bottom_up, functions_in, sandwich, simplified, simplify, tree_stacks
 
 __all__ = [
     "KINDS", "UNITS", "Frame", "FunctionChange", "Functions", "FunctionStat", "Node", "Profile", "Stack", "call_tree",
     "differential", "from_records", "parse_folded", "stack_of", "to_folded", "top_functions",
-    "Sandwich", "bottom_up", "functions_in", "sandwich", "simplified", "simplify",
+    "Sandwich", "bottom_up", "functions_in", "sandwich", "simplified", "simplify", "tree_stacks",
 ]

@@ -11,9 +11,10 @@ and callees, and the top functions of the part of a call tree that is zoomed on 
         at the end of a stack (__schedule, schedule, schedule_timeout, ...) go, so the stack ends at the
         frame that blocked (off-CPU profiles). A stack with neither is returned as it is.
     simplified(profile, interpreter, scheduler) -> Profile
+    tree_stacks(root) -> [(Stack, weight)]   the stacks a call tree holds (its nodes' self weights)
     bottom_up(profile) -> Node            roots: the functions stacks end in (total: their self weight);
                                           a node's children: its callers
-    sandwich(profile, frame) -> Sandwich  callers: root -> frame -> its callers -> theirs ...; callees:
+    sandwich(profile, frame) -> Sandwich  (either of a Profile or of a call tree) callers: root -> frame -> its callers -> theirs ...; callees:
                                           root -> frame -> its callees; each stack through frame once
                                           (at its outermost occurrence, so recursion counts once)
     Sandwich.callers_of() / .callees_of() -> [(Frame, weight)]   the butterfly: direct callers and callees
@@ -24,7 +25,7 @@ and callees, and the top functions of the part of a call tree that is zoomed on 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from profile_data.model import Frame, Profile, Stack
@@ -71,9 +72,22 @@ def simplified(profile: Profile, interpreter: bool = False, scheduler: bool = Tr
     return out
 
 
-def bottom_up(profile: Profile) -> Node:
+def tree_stacks(root: Node) -> Iterator[tuple[Stack, float]]:
+    todo: list[tuple[Node, Stack]] = [(c, (c.frame,)) for c in root.children.values()]
+    while todo:
+        node, stack = todo.pop()
+        if node.self_weight > 0:
+            yield stack, node.self_weight
+        todo.extend((c, (*stack, c.frame)) for c in node.children.values())
+
+
+def _stacks(source: Profile | Node) -> Iterable[tuple[Stack, float]]:
+    return tree_stacks(source) if isinstance(source, Node) else source.stacks.items()
+
+
+def bottom_up(source: Profile | Node) -> Node:
     root = Node()
-    for stack, weight in profile.stacks.items():
+    for stack, weight in _stacks(source):
         root.add(stack[::-1], weight)
     return root
 
@@ -105,9 +119,9 @@ def _heaviest(node: Node | None) -> list[tuple[Frame, float]]:
     return sorted(((c.frame, c.total) for c in children), key=lambda fw: (-fw[1], fw[0]))
 
 
-def sandwich(profile: Profile, frame: Frame) -> Sandwich:
+def sandwich(source: Profile | Node, frame: Frame) -> Sandwich:
     callers, callees = Node(), Node()
-    for stack, weight in profile.stacks.items():
+    for stack, weight in _stacks(source):
         try:
             at = stack.index(frame)
         except ValueError:

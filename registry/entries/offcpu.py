@@ -63,7 +63,7 @@ SPEC = MetricSpec(
         Field("max_us", "Max", "us"),
         Field("percentage", "Share", "pct"),
     ),
-    chart=Chart("stacks", y="total_ms", record_kind="row", label="blocked time", unit="ms"),
+    chart=Chart("stacks", y="total_ms", record_kind="row", label="blocked time", unit="ms", blocked=True),
     doc="docs/metrics/offcpu.md",
     key_figure=("total_time_ns", "ms blocked", 1e-6),
 )

@@ -17,6 +17,7 @@ from profile_data import (
     simplified,
     simplify,
     stack_of,
+    tree_stacks,
 )
 from profile_data.tree import call_tree
 
@@ -118,6 +119,15 @@ def test_bottom_up_roots_are_the_leaves_weighted_by_self():
     assert {c.frame.name: c.total for c in g.ordered()} == {"f": 13, "run": 7}
     assert g.child(F).child(F).total == 3
     assert g.child(RUN).child(SVC).total == 5
+
+
+def test_a_call_tree_gives_back_its_stacks_and_the_same_views():
+    profile = parse_folded(FOLDED + "svc;run;f 4\n")      # f's own time: a node with self and callees
+    tree = call_tree(profile)
+    assert dict(tree_stacks(tree)) == profile.stacks
+    assert bottom_up(tree).child(F).total == bottom_up(profile).child(F).total == 4
+    assert sandwich(tree, F).callees_of() == sandwich(profile, F).callees_of() == [(G, 10), (F, 3)]
+    assert sandwich(tree, F).self_weight == 4
 
 
 def test_sandwich_of_a_leaf_and_of_a_recursive_function():
