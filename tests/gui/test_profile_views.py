@@ -11,6 +11,7 @@ import os
 import pytest
 from helpers import ROOT
 from PySide6.QtCore import Qt
+from stack_posts import offcpu_like
 
 import config
 from gui.profile_panel import ProfilePanel
@@ -18,16 +19,6 @@ from profile_data import Frame
 
 # app: main calls a (60) and b (30, of which c 10); db: main calls a (10). Total 100 (ms of offcpu).
 FOLDED = "app;main;a 60\napp;main;b 20\napp;main;b;c 10\ndb;main;a 10\n"
-
-
-def offcpu_rows(folded: str, interval: int = 1, ts: float = 100.0) -> list[dict]:
-    records = []
-    for line in folded.splitlines():
-        frames, weight = line.rsplit(" ", 1)
-        comm, *rest = frames.split(";")
-        records.append({"kind": "row", "level": "stack", "interval": interval, "ts": ts, "comm": comm,
-                        "user_frames": rest[::-1], "kernel_frames": [], "total_ms": float(weight)})
-    return records
 
 
 def panel_of(qtbot, name: str, records: list[dict]) -> ProfilePanel:
@@ -51,7 +42,7 @@ def names_at(graph, depth: int) -> set[str]:
 
 
 def test_top_functions_follow_the_zoom_and_the_search(qtbot):
-    panel = panel_of(qtbot, "offcpu", offcpu_rows(FOLDED))
+    panel = panel_of(qtbot, "offcpu", offcpu_like(FOLDED))
     assert top(panel)["a"] == (70.0, 70.0, 70.0)
     panel.graph.zoom_to((Frame("app", "", "process"), Frame("main"), Frame("b")))
     assert top(panel) == {"b": (20.0, 30.0, 100.0), "c": (10.0, 10.0, pytest.approx(33.33)),
@@ -68,7 +59,7 @@ def test_top_functions_follow_the_zoom_and_the_search(qtbot):
 
 
 def test_bottom_up_puts_the_leaves_first_and_their_callers_below(qtbot):
-    panel = panel_of(qtbot, "offcpu", offcpu_rows(FOLDED))
+    panel = panel_of(qtbot, "offcpu", offcpu_like(FOLDED))
     panel.view_box.setCurrentIndex(1)
     assert panel.views.view == "bottom_up" and panel.views.bottom.isVisible() and not panel.graph.isVisible()
     bottom = panel.views.bottom
@@ -79,7 +70,7 @@ def test_bottom_up_puts_the_leaves_first_and_their_callers_below(qtbot):
 
 
 def test_sandwich_of_the_picked_function_and_its_butterfly(qtbot):
-    panel = panel_of(qtbot, "offcpu", offcpu_rows(FOLDED))
+    panel = panel_of(qtbot, "offcpu", offcpu_like(FOLDED))
     row = [r["function"] for r in panel.top_model.rows].index("b")
     panel.top_table.clicked.emit(panel.top_table.model().index(row, 0))
     assert panel.function == Frame("b")
