@@ -10,11 +10,13 @@ API (everything a metric script needs; nothing here raises on bad input):
     sym.kernel(addr) -> str                   # function name, or "[unknown]"
     sym.kernel_frame(addr) -> Frame
     sym.forget(pid)                           # drop a process's snapshot and perf map
+    Symbolizer(lines=True)                    # user frames named "function (file.c:42)" where the object
+                                              # or its debug file has DWARF line tables (bcctool.lines)
     sym.stats() -> dict[str, int]             # perf_map_garbage, unreadable_objects, cache figures
 
-Frame.name is the function; where no symbol covers the address it is `module+0xoff` (off is the ELF
-virtual address, what `addr2line -e module` takes; the file offset for a non-ELF file). Frame.offset
-is the address's distance from the symbol's start.
+Frame.name is the function, a C++ or Rust name demangled (bcctool.demangle); where no symbol covers the
+address it is `module+0xoff` (off is the ELF virtual address, what `addr2line -e module` takes; the file
+offset for a non-ELF file). Frame.offset is the address's distance from the symbol's start.
 
 Where names come from: the kernel's from /proc/kallsyms (sorted once, bisect). A user address goes
 through the process's executable mappings (/proc/PID/maps → file offset → ELF virtual address via
@@ -33,6 +35,7 @@ import time
 from array import array
 from dataclasses import dataclass
 
+from .demangle import demangle
 from .elfimage import (
     DEBUG_ROOT,
     ELF_ERRORS,
@@ -48,6 +51,7 @@ from .elfimage import (
     symbol_rows,
     with_elf,
 )
+from .lines import line_table
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
 
@@ -182,7 +186,7 @@ class KernelSymbols:
         i = bisect.bisect_right(self.starts, addr) - 1
         if i < 0 or addr - self.starts[i] >= self.MAX_OFFSET:
             return None
-        name = self.name(i)
+        name = demangle(self.name(i))   # Rust in the kernel is mangled too
         module = self._modules[self._module_of[i]]
         return Frame(name, f"[{module}]" if module else KERNEL, addr - self.starts[i])
 
@@ -257,9 +261,14 @@ class Symbolizer:
         max_bytes: int = 24 << 20,
         kallsyms: str = "/proc/kallsyms",
         debug_root: str = DEBUG_ROOT,
+        lines: bool = False,
+        max_line_bytes: int = 64 << 20,
     ) -> None:
         self.debug_root = debug_root
         self.objects = BoundedCache(max_objects, max_bytes)
+        # lines: a user frame's name ends in its source line where DWARF line tables are found (bcctool.lines)
+        self.lines = lines
+        self.line_tables = BoundedCache(max_objects, max_line_bytes)
         self._kallsyms_path = kallsyms
         self._kernel: KernelSymbols | None = None
         self._maps: dict[int, ProcessMaps] = {}
@@ -379,7 +388,24 @@ class Symbolizer:
         found = obj.table.lookup(vaddr)
         if found is None:
             return Frame(f"{mapping.module}+0x{vaddr:x}", mapping.module, vaddr)
-        return Frame(found[0], mapping.module, found[1])
+        name = demangle(found[0])
+        where = self.source_line(mapping, obj, vaddr) if self.lines else None
+        if where is not None:
+            name = f"{name} ({where[0]}:{where[1]})"
+        return Frame(name, mapping.module, found[1])
+
+    def source_line(self, mapping: Mapping, obj: ObjectSymbols, vaddr: int) -> tuple[str, int] | None:
+        """(file, line) of an address in a mapping's file, from its line tables or its debug file's."""
+        table = load_per_file(self.line_tables, mapping.readable_paths(),
+                              lambda path, _key: self._load_lines(path, mapping, obj.info))
+        return table.lookup(vaddr) if table is not None else None
+
+    def _load_lines(self, path: str, mapping: Mapping, info: ElfInfo):
+        table = line_table(path)
+        if table is None:
+            debug = debug_file_for(info, mapping.path, path, self.debug_root)
+            table = line_table(debug) if debug else None
+        return table
 
     def object_symbols(self, mapping: Mapping) -> ObjectSymbols | None:
         """The symbol table of a mapping's file (cached), or None when it cannot be read."""

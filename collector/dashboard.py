@@ -12,14 +12,14 @@ from flask import Blueprint, abort, current_app, jsonify, render_template, reque
 from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
-from collector import chart, heatmap, table, trend
+from collector import chart, flame_views, heatmap, table, trend
 from collector.api import BadQuery, cgroup_filter
 from collector.profile_api import speedscope_available
 from collector.profiles import RANGES, BadRange, bound, parse_range, range_profile
 from collector.rejections import REASONS
 from collector.state import error, state
 from profile_data import flame_svg
-from profile_data.display import format_weight
+from profile_data.display import weight_text
 
 bp = Blueprint("dashboard", __name__)
 
@@ -296,7 +296,8 @@ def _cgroups_seen(key: dict[str, str], sample: list[dict], kind: str | None, vie
 
 def _flame(key: dict[str, str], kind: str | None, of_cgroup: dict, cgroup_args: dict[str, str]) -> dict:
     """The stream's flame graph for the page's range, zoom (focus: the frames' path, ';'-joined), search
-    and cgroup filter (of_cgroup, as the page's cgroup_args ask), with what the page shows around it."""
+    and cgroup filter (of_cgroup, as the page's cgroup_args ask), in the view asked for (collector/
+    flame_views.py: view, function, interpreter, scheduler), with what the page shows around it."""
     args = request.args
     range_text = args.get("range") or FLAME_RANGE
     since, until = bound("since", args.get("since")), bound("until", args.get("until"))
@@ -304,24 +305,50 @@ def _flame(key: dict[str, str], kind: str | None, of_cgroup: dict, cgroup_args: 
     focus = [f for f in args.get("focus", "").split(flame_svg.PATH_SEP) if f]
     view = {"range": range_text, **({"since": args["since"]} if since is not None else {}),
             **({"until": args["until"]} if until is not None else {})}
+    shown_as = args.get("view") or "flame"
+    if shown_as not in flame_views.VIEWS:
+        raise BadRange(f"view must be one of {', '.join(flame_views.VIEWS)}")
+    for name in ("interpreter", "scheduler"):
+        if args.get(name) not in (None, "", "on"):
+            raise BadRange(f"{name} must be on (or left out)")
     result = range_profile(state().store, **key, range_text=range_text, since=since, until=until, **of_cgroup)
     page = {**key, **({"kind": kind} if kind else {}), **cgroup_args}
+    frames = {"interpreter": args.get("interpreter") == "on",
+              "scheduler": args.get("scheduler") == "on" or not result.weighting.blocked}
+    # what the view keeps across its links: the view, its function, the frames asked for
+    shape = {**({"view": shown_as} if shown_as != "flame" else {}),
+             **({"function": args["function"][:500]} if shown_as == "sandwich" and args.get("function") else {}),
+             **{k: "on" for k in ("interpreter", "scheduler") if args.get(k) == "on"}}
 
-    def zoom(path: list[str], search: str | None = search or None) -> str:
-        return url_for("dashboard.stream", **page, **view, search=search, focus=flame_svg.PATH_SEP.join(path) or None,
-                       _anchor="flame")
+    def zoom(path: list[str], search: str | None = search or None, **changed) -> str:
+        return url_for("dashboard.stream", **page, **view, **{**shape, **changed}, search=search,
+                       focus=flame_svg.PATH_SEP.join(path) or None, _anchor="flame")
+
+    def sandwich_of(text: str) -> str:
+        return zoom([], view="sandwich", function=text)
 
     custom = since is not None or until is not None
     ranges = [(r, None if r == range_text and not custom else
-               url_for("dashboard.stream", **page, range=r, search=search or None, _anchor="flame")) for r in RANGES]
-
-    graph = flame_svg.render(result.profile, focus, search, zoom, title=f"{key['source']} flame graph")
+               url_for("dashboard.stream", **page, range=r, **shape, search=search or None, _anchor="flame"))
+              for r in RANGES]
     unit = result.profile.unit
-    return {"graph": graph, "svg": Markup(graph.svg), "result": result, "range": range_text, "ranges": ranges,
-            "search": search, "page": page, "view": view, "reset": zoom([]),
+    shown = flame_views.show(result.profile, unit, result.period_ns, shown_as, focus, search,
+                             args.get("function", ""), frames, zoom, sandwich_of, f"{key['source']} flame graph")
+    graph = shown.graphs[0][1] if shown.graphs else flame_svg.render(result.profile, [], "", None)
+    toggles = [(name, label, frames[name], zoom(focus, **{name: None if frames[name] else "on"}))
+               for name, label in (("interpreter", "interpreter frames"), ("scheduler", "scheduler frames"))
+               if name == "interpreter" or result.weighting.blocked]
+    return {"graph": graph, "svgs": [(caption, Markup(g.svg)) for caption, g in shown.graphs], "shown": shown,
+            "result": result, "range": range_text, "ranges": ranges,
+            "search": search, "page": page, "view": view | shape, "reset": zoom([]),
             "unsearch": zoom(focus, None),
-            "total": format_weight(result.profile.total, unit), "focused": format_weight(graph.total, unit),
-            "matched": format_weight(graph.matched, unit),
+            "views": [(v, label, None if v == shown.view else
+                       zoom([], view=None if v == "flame" else v, function=shape.get("function") if v == "sandwich" else None))
+                      for v, label in flame_views.VIEWS.items()],
+            "toggles": toggles,
+            "total": weight_text(result.profile.total, unit, result.period_ns),
+            "focused": weight_text(graph.total, unit, result.period_ns),
+            "matched": weight_text(graph.matched, unit, result.period_ns),
             "matched_pct": graph.matched / graph.total * 100 if graph.total else 0.0,
             "exports": {fmt: url_for("profile_api.profile", **key, **view, **cgroup_args, format=fmt)
                         for fmt in ("folded", "speedscope", "pprof")},

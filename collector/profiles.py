@@ -1,6 +1,7 @@
 """A stream's profile over a time range: its stack records in the range (the frames read once per
 distinct stack), weighted as the metric's registry entry says (Chart "stacks": the field y, in the
-chart's unit; a snapshot metric, such as compmem's outstanding bytes, by its newest interval only)."""
+chart's unit; a snapshot metric, such as compmem's outstanding bytes, by its newest interval only). A
+profile in samples says a sample's time where the stream's newest summary gives its frequency_hz."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class Weighting:
     unit: str  # a profile unit: samples, ns, bytes
     label: str
     snapshot: bool = False
+    blocked: bool = False  # each stack ends in the scheduler: the views end it where it blocked
 
 
 @dataclass
@@ -42,6 +44,7 @@ class RangeProfile:
     until: float | None
     records: int
     truncated: bool  # more than MAX_RECORDS records in the range: the newest were read
+    period_ns: float = 0.0  # a sample's time (samples only; 0: no frequency said)
 
 
 def weighting(source: str) -> Weighting:
@@ -49,7 +52,7 @@ def weighting(source: str) -> Weighting:
     spec = registered(source)
     if spec is not None and spec.chart.kind == "stacks":
         c = spec.chart
-        return Weighting(c.y, profile_unit(c.unit), c.label or c.y, c.snapshot)
+        return Weighting(c.y, profile_unit(c.unit), c.label or c.y, c.snapshot, c.blocked)
     return Weighting("count", "samples", "samples")
 
 
@@ -114,4 +117,12 @@ def range_profile(store, host: str, run_id: str, source: str, range_text: str | 
         if stack:
             profile.add(stack, value)
     return RangeProfile(profile, w, rows[0][0] if rows else None, rows[-1][0] if rows else None, len(rows),
-                        truncated)
+                        truncated, sample_period_ns(store, host, run_id, source, until) if w.unit == "samples" else 0.0)
+
+
+def sample_period_ns(store, host: str, run_id: str, source: str, until: float | None) -> float:
+    """1e9 / the frequency_hz of the stream's newest summary (up to `until`), or 0."""
+    newest = store.records(host, run_id, source, kind="summary", until=until, limit=1, newest=True, max_text=65536)
+    data = orjson.loads(newest[0]["data"]) if newest and newest[0]["data"] else {}
+    hz = data.get("frequency_hz") if isinstance(data, dict) else None
+    return 1e9 / hz if isinstance(hz, (int, float)) and not isinstance(hz, bool) and hz > 0 else 0.0

@@ -14,7 +14,7 @@ KNOWN = {
     "dashboard.overview": set(),
     "compare.page": {"source", "host", "range"},
     "dashboard.stream": {*STREAM_KEY, "kind", "range", "since", "until", "search", "focus", "page", "sort",
-                         "cgroup", "cgroup_match", "columns"},
+                         "cgroup", "cgroup_match", "columns", "view", "function", "interpreter", "scheduler"},
     "api.streams": set(STREAM_KEY),
     "api.records": {*STREAM_KEY, "kind", "since", "until", "format", "cursor", "limit",
                     "cgroup", "cgroup_match"},

@@ -9,6 +9,10 @@ baseline: grew red, shrank blue, the strongest change fully saturated (as flameg
 
 The layout (one box per frame at least a pixel wide) is computed once per tree, zoom and width and kept;
 a paint draws the kept boxes, so hovering and repainting cost no walk of the tree.
+
+inverted draws the root at the bottom (a sandwich's callers: the function below, its callers above), and
+root_label names the root (a sandwich's graphs are rooted at their function);
+period_ns, a sample's time, adds the time to the hover's samples.
 """
 
 from __future__ import annotations
@@ -16,11 +20,21 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from PySide6.QtCore import QPoint, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeyEvent, QMouseEvent, QPainter, QPaintEvent, QResizeEvent
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetrics,
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QResizeEvent,
+    QShowEvent,
+)
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from profile_data import Frame, Node
-from profile_data.display import format_weight, frame_rgb
+from profile_data.display import format_weight, frame_rgb, weight_text  # noqa: F401 - format_weight: re-exported
 
 ROW = 18                      # px per frame row
 MIN_WIDTH = 1.0               # frames narrower than this many px are not drawn (nor their callees)
@@ -78,6 +92,10 @@ class FlameGraph(QWidget):
         self.matched_share = 0.0                   # of the whole tree, 0..1
         self.strongest_change = 0.0                # points, over the drawn boxes
         self.hover_text = ""
+        self.inverted = False
+        self.root_label = "all"                    # the top box's (a sandwich's graphs: the function's)
+        self.period_ns = 0.0
+        self._rows = 1                             # rows laid out (depth of the deepest box + 1)
         self._boxes: list[Box] | None = None
         self._laid_out_width = -1
         self._batches: tuple[list[tuple[QColor, list[QRectF]]], list[tuple[QRectF, str]]] | None = None
@@ -112,6 +130,8 @@ class FlameGraph(QWidget):
 
     def invalidate(self) -> None:
         self._boxes = self._batches = None
+        if self.isVisible():
+            self.boxes()       # now, for its height: a layout that gives it its minimum then shows it whole
         self.update()
 
     def _resolve_zoom(self) -> None:
@@ -189,14 +209,20 @@ class FlameGraph(QWidget):
         changes = [abs(b.change) for b in boxes[zoomed + 1:] if b.change is not None]
         self.strongest_change = max(changes, default=0.0)
         self._boxes, self._laid_out_width = boxes, self.width()
-        height = (max(b.depth for b in boxes) + 1) * ROW + 2
+        self._rows = max(b.depth for b in boxes) + 1
+        height = self._rows * ROW + 2
         if self.minimumHeight() != height:
             self.setMinimumHeight(height)
         return boxes
 
+    def row_y(self, depth: int) -> int:
+        """The top of a row: depth 0 at the top, or with inverted at the bottom of the laid-out rows."""
+        return (self._rows - 1 - depth if self.inverted else depth) * ROW
+
     def box_at(self, pos: QPoint) -> int | None:
-        depth = pos.y() // ROW
-        for i, b in enumerate(self.boxes()):
+        boxes = self.boxes()
+        depth = self._rows - 1 - pos.y() // ROW if self.inverted else pos.y() // ROW
+        for i, b in enumerate(boxes):
             if b.depth == depth and b.x <= pos.x() < b.x + b.width:
                 return i
         return None
@@ -228,10 +254,10 @@ class FlameGraph(QWidget):
                 if box.depth < zoomed_depth:
                     color = QColor(color)
                     color.setAlpha(ANCESTOR_ALPHA)
-                rect = QRectF(box.x, box.depth * ROW, max(box.width - 1.0, 1.0), ROW - 1)
+                rect = QRectF(box.x, self.row_y(box.depth), max(box.width - 1.0, 1.0), ROW - 1)
                 groups.setdefault(color.rgba(), (color, []))[1].append(rect)
                 if box.width > 24:
-                    text = "all" if box.depth == 0 else box.node.frame.name
+                    text = self.root_label if box.depth == 0 else box.node.frame.name
                     labels.append((rect.adjusted(3, 0, -2, 0),
                                    metrics.elidedText(text, Qt.TextElideMode.ElideRight, int(box.width - 6))))
             self._batches = (list(groups.values()), labels)
@@ -252,6 +278,10 @@ class FlameGraph(QWidget):
             if rect.bottom() >= visible.top() and rect.top() <= visible.bottom():
                 painter.drawText(rect, Qt.AlignmentFlag.AlignVCenter, text)
         painter.end()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802
+        self.boxes()
+        super().showEvent(event)
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802
         self._boxes = self._batches = None
@@ -283,17 +313,17 @@ class FlameGraph(QWidget):
         """The hover text of a box: frame, module and kind, weight, share of all and of the zoomed frame."""
         box = self.boxes()[index]
         node, frame = box.node, box.node.frame
-        lines = ["all" if box.depth == 0 else frame.name]
+        lines = [self.root_label if box.depth == 0 else frame.name]
         if box.depth > 0:
             where = {"kernel": "kernel", "process": "process", "python": "python"}.get(frame.kind, "user")
             lines.append(f"{frame.module} ({where})" if frame.module else where)
         share = 100.0 * node.total / self.root.total if self.root.total > 0 else 0.0
-        lines.append(f"{format_weight(node.total, self.unit)}, {share:.2f} % of all")
+        lines.append(f"{weight_text(node.total, self.unit, self.period_ns)}, {share:.2f} % of {self.root_label}")
         zoomed = self.boxes()[len(self.zoom_path)].node
         if self.zoom_path and zoomed.total > 0:
             lines.append(f"{100.0 * node.total / zoomed.total:.2f} % of {zoomed.frame.name}")
         if node.self_weight > 0:
-            lines.append(f"self {format_weight(node.self_weight, self.unit)}")
+            lines.append(f"self {weight_text(node.self_weight, self.unit, self.period_ns)}")
         if box.change is not None:
             lines.append(f"{box.change:+.2f} points against the baseline")
         return "\n".join(lines)

@@ -1,6 +1,12 @@
 """The chart of a metric with stacks (Chart kind "stacks": offcpu, compmem, cpuprofile): a flame graph of the
 chosen range beside its top functions, a search, a baseline to compare with, and "Export folded…".
 
+Views (gui/profile_views.py): the flame graph, bottom-up, and the sandwich of the function picked in Top
+functions, whose direct callers and callees the "Callers & callees" tab lists (the butterfly). Top
+functions follow the flame graph: those of the zoomed frame's stacks, of the stacks matching the search.
+Python stacks are shown without the interpreter's frames, and an off-CPU metric's stacks end at the frame
+that blocked, unless the toggles ask for them. A sampling metric's samples are also shown as time.
+
 Ranges: the latest interval, the last N seconds, or the whole run (gui/profile_store.py keeps all three up
 to date as records arrive). "Pin baseline" keeps the profile shown now; "Compare" then colours the live
 graph by each frame's change of share against it and lists the functions by change.
@@ -36,8 +42,10 @@ from gui.flamegraph import FlameGraph, format_weight
 from gui.live import LiveChart
 from gui.models import SORT_ROLE, ColumnsModel
 from gui.profile_store import Aggregate, ProfileStore
+from gui.profile_views import VIEWS, ProfileViews
 from gui.style import GREW, QUIET_STYLE, SHRANK
-from profile_data import differential, to_folded
+from profile_data import Frame, Functions, differential, functions_in, sandwich, to_folded
+from profile_data.display import weight_text
 from profile_data.records import profile_unit
 
 RANGE_LABELS = {"latest": "latest interval", "window": "last N seconds", "whole": "whole run"}
@@ -74,8 +82,10 @@ class ProfilePanel(LiveChart):
         super().__init__(spec, parent)
         self.unit = profile_unit(self.chart.unit)
         self.store = ProfileStore(self.unit, self.chart.y, snapshot=self.chart.snapshot,
-                                  shown="latest" if self.chart.snapshot else "whole")
+                                  shown="latest" if self.chart.snapshot else "whole", blocked=self.chart.blocked)
         self.baseline_label = ""
+        self.function: Frame | None = None        # the sandwich's and the butterfly's function
+        self._top_frames: list[Frame] = []
         self._drawn_at = 0.0
 
         self.range_box = QComboBox(self)
@@ -110,6 +120,22 @@ class ProfilePanel(LiveChart):
         self.export_button.setToolTip(f"write every stack of the range shown as folded lines, weights in "
                                       f"{self.unit} (flamegraph.pl, speedscope)")
         self.export_button.clicked.connect(lambda: self.export_folded())
+        self.view_box = QComboBox(self)
+        for key, label in VIEWS.items():
+            self.view_box.addItem(label, key)
+        self.view_box.setToolTip("flame graph: callers above callees; bottom-up: where time ends, its callers "
+                                 "below; sandwich: the function picked in Top functions, callers above, callees below")
+        self.view_box.currentIndexChanged.connect(lambda _: self.set_view(self.view_box.currentData()))
+        self.interpreter_box = QCheckBox("Interpreter frames", self)
+        self.interpreter_box.setToolTip("Python stacks: also the interpreter's own frames (python3.x, libpython) "
+                                        "between the program's Python functions")
+        self.interpreter_box.toggled.connect(lambda on: self.set_frames(interpreter=on))
+        self.scheduler_box = QCheckBox("Scheduler frames", self)
+        self.scheduler_box.setToolTip("also the scheduler's frames (__schedule, schedule, ...) that end every "
+                                      "block: without them, each stack ends where its thread blocked")
+        self.scheduler_box.setChecked(self.store.scheduler)
+        self.scheduler_box.setVisible(self.chart.blocked)
+        self.scheduler_box.toggled.connect(lambda on: self.set_frames(scheduler=on))
 
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Range", self))
@@ -121,28 +147,46 @@ class ProfilePanel(LiveChart):
         controls.addWidget(self.pin_button)
         controls.addWidget(self.compare_box)
         controls.addWidget(self.export_button)
+        view_controls = QHBoxLayout()
+        view_controls.addWidget(QLabel("View", self))
+        view_controls.addWidget(self.view_box)
+        view_controls.addWidget(self.interpreter_box)
+        view_controls.addWidget(self.scheduler_box)
+        view_controls.addStretch(1)
 
-        self.graph = FlameGraph(self)
+        self.views = ProfileViews(self)
+        self.graph: FlameGraph = self.views.graph
+        self.graph.zoom_changed.connect(self._zoomed)
         self.reset_button.clicked.connect(self.graph.reset_zoom)
         scroll = QScrollArea(self)
-        scroll.setWidget(self.graph)
+        scroll.setWidget(self.views)
         scroll.setWidgetResizable(True)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
         shown, _ = _shown_unit(self.unit)
-        self.top_model = ColumnsModel([("function", "Function", ""), ("self", "Self", shown),
-                                       ("self_pct", "Self %", "pct"), ("total", "Total", shown),
+        # samples are also time, once the records say their frequency (cpuprofile's summary)
+        sampled = self.unit == "samples"
+        self_time, total_time = ([("self_time", "Self time", "ms")], [("total_time", "Total time", "ms")]) \
+            if sampled else ([], [])
+        self.top_model = ColumnsModel([("function", "Function", ""), ("self", "Self", shown), *self_time,
+                                       ("self_pct", "Self %", "pct"), ("total", "Total", shown), *total_time,
                                        ("total_pct", "Total %", "pct"), ("module", "Module", "")], self)
+        self.butterfly_model = ColumnsModel([("function", "Function", ""), ("relation", "Is", ""),
+                                             ("total", "Total", shown), *total_time, ("pct", "Share", "pct"),
+                                             ("module", "Module", "")], self)
         self.change_model = ColumnsModel([("function", "Function", ""), ("change_pct", "Change (points)", ""),
                                           ("baseline_pct", "Baseline %", "pct"), ("current_pct", "Now %", "pct"),
                                           ("self_change_pct", "Self change", ""), ("module", "Module", "")], self)
         self.top_table, self.change_table = _table(self, self.top_model), _table(self, self.change_model)
-        for view in (self.top_table, self.change_table):
+        self.butterfly_table = _table(self, self.butterfly_model)
+        for view in (self.top_table, self.change_table, self.butterfly_table):
             view.doubleClicked.connect(lambda index, v=view: self.search_box.setText(
                 str(v.model().index(index.row(), 0).data())))
+        self.top_table.clicked.connect(self._picked)
         self.tables = QTabWidget(self)
         self.tables.addTab(self.top_table, "Top functions")
         self.tables.addTab(self.change_table, "By change")
+        self.tables.addTab(self.butterfly_table, "Callers && callees")
         self.tables.setTabEnabled(1, False)
 
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
@@ -158,6 +202,7 @@ class ProfilePanel(LiveChart):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(controls)
+        layout.addLayout(view_controls)
         layout.addWidget(splitter, 1)
         bottom = QHBoxLayout()
         bottom.addWidget(self.status, 1)
@@ -203,8 +248,41 @@ class ProfilePanel(LiveChart):
         self.window_box.setVisible(self.store.range == "window")
 
     def set_search(self, text: str) -> None:
-        self.graph.set_search(text)
+        self.views.set_search(text)
         self._show_match()
+        self._fill_top(self.current())
+
+    def set_view(self, view: str) -> None:
+        """Show the flame graph, bottom-up, or the sandwich of the function picked."""
+        self.views.set_view(view)
+        if view == "sandwich" and self.function is None and self._top_frames:
+            self.function = self._top_frames[0]          # the heaviest by self, until another is picked
+        if self.view_box.currentData() != view:
+            self.view_box.setCurrentIndex(list(VIEWS).index(view))
+        self._force_draw()
+
+    def set_frames(self, interpreter: bool | None = None, scheduler: bool | None = None) -> None:
+        """Show or leave out the interpreter's frames (Python stacks) and the scheduler's (blocks)."""
+        self.store.set_frames(interpreter, scheduler)
+        for box, on in ((self.interpreter_box, self.store.interpreter), (self.scheduler_box, self.store.scheduler)):
+            if box.isChecked() != on:
+                box.setChecked(on)
+        self._force_draw()
+
+    def set_function(self, frame: Frame | None) -> None:
+        """The function the sandwich and the butterfly are of."""
+        self.function = frame
+        view = self.current()
+        self.views.draw(view.tree, self.unit, self.store.period_ns, frame)
+        self._fill_butterfly(view)
+
+    def _picked(self, index) -> None:
+        row = self.top_table.model().mapToSource(index).row()
+        if 0 <= row < len(self._top_frames):
+            self.set_function(self._top_frames[row])
+
+    def _zoomed(self) -> None:
+        self._fill_top(self.current())
 
     def _show_match(self) -> None:
         shown = bool(self.graph.search)
@@ -235,16 +313,10 @@ class ProfilePanel(LiveChart):
         self.compare_box.setEnabled(self.store.baseline_ready)
         baseline = self.store.baseline if self.comparing() else None
         self.graph.set_tree(view.tree, self.unit, baseline.tree if baseline else None)
+        self.views.draw(view.tree, self.unit, self.store.period_ns, self.function)
         self._show_match()
-        _, factor = _shown_unit(self.unit)
-
-        def shown(value: float) -> float | int:       # ms from ns; samples and bytes as whole numbers
-            return value * factor if self.unit == "ns" else round(value)
-
-        self.top_model.set_rows([
-            {"function": s.frame.name, "module": s.frame.module, "self": shown(s.self_weight),
-             "self_pct": round(s.self_pct, 2), "total": shown(s.total_weight), "total_pct": round(s.total_pct, 2)}
-            for s in view.functions.stats(TABLE_ROWS)])
+        self._fill_top(view)
+        self._fill_butterfly(view)
         self.tables.setTabEnabled(1, baseline is not None)
         self.legend.setVisible(baseline is not None)
         if baseline is not None:
@@ -261,8 +333,52 @@ class ProfilePanel(LiveChart):
                 for c in differential(baseline.functions, view.functions, TABLE_ROWS)])
         self.status.setText(self.status_text(view))
 
+    def _shown(self, value: float) -> float | int:
+        """A weight as the tables show it: ms from ns; samples and bytes as whole numbers."""
+        return value * _shown_unit(self.unit)[1] if self.unit == "ns" else round(value)
+
+    def _times(self, **weights: float) -> dict[str, float]:
+        """Samples as ms, once the frequency is known."""
+        period = self.store.period_ns
+        return {k: round(v * period / 1e6, 3) for k, v in weights.items()} if period > 0 else {}
+
+    def _fill_top(self, view: Aggregate) -> None:
+        """Top functions of what the flame graph shows: the zoomed frame's stacks, those matching the search."""
+        zoomed, search = self.graph.zoom_path, self.graph.search
+        functions: Functions = functions_in(view.tree, zoomed, search) if zoomed or search else view.functions
+        stats = functions.stats(TABLE_ROWS)
+        self._top_frames = [s.frame for s in stats]
+        self.top_model.set_rows([
+            {"function": s.frame.name, "module": s.frame.module, "self": self._shown(s.self_weight),
+             "self_pct": round(s.self_pct, 2), "total": self._shown(s.total_weight), "total_pct": round(s.total_pct, 2),
+             **self._times(self_time=s.self_weight, total_time=s.total_weight)}
+            for s in stats])
+        where = [f"in {zoomed[-1].name}"] if zoomed else []
+        where += [f"matching “{search}”"] if search else []
+        title = " ".join(["Top functions", *where])
+        self.tables.setTabText(0, title if len(title) <= 40 else title[:39] + "…")
+        self.tables.setTabToolTip(0, title + " (% of those stacks)" if where else "")
+
+    def _fill_butterfly(self, view: Aggregate) -> None:
+        """The picked function's direct callers and callees, each with the weight of the stacks through it."""
+        cut = self.views.sandwiched if self.views.view == "sandwich" else None     # drawn just now
+        if cut is None and self.function is not None:
+            cut = sandwich(view.tree, self.function)
+        rows = []
+        if cut is not None and cut.total > 0:
+            pct = 100.0 / cut.total
+            rows = [{"function": f.name, "relation": relation, "total": self._shown(w), "pct": round(w * pct, 2),
+                     "module": f.module, **self._times(total_time=w)}
+                    for relation, pairs in (("caller", cut.callers_of()), ("self", [(cut.frame, cut.self_weight)]),
+                                            ("callee", cut.callees_of()))
+                    for f, w in pairs]
+        self.butterfly_model.set_rows(rows)
+        self.tables.setTabToolTip(2, f"direct callers and callees of {self.function.name}" if self.function
+                                  else "pick a function in Top functions")
+
     def status_text(self, view: Aggregate) -> str:
-        parts = [f"{len(view.profile):,} stacks", f"{format_weight(view.profile.total, self.unit)} in all"]
+        parts = [f"{len(view.profile):,} stacks",
+                 f"{weight_text(view.profile.total, self.unit, self.store.period_ns)} in all"]
         span = self.store.span_s()
         if span:
             parts.append(f"over {span:,.0f} s")

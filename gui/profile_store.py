@@ -14,17 +14,23 @@ tree nodes, 194 MB (tracemalloc); real profiles share most of their callers and 
 
 A metric whose intervals each restate the whole state (compmem's outstanding bytes: Chart.snapshot) has
 one profile, its newest interval, whatever the range.
+
+The tree and the function table hold the stacks as the views shape them (profile_data.views.simplify: a
+Python program's own frames without the interpreter's, unless `interpreter`; an off-CPU stack ended at
+the frame that blocked, unless `scheduler`); the profiles kept hold the stacks as recorded. A sampling
+metric's records say their frequency (cpuprofile's summary: frequency_hz): period_ns, a sample's time.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from profile_data import Frame, Functions, Node, Profile, Stack, stack_of
+from profile_data import Frame, Functions, Node, Profile, Stack, simplify, stack_of
 from profile_data.model import OTHER
 from profile_data.records import weight_of
 
@@ -32,22 +38,26 @@ RANGES = ("latest", "window", "whole")
 
 
 class Aggregate:
-    """A profile with its call tree and function table, kept together as stacks come and go."""
+    """A profile with its call tree and function table, kept together as stacks come and go; the tree and
+    the table take each stack as `shape` makes it (the profile keeps it as it came)."""
 
-    def __init__(self, unit: str) -> None:
+    def __init__(self, unit: str, shape: Callable[[Stack], Stack] | None = None) -> None:
         self.profile = Profile(unit)
         self.tree = Node()
         self.functions = Functions()
+        self.shape = shape
 
     def add(self, stack: Stack, weight: float) -> None:
         self.profile.add(stack, weight)
-        self.tree.add(stack, weight)
-        self.functions.add(stack, weight)
+        shaped = self.shape(stack) if self.shape else stack
+        self.tree.add(shaped, weight)
+        self.functions.add(shaped, weight)
 
     def remove(self, stack: Stack, weight: float) -> None:
         self.profile.remove(stack, weight)
-        self.tree.remove(stack, weight)
-        self.functions.remove(stack, weight)
+        shaped = self.shape(stack) if self.shape else stack
+        self.tree.remove(shaped, weight)
+        self.functions.remove(shaped, weight)
 
     def apply(self, stack: Stack, weight: float) -> None:
         """Add a stack, or with a negative weight take it out."""
@@ -57,8 +67,8 @@ class Aggregate:
             self.remove(stack, -weight)
 
     @classmethod
-    def of(cls, profile: Profile) -> Aggregate:
-        out = cls(profile.unit)
+    def of(cls, profile: Profile, shape: Callable[[Stack], Stack] | None = None) -> Aggregate:
+        out = cls(profile.unit, shape)
         for stack, weight in profile:
             out.add(stack, weight)
         return out
@@ -75,8 +85,10 @@ class Interval:
 class ProfileStore:
     def __init__(self, unit: str, weight: str, snapshot: bool = False, shown: str = "whole",
                  window_s: float = 60.0, max_window_s: float = 600.0, max_stacks: int = 20_000,
-                 max_pending: int = 200_000, budget_s: float = 0.04) -> None:
+                 max_pending: int = 200_000, budget_s: float = 0.04, blocked: bool = False) -> None:
         self.unit, self.weight, self.snapshot = unit, weight, snapshot
+        self.interpreter, self.scheduler = False, not blocked     # the frames the views show (simplify)
+        self.period_ns = 0.0             # a sample's time, once a record says the frequency (0: unknown)
         self.window_s, self.max_window_s, self.max_stacks = window_s, max_window_s, max_stacks
         self.budget_s = budget_s
         self.range = shown
@@ -92,7 +104,7 @@ class ProfileStore:
     def _reset(self) -> None:
         self.intervals: deque[Interval] = deque()         # the last max_window_s of intervals
         self.whole = Profile(self.unit)
-        self.shown = Aggregate(self.unit)
+        self.shown = self._aggregate()
         self.work: deque[tuple[Stack, float]] = deque()     # stacks still to add to `shown` (< 0: take out)
         self.first_ts: float | None = None
         self.version += 1
@@ -105,9 +117,13 @@ class ProfileStore:
 
     # --- intake -------------------------------------------------------------------------------------
     def add_records(self, records: Sequence[dict]) -> None:
-        """Queue the batch's stack records (cheap: no parsing here)."""
+        """Queue the batch's stack records (cheap: no parsing here); note a sampling frequency."""
         for record in records:
-            if record.get("kind") == "stack" or record.get("level") == "stack":
+            if record.get("kind") in ("summary", "meta") and "frequency_hz" in record:
+                hz = record["frequency_hz"]
+                if isinstance(hz, (int, float)) and not isinstance(hz, bool) and hz > 0:
+                    self.period_ns = 1e9 / hz
+            elif record.get("kind") == "stack" or record.get("level") == "stack":
                 if len(self.pending) == self.pending.maxlen:
                     self.dropped += 1
                 self.pending.append(record)
@@ -152,7 +168,7 @@ class ProfileStore:
             if self.snapshot:
                 self._reset()
             elif self.range == "latest":
-                self.shown = Aggregate(self.unit)
+                self.shown = self._aggregate()
             self.intervals.append(Interval(key, ts, Profile(self.unit)))
         current = self.intervals[-1]
         current.ts = max(current.ts, ts)
@@ -189,8 +205,24 @@ class ProfileStore:
     # --- choices ------------------------------------------------------------------------------------
     def pin(self) -> None:
         """Keep the profile shown now as the baseline: its tree is built by process(), a budget at a time."""
-        self.baseline = Aggregate(self.unit)
+        self.baseline = self._aggregate()
         self.baseline_work = deque(self.shown.profile.stacks.items())
+
+    def _aggregate(self) -> Aggregate:
+        shape = None if self.interpreter and self.scheduler else partial(
+            simplify, interpreter=self.interpreter, scheduler=self.scheduler)
+        return Aggregate(self.unit, shape)
+
+    def set_frames(self, interpreter: bool | None = None, scheduler: bool | None = None) -> None:
+        """Show (or leave out) the interpreter's frames of Python stacks and the scheduler's of blocks: the
+        range shown and the baseline are rebuilt by process(), a budget at a time."""
+        self.interpreter = self.interpreter if interpreter is None else interpreter
+        self.scheduler = self.scheduler if scheduler is None else scheduler
+        if self.baseline is not None:
+            pinned = self.baseline.profile.stacks.items()
+            self.baseline_work = deque([*pinned, *self.baseline_work])
+            self.baseline = self._aggregate()
+        self._rebuild()
 
     @property
     def baseline_ready(self) -> bool:
@@ -221,7 +253,7 @@ class ProfileStore:
         return [self.intervals[-1].profile] if self.intervals else []
 
     def _rebuild(self) -> None:
-        self.shown = Aggregate(self.unit)
+        self.shown = self._aggregate()
         self.work = deque(item for profile in self._sources() for item in profile.stacks.items())
         self.version += 1
 

@@ -109,7 +109,7 @@ from bcctool.stacknames import StackNames  # noqa: E402
 from bcctool.symbols import Symbolizer  # noqa: E402 - pyelftools; --help works without it
 from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 
-sym = Symbolizer()
+sym = Symbolizer(lines=args.source_lines)
 names = StackNames(sym)   # each distinct stack named once, its frames kept
 unwinder = Unwinder(cache_dir=default_cache_dir())
 dwarf = args.user_stacks == "dwarf" and not args.kernel_only and not tool.variant

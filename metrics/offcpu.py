@@ -69,7 +69,7 @@ class Symbols:
     stack is cut at its first address outside the process's executable mappings, and counted."""
 
     def __init__(self) -> None:
-        self.sym = Symbolizer()
+        self.sym = Symbolizer(lines=args.source_lines)
         self.kernel: dict[int, str] = {}   # kernel return addresses: as many as the kernel's code has
         self.cut = 0        # user stacks cut where the walk left mapped code
         self.seen: set[int] = set()

@@ -25,6 +25,9 @@ Pure Python (no Qt, no Flask): the window, the collector and the tests share it.
     differential(baseline, current) -> [FunctionChange]   per frame, the change of its share (points);
                                           either side a Profile or a Functions
     Node.child(frame) -> Node | None       the same path in another tree (a baseline), for per-node change
+    views: simplify / simplified (Python stacks without the interpreter's frames, blocks without the
+    scheduler's), bottom_up, sandwich (callers and callees of one function, and its butterfly table),
+    functions_in (the top functions of a zoomed node, of the stacks that match a search)
 
 Weights are numbers in the profile's unit; FunctionStat and FunctionChange give shares in % of
 Profile.total, a change in percentage points. A node's share in a flame graph is node.total / root.total.
@@ -34,8 +37,10 @@ from profile_data.folded import parse_folded, to_folded
 from profile_data.model import KINDS, UNITS, Frame, Profile, Stack
 from profile_data.records import from_records, stack_of
 from profile_data.tree import FunctionChange, Functions, FunctionStat, Node, call_tree, differential, top_functions
+from profile_data.views import Sandwich, bottom_up, functions_in, sandwich, simplified, simplify, tree_stacks
 
 __all__ = [
     "KINDS", "UNITS", "Frame", "FunctionChange", "Functions", "FunctionStat", "Node", "Profile", "Stack", "call_tree",
     "differential", "from_records", "parse_folded", "stack_of", "to_folded", "top_functions",
+    "Sandwich", "bottom_up", "functions_in", "sandwich", "simplified", "simplify", "tree_stacks",
 ]

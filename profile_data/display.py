@@ -20,6 +20,14 @@ def format_weight(value: float, unit: str) -> str:
     return f"{value:,.0f} samples"
 
 
+def weight_text(value: float, unit: str, period_ns: float = 0.0) -> str:
+    """format_weight, and for samples taken every period_ns their time too: "1,234 samples (25.184 s)"."""
+    text = format_weight(value, unit)
+    if unit == "samples" and period_ns > 0:
+        text += f" ({format_weight(value * period_ns, 'ns')})"
+    return text
+
+
 def frame_rgb(frame: Frame) -> tuple[int, int, int]:
     if frame.name == OTHER:
         return 200, 200, 200

@@ -1,8 +1,9 @@
 """A flame graph as SVG text, drawn here (no script, no third-party code: a page works offline and
-in any browser). Root at the bottom, each frame as wide as its share of the focused node; a frame is a
-link (zoom: the page draws it again with that frame as the base), its tooltip the frame, its weight and
-share; frames whose name holds the search text are drawn magenta and their share (each counted once,
-not again under another match) is returned."""
+in any browser). Root at the bottom (icicle: at the top), each frame as wide as its share of the focused
+node; a frame is a link (zoom: the page draws it again with that frame as the base), its tooltip the
+frame, its weight and share; frames whose name holds the search text are drawn magenta and their share
+(each counted once, not again under another match) is returned. The graph is of a profile's call tree,
+or of another tree (profile_data.views: bottom-up, a sandwich's callers or callees) in the unit given."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
-from profile_data.display import format_weight, frame_rgb
+from profile_data.display import frame_rgb, weight_text
 from profile_data.folded import frame_text
 from profile_data.model import Profile
 from profile_data.tree import Node, call_tree
@@ -30,7 +31,7 @@ class FlameGraph:
     total: float  # the focused node's weight
 
 
-def _focused(root: Node, focus: list[str]) -> tuple[Node, list[Node]]:
+def focused_node(root: Node, focus: list[str]) -> tuple[Node, list[Node]]:
     """The node at the focus path (as far as it exists) and its ancestors."""
     node, ancestors = root, []
     for text in focus:
@@ -42,12 +43,15 @@ def _focused(root: Node, focus: list[str]) -> tuple[Node, list[Node]]:
     return node, ancestors
 
 
-def render(profile: Profile, focus: list[str] | None = None, search: str = "",
-           link: Callable[[list[str]], str] | None = None, title: str = "") -> FlameGraph:
-    """The flame graph of `profile`, zoomed on the `focus` path; link(path) is the URL that zooms on a
-    frame (None: frames are not links)."""
-    root = call_tree(profile)
-    base, ancestors = _focused(root, focus or [])
+def render(profile: Profile | Node, focus: list[str] | None = None, search: str = "",
+           link: Callable[[list[str]], str] | None = None, title: str = "", unit: str = "samples",
+           icicle: bool = False, period_ns: float = 0.0) -> FlameGraph:
+    """The flame graph of `profile` (or of a tree, its weights in `unit`), zoomed on the `focus` path;
+    link(path) is the URL that zooms on a frame (None: frames are not links); period_ns: a sample's
+    time, said in the tooltips beside the samples."""
+    root = profile if isinstance(profile, Node) else call_tree(profile)
+    unit = unit if isinstance(profile, Node) else profile.unit
+    base, ancestors = focused_node(root, focus or [])
     path_of_base = [frame_text(n.frame) for n in (*ancestors[1:], base)] if ancestors else []
     total = base.total or 1.0
     needle = search.lower()
@@ -76,12 +80,11 @@ def render(profile: Profile, focus: list[str] | None = None, search: str = "",
     parts = [f'<svg class="flamegraph" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
              f'width="{WIDTH}" height="{height}" role="img" aria-label="{escape(title or "flame graph")}" '
              f'font-family="monospace" font-size="{FONT_PX}">']
-    unit = profile.unit
     for depth, x, width, node, path, is_match in rows:
-        y = height - PAD - (depth + 1) * ROW
+        y = PAD + depth * ROW if icicle else height - PAD - (depth + 1) * ROW
         frame = node.frame
         share = node.total / (root.total or 1.0) * 100
-        tip = f"{frame_text(frame)} — {format_weight(node.total, unit)} ({share:.2f} %)"
+        tip = f"{frame_text(frame)} — {weight_text(node.total, unit, period_ns)} ({share:.2f} %)"
         fill = "rgb(230,0,230)" if is_match else "rgb({},{},{})".format(*frame_rgb(frame))
         label = ""
         chars = int((width - 6) // CHAR_PX)

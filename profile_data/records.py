@@ -1,16 +1,22 @@
 """Profiles from metric records: the stack records of offcpu and compmem (kind "row", level "stack",
 kernel_frames and user_frames innermost first, as BCC walks them) and cpuprofile (kind "stack", frames
-root first, each {"name", "module", "kind"}). Every stack is rooted at its process name (comm)."""
+root first, each {"name", "module", "kind"}). Every stack is rooted at its process name (comm). Names
+are read demangled (a session recorded before the symbolizer demangled reads as one after)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from bcctool.demangle import demangle
 from profile_data.folded import parse_frame
 from profile_data.model import Frame, Profile, Stack
 
+# a CPython function as bcctool/pyframes.py names it, "qualname (file:line)", where a record's frames are
+# text (offcpu's user_frames: a Python frame has no [module]; a native frame always has one)
+PYTHON_NAME = re.compile(r"^\S.* \([^()\[\]]+:(\d+|\?)\)$")
 # a weight field's unit, by its suffix, to the profile unit's ns
 TIME_SCALE = {"_ns": 1, "_us": 1_000, "_ms": 1_000_000, "_s": 1_000_000_000}
 
@@ -18,12 +24,15 @@ TIME_SCALE = {"_ns": 1, "_us": 1_000, "_ms": 1_000_000, "_s": 1_000_000_000}
 @lru_cache(maxsize=1 << 16)
 def _frame(text: str, kind: str) -> Frame:
     """One frame per distinct text (records repeat the same frames every interval)."""
-    return parse_frame(text)._replace(kind=kind)
+    frame = parse_frame(text)
+    if kind == "user" and not frame.module and PYTHON_NAME.match(frame.name):
+        kind = "python"
+    return frame._replace(name=demangle(frame.name), kind=kind)
 
 
 def _dict_frame(value: Mapping) -> Frame:
     kind = value.get("kind") or ("kernel" if value.get("kernel") else "user")
-    return Frame(str(value.get("name") or "[unknown]"), str(value.get("module") or ""),
+    return Frame(demangle(str(value.get("name") or "[unknown]")), str(value.get("module") or ""),
                  kind if kind in ("kernel", "user", "python") else "user")
 
 

@@ -36,6 +36,8 @@ class Chart:
     series: field whose value splits lines (e.g. per-device), or the hist name for histograms.
     snapshot (stacks): each interval's stacks restate the whole state (outstanding bytes), so a range
     shows the newest interval instead of a sum.
+    blocked (stacks): each stack ends where its thread left the CPU, in the scheduler's frames: the views
+    end it at the frame that blocked (profile_data.views.simplify), so top functions are blocking sites.
     lines (timeseries): several fields of one record, each its own line: ((field, legend name), ...).
     per: a record field each value is divided by (interval_s: an interval's total becomes a rate).
     scale (heatmap of events): y times scale is binned (latency_ms x 1000: log2 buckets of us)."""
@@ -47,6 +49,7 @@ class Chart:
     unit: str = ""
     series: str | None = None
     snapshot: bool = False
+    blocked: bool = False
     lines: tuple[tuple[str, str], ...] = ()
     per: str = ""
     scale: float = 1.0

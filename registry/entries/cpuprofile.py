@@ -1,6 +1,6 @@
 """The cpuprofile entry: what metrics/cpuprofile.py takes, records and draws (see registry/__init__.py)."""
 
-from registry.args import CGROUP, PID, TID, Arg, interval_args
+from registry.args import CGROUP, PID, SOURCE_LINES, TID, Arg, interval_args
 from registry.spec import Chart, Field, MetricSpec
 
 SPEC = MetricSpec(
@@ -31,6 +31,7 @@ SPEC = MetricSpec(
             default="on", choices=("on", "off"),
             cli_help="dwarf: the Python functions of CPython 3.11 processes, merged where "
                      "_PyEval_EvalFrameDefault runs them (default on)"),
+        SOURCE_LINES,
         Arg("include_idle", "--include-idle", "flag", "count the idle task (pid 0) too", default=False),
         Arg("folded", "--folded", "flag", "folded stacks of the whole run instead of the tables", default=False,
             short="-f", form=False,

@@ -1,6 +1,6 @@
 """The offcpu entry: what metrics/offcpu.py takes, records and draws (see registry/__init__.py)."""
 
-from registry.args import CGROUP, PID, TID, Arg, interval_args
+from registry.args import CGROUP, PID, SOURCE_LINES, TID, Arg, interval_args
 from registry.spec import Chart, Field, MetricSpec
 
 SPEC = MetricSpec(
@@ -46,6 +46,7 @@ SPEC = MetricSpec(
             default="on", choices=("on", "off"),
             cli_help="dwarf: the Python functions of CPython 3.11 processes in long blocks' stacks, merged "
                      "where _PyEval_EvalFrameDefault runs them (default on)"),
+        SOURCE_LINES,
     ),
     probes=("sched:sched_switch",),
     # rows: level "thread" (these fields) and level "stack" (the same, plus kernel_frames and
@@ -62,7 +63,7 @@ SPEC = MetricSpec(
         Field("max_us", "Max", "us"),
         Field("percentage", "Share", "pct"),
     ),
-    chart=Chart("stacks", y="total_ms", record_kind="row", label="blocked time", unit="ms"),
+    chart=Chart("stacks", y="total_ms", record_kind="row", label="blocked time", unit="ms", blocked=True),
     doc="docs/metrics/offcpu.md",
     key_figure=("total_time_ns", "ms blocked", 1e-6),
 )

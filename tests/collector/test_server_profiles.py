@@ -71,7 +71,9 @@ def test_stream_page_draws_the_flame_graph_zooms_and_searches(collector_client):
     post_intervals(collector_client, "offcpu", sample("offcpu"), 2)
     page = collector_client.get(f"/stream?{KEY}&source=offcpu&range=run").get_data(as_text=True)
     names = set(re.findall(r'<g class="frame" data-name="([^"]*)"', page))
-    assert {"python", "epoll_wait", "do_epoll_wait", "__schedule"} <= names
+    assert {"python", "epoll_wait", "do_epoll_wait"} <= names and "__schedule" not in names   # ends where it blocked
+    with_scheduler = collector_client.get(f"/stream?{KEY}&source=offcpu&range=run&scheduler=on").get_data(as_text=True)
+    assert "__schedule" in set(re.findall(r'<g class="frame" data-name="([^"]*)"', with_scheduler))
     zoom = re.search(r'<a href="([^"]*focus=python#flame)">', page)
     assert zoom, "the python process frame links to its zoom"
     zoomed = collector_client.get(zoom.group(1).replace("&amp;", "&")).get_data(as_text=True)

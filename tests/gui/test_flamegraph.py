@@ -11,6 +11,7 @@ import os
 import pytest
 from helpers import ROOT
 from PySide6.QtCore import QPoint, Qt
+from stack_posts import offcpu_like
 
 import config
 from gui.flamegraph import FlameGraph, format_weight
@@ -116,17 +117,6 @@ def test_thousands_of_frames_are_culled_below_a_pixel(qtbot):
     names = {b.node.frame.name for b in graph.boxes()}
     assert "f0" in names and "f1" not in names          # 1 of ~105,000 is 0.01 px at 1000 px
     assert len(graph.boxes()) < 50
-
-
-def offcpu_like(folded: str, interval: int = 1, ts: float = 100.0) -> list[dict]:
-    """offcpu stack rows for folded lines (weights in ms): comm, user frames innermost first."""
-    records = []
-    for line in folded.splitlines():
-        frames, weight = line.rsplit(" ", 1)
-        comm, *rest = frames.split(";")
-        records.append({"kind": "row", "level": "stack", "interval": interval, "ts": ts, "comm": comm,
-                        "user_frames": rest[::-1], "kernel_frames": [], "total_ms": float(weight)})
-    return records
 
 
 def offcpu_panel(qtbot) -> ProfilePanel:

@@ -284,6 +284,35 @@ def test_every_stack_of_a_hot_function_runs_from_main_through_work(hot_run):
     assert all("main" in [f["name"] for f in s["frames"]] for s in hot)
 
 
+def source_line(text: str, after: str = "") -> int:
+    """The line of hotspots.c (WORKLOAD_C as written) that holds `text`, the first after `after`."""
+    lines = WORKLOAD_C.splitlines()
+    start = next(i for i, line in enumerate(lines) if after in line) if after else 0
+    return next(i for i, line in enumerate(lines) if i >= start and text in line) + 1
+
+
+def test_source_lines_name_the_hot_loop_and_each_call(workload):
+    """--source-lines on the -g build: hot_a's samples land on the two lines of its loop (a loop of one
+    multiply-add: nothing else in it takes time), and every stack names the call it came through, the
+    line of work() that calls hot_a and of main() that calls work."""
+    pid, _, tool = profile_of(workload, "hot", 3.0, "--source-lines")
+    stacks = stacks_of(tool, pid)
+    body = source_line("x = x * 6364136223846793005UL + 1442695040888963407UL;")
+    loop = source_line("for (long i = 0; i < n; i++)", after="void hot_a(")
+    assert loop == body - 1
+    in_a = [s for s in stacks if s["frames"][-1]["name"].startswith("hot_a (")]
+    samples = sum(s["count"] for s in in_a)
+    on_loop = sum(s["count"] for s in in_a if s["frames"][-1]["name"] in
+                  (f"hot_a (hotspots.c:{loop})", f"hot_a (hotspots.c:{body})"))
+    print(f"hot_a: {samples} samples, {on_loop} on lines {loop}-{body}: "
+          f"{sorted({s['frames'][-1]['name'] for s in in_a})}")
+    assert samples > 300 and on_loop >= 0.95 * samples
+    calls = (f"main (hotspots.c:{source_line('work(seconds, own);')})",
+             f"work (hotspots.c:{source_line('hot_a(600000 + 600 * vary);')})")
+    chained = sum(s["count"] for s in in_a if tuple(f["name"] for f in s["frames"][-3:-1]) == calls)
+    assert chained >= 0.99 * samples
+
+
 def test_shares_agree_with_perf_record(hot_run):
     pid, _, tool, perf_out = hot_run
     if not perf_out:

@@ -142,6 +142,57 @@ def test_stripped_binary_found_through_build_id(builds, running):
     assert_named(Symbolizer(debug_root=builds["debug_root"]), proc, nm_table(builds["debug"]), "buildid")
 
 
+def addr2line(path: str, addrs: list[int]) -> list[str | None]:
+    """binutils' answer for each ELF address: "file.c:LINE" (base name, no discriminator), None for ??."""
+    out = subprocess.run(["addr2line", "-e", path, *map(hex, addrs)], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    found = []
+    for line in out:
+        where = line.split(" (discriminator")[0]
+        file, _, number = where.rpartition(":")
+        found.append(None if file.startswith("??") or not number.isdigit() or number == "0"
+                     else f"{os.path.basename(file)}:{number}")
+    return found
+
+
+@pytest.mark.parametrize("build", ["debug", "linked", "buildid"])
+def test_source_lines_match_addr2line_wherever_the_debug_info_is(builds, running, build):
+    """Symbolizer(lines=True): every address of every function named "function (prog.c:LINE)" as
+    addr2line names it in the -g build, whether the line tables are in the binary, in its debuglink
+    file or in a build-id debug file."""
+    proc = running(builds[build])
+    truth = nm_table(builds["debug"])
+    sym = Symbolizer(lines=True, debug_root=builds["debug_root"])
+    with_lines = 0
+    for name in FUNCS:
+        addr, size = truth[name]
+        bias = proc.where[name] - addr
+        expected = addr2line(builds["debug"], [addr + off for off in range(size)])
+        for off, where in enumerate(expected):
+            frame = sym.user(proc.pid, addr + bias + off)
+            assert frame.name == (f"{name} ({where})" if where else name), hex(addr + off)
+            with_lines += where is not None
+    assert with_lines > 20
+
+
+def test_source_lines_without_aranges_read_the_small_table_whole(builds, running, tmp_path):
+    """No .debug_aranges to find a unit by (clang leaves it out): a small .debug_line is read whole."""
+    bare = str(tmp_path / "bare")
+    subprocess.run(["objcopy", "--remove-section=.debug_aranges", builds["debug"], bare], check=True)
+    assert ".debug_aranges" not in subprocess.run(["readelf", "-S", bare], capture_output=True, text=True).stdout
+    proc = running(bare)
+    truth = nm_table(builds["debug"])
+    sym = Symbolizer(lines=True)
+    addr, size = truth["gamma_fn"]
+    (where,) = addr2line(builds["debug"], [addr])
+    assert where and sym.user(proc.pid, proc.where["gamma_fn"]).name == f"gamma_fn ({where})"
+
+
+def test_no_line_tables_give_plain_names(builds, running):
+    proc = running(builds["plain"])
+    assert_named(Symbolizer(lines=True), proc, nm_table(builds["plain"]), "plain")
+
+
 def test_no_symbols_gives_module_plus_elf_address(builds, running):
     proc = running(builds["stripped"])
     truth = nm_table(builds["plain"])

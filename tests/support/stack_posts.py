@@ -1,5 +1,6 @@
-"""Stack records for the collector tests: a metric's recorded sample, cpuprofile-shaped stacks, and the same
-records posted as consecutive batches (a metric's stacks recur from interval to interval)."""
+"""Stack records for the collector and window tests: a metric's recorded sample, cpuprofile-shaped stacks,
+offcpu rows of folded lines, and the same records posted as consecutive batches (a metric's stacks recur
+from interval to interval)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,18 @@ def cpuprofile_stacks(ts: float) -> list[dict]:
              "count": 30 + n, "frames": [*user, {"name": f"hot_{n}", "module": "work", "kind": "user"},
                                          {"name": "asm_sysvec_apic_timer_interrupt", "module": "", "kind": "kernel"}]}
             for n in range(3)]
+
+
+def offcpu_like(folded: str, interval: int = 1, ts: float = 100.0) -> list[dict]:
+    """offcpu stack rows for folded lines (weights in ms): comm, user frames innermost first."""
+    records = []
+    for line in folded.splitlines():
+        frames, weight = line.rsplit(" ", 1)
+        comm, *rest = frames.split(";")
+        records.append({"kind": "row", "level": "stack", "interval": interval, "ts": ts, "comm": comm,
+                        "user_frames": rest[::-1], "kernel_frames": [], "total_ms": float(weight)})
+    return records
+
 
 
 def post_intervals(client, source: str, records: list[dict], intervals: int) -> list[dict]:

@@ -1,6 +1,8 @@
 """The stream page's flame graph in a real headless browser (Chromium, as test_server_browser.py): it
 renders with the posted stacks' frames at their shares, a click zooms, a search highlights and gives
-the share, and the pages log no console error and load nothing that answers 404."""
+the share, the top functions beside it follow both, a function clicked opens its sandwich (callers
+above, callees below, its butterfly table), bottom-up and the scheduler toggle are a click away, and
+the pages log no console error and load nothing that answers 404."""
 
 from __future__ import annotations
 
@@ -45,9 +47,10 @@ def test_stream_page_flame_graph_renders_zooms_and_searches(served, browser):  #
     graph_width = svg.rect["width"]
     assert graph_width > 800
     boxes = frame_boxes(browser)
-    for record in stacks:  # every frame of every posted stack is drawn
+    scheduler = {"__schedule", "schedule", "schedule_timeout", "schedule_hrtimeout_range_clock"}
+    for record in stacks:  # every frame of every posted stack is drawn, up to where it blocked
         for frame in record["kernel_frames"] + [f.split(" [")[0] for f in record["user_frames"]] + [record["comm"]]:
-            assert frame in boxes, frame
+            assert (frame in boxes) == (frame not in scheduler), frame
     python_ms = sum(r["total_ms"] for r in stacks if r["comm"] == "python")
     assert boxes["python"][1] == pytest.approx(python_ms / total * graph_width, abs=2)
 
@@ -70,6 +73,47 @@ def test_stream_page_flame_graph_renders_zooms_and_searches(served, browser):  #
     highlighted = browser.find_elements(By.CSS_SELECTOR, "svg.flamegraph rect[fill='rgb(230,0,230)']")
     assert highlighted and all(
         "epoll" in h.find_element(By.XPATH, "..").get_attribute("data-name").lower() for h in highlighted)
+    assert problems(browser) == []
+
+
+def top_functions(driver) -> list[str]:
+    return [a.text for a in driver.find_elements("css selector", "#top-functions tbody td:first-child a")]
+
+
+def test_views_top_functions_sandwich_bottom_up_and_toggles(served, browser, tmp_path):  # noqa: F811 - fixtures
+    from selenium.webdriver.common.by import By
+
+    base, client = served
+    post_intervals(client, "offcpu", sample("offcpu"), 2)
+    browser.get(base + PAGE)
+    assert top_functions(browser)[0] == "do_epoll_wait"       # where threads blocked, not __schedule
+    # the top functions follow a zoom on a process frame
+    browser.find_element(By.CSS_SELECTOR, "svg.flamegraph g.frame[data-name='rcu_preempt']").click()
+    assert top_functions(browser)[0] == "rcu_gp_fqs_loop" and "do_epoll_wait" not in top_functions(browser)
+    browser.find_element(By.ID, "flame-reset").click()
+    # a function clicked: its sandwich, callers drawn above it and its butterfly beside
+    next(a for a in browser.find_elements(By.CSS_SELECTOR, "#top-functions a") if a.text == "do_epoll_wait").click()
+    graphs = browser.find_elements(By.CSS_SELECTOR, "svg.flamegraph")
+    assert len(graphs) == 2
+    callers = {g.get_attribute("data-name"): g.find_element(By.TAG_NAME, "rect").rect["y"]
+               for g in graphs[0].find_elements(By.CSS_SELECTOR, "g.frame")}
+    assert callers["__x64_sys_epoll_wait"] < callers["do_epoll_wait"]     # above it on the page
+    rows = [r.text.split()[:2] for r in browser.find_elements(By.CSS_SELECTOR, "#butterfly tbody tr")]
+    assert rows == [["caller", "__x64_sys_epoll_wait"], ["self", "do_epoll_wait"]]
+    browser.save_screenshot(str(tmp_path / "sandwich.png"))
+    # a caller clicked in the sandwich: that function's sandwich
+    graphs[0].find_element(By.CSS_SELECTOR, "g.frame[data-name='__x64_sys_epoll_wait']").click()
+    assert "callers and callees of __x64_sys_epoll_wait" in browser.find_element(By.ID, "butterfly").text
+    # bottom-up: the blocking sites on the top row
+    browser.find_element(By.CSS_SELECTOR, "#flame-views a[data-view='bottom_up']").click()
+    frames = browser.find_elements(By.CSS_SELECTOR, "svg.flamegraph g.frame")
+    top_row = min(f.find_element(By.TAG_NAME, "rect").rect["y"] for f in frames)
+    assert "do_epoll_wait" in {f.get_attribute("data-name") for f in frames
+                               if f.find_element(By.TAG_NAME, "rect").rect["y"] == top_row}
+    # the scheduler's frames on request, from the toggle
+    browser.find_element(By.ID, "toggle-scheduler").click()
+    assert "__schedule" in {f.get_attribute("data-name")
+                            for f in browser.find_elements(By.CSS_SELECTOR, "svg.flamegraph g.frame")}
     assert problems(browser) == []
 
 
