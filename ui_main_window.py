@@ -46,7 +46,9 @@ TRANSPORT_FIELDS = (
     ("pending_outbox", "Outbox"),
     ("dropped", "Dropped"),
     ("last_error", "Last error"),
+    ("test", "Test"),
 )
+WIDE_FIELDS = ("last_error", "test")       # a line of text each, under the counts
 
 
 class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had it
@@ -173,11 +175,17 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
         self.server_token.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
         self.server_token.setPlaceholderText("(none)")
         self.apply_server_button = QPushButton("Apply", box)
+        self.test_server_button = QPushButton("Test connection", box)
+        self.test_server_button.setObjectName("test_server_button")
+        self.test_server_button.setToolTip("ask the URL typed above for the collector's /healthz, now")
         url_row = QHBoxLayout()
         url_row.addWidget(self.server_url, 1)
         url_row.addWidget(self.apply_server_button)
         form.addRow("URL", url_row)
-        form.addRow("Token", self.server_token)
+        token_row = QHBoxLayout()
+        token_row.addWidget(self.server_token, 1)
+        token_row.addWidget(self.test_server_button)
+        form.addRow("Token", token_row)
         grid = QGridLayout()
         grid.setHorizontalSpacing(12)
         self.transport_labels: dict[str, QLabel] = {}
@@ -186,10 +194,11 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
             value.setObjectName(f"transport_{key}")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             value.setTextFormat(Qt.TextFormat.PlainText)  # the collector's reason: remote text, never markup
-            if key == "last_error":
+            if key in WIDE_FIELDS:
                 value.setWordWrap(True)
-                grid.addWidget(QLabel(title, box), 3, 0)
-                grid.addWidget(value, 3, 1, 1, 3)
+                row = 3 + WIDE_FIELDS.index(key)
+                grid.addWidget(QLabel(title, box), row, 0)
+                grid.addWidget(value, row, 1, 1, 3)
             else:
                 grid.addWidget(QLabel(title, box), i // 2, (i % 2) * 2)
                 grid.addWidget(value, i // 2, (i % 2) * 2 + 1)
