@@ -8,7 +8,7 @@ gui/main_window.py (MainWindow), which calls Ui_MainWindow().setupUi(self) and c
     | Arguments of the selected|                                                  |
     |  metric                  |    table of the latest interval                  |
     | Collector: URL, token,   +--------------------------------------------------+
-    |  reachable, sent, ...    |  Log | BPF overhead                              |
+    |  reachable, sent, ...    |  Log | BPF overhead | Overhead over time        |
     +--------------------------+--------------------------------------------------+
 """
 
@@ -244,22 +244,23 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
         overhead_layout.setContentsMargins(4, 4, 4, 4)
         self.overhead_status = QLabel("bpf_stats: off (turned on while metrics run)", overhead)
         self.overhead_status.setObjectName("overhead_status")
+        self.overhead_status.setWordWrap(True)
         overhead_layout.addWidget(self.overhead_status)
         self.overhead_table = QTableView(overhead)
         self.overhead_table.setObjectName("overhead_table")
         self.overhead_table.setSortingEnabled(True)
         self.overhead_table.verticalHeader().setVisible(False)
         self.overhead_table.verticalHeader().setDefaultSectionSize(22)
-        self.overhead_table.horizontalHeader().setStretchLastSection(True)
         self.overhead_table.setAlternatingRowColors(True)
-        self.overhead_chart_host = QWidget(overhead)     # the profiler's cost over time (gui/cost_chart.py)
-        self.overhead_chart_host.setLayout(QVBoxLayout())
-        self.overhead_chart_host.layout().setContentsMargins(0, 0, 0, 0)
-        beside = QHBoxLayout()
-        beside.addWidget(self.overhead_table, 3)
-        beside.addWidget(self.overhead_chart_host, 2)
-        overhead_layout.addLayout(beside, 1)
+        overhead_layout.addWidget(self.overhead_table, 1)
         self.bottom_tabs.addTab(overhead, "BPF overhead")
+        # the profiler's cost over time (gui/cost_chart.py): a tab of its own, so the table beside it
+        # keeps every column whole
+        self.overhead_chart_host = QWidget(self.bottom_tabs)
+        self.overhead_chart_host.setObjectName("overhead_chart_host")
+        self.overhead_chart_host.setLayout(QVBoxLayout())
+        self.overhead_chart_host.layout().setContentsMargins(4, 4, 4, 4)
+        self.bottom_tabs.addTab(self.overhead_chart_host, "Overhead over time")
         splitter.addWidget(self.bottom_tabs)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 1)

@@ -169,11 +169,16 @@ class ArgForm(QWidget):
     def mark_named_argument(self, reason: str) -> str | None:
         """A metric's failure that names one of its arguments ('argument --lport: ...', 'pid 99 does not
         exist'): that field is marked with the reason. Returns the argument's name, if any."""
-        # its flags first (--lport), then a bare name (argparse's 'argument interval', 'pid 99')
+        # its flags first (--lport), then a bare name (argparse's 'argument interval', 'pid 99'); the
+        # line that names it is shown (a script's usage lines are not), the whole reason in the tooltip
+        lines = [line.strip() for line in reason.splitlines() if line.strip()]
         for words in (lambda a: a.flags, lambda a: (a.name,)):
             for arg in self.args:
-                if any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", reason) for w in words(arg)):
-                    self._show_error(arg.name, reason)
+                named = [line for line in lines
+                         if any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", line) for w in words(arg))]
+                if named:
+                    self._show_error(arg.name, named[-1])
+                    self.errors[arg.name].setToolTip(reason)
                     return arg.name
         return None
 

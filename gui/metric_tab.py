@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
-    QSizePolicy,
     QSplitter,
     QStackedWidget,
     QTableView,
@@ -39,6 +38,7 @@ import config
 from gui import cgroup_groups, group_tree
 from gui.charts import MetricChart, make_charts
 from gui.export import Exporter, csv_header, shown_rows, write_csv, write_png
+from gui.fitting import ElidedLabel
 from gui.live import LiveChart
 from gui.models import SORT_ROLE, ColumnsModel, RecordTableModel, format_value
 from gui.pid_filter import PidFilterProxy
@@ -86,10 +86,9 @@ class MetricTab(QWidget):
         self.totals = RunTotals()                   # every summary's, for an opened session's headline
 
         self.state_label = QLabel(self)
-        self.summary_label = QLabel(self)
+        # a long summary must not widen the window: it ends in … at the label's edge, whole in the tooltip
+        self.summary_label = ElidedLabel(self)
         self.summary_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        # a long summary must not widen the window: it is cut at the label's edge, whole in the tooltip
-        self.summary_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.stop_button = QPushButton("Stop", self)
         self.stop_button.setToolTip(f"stop {spec.name} only")
         self.stop_button.clicked.connect(lambda: self.stop_requested.emit(self.name))

@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from PySide6.QtCore import QObject, QSortFilterProxyModel
-from PySide6.QtWidgets import QHeaderView, QLabel, QPlainTextEdit, QTableView, QWidget
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QTableView, QWidget
 
 from gui.cost_chart import CostChart
-from gui.models import SORT_ROLE, OverheadModel
+from gui.fitting import TwoLineHeaders, fit_columns
+from gui.models import OVERHEAD_COLUMNS, SORT_ROLE, OverheadModel
 from gui.style import ALARM_STYLE, BAD, ERROR_STYLE, GOOD, QUIET, QUIET_STYLE
 from host.bpf_sampler import OverheadSampler
 from host.bpf_stats import BpfStatsSwitch
@@ -108,11 +109,13 @@ class OverheadPanel:
         self.stats_switch = stats_switch or BpfStatsSwitch()
         self.sampler = sampler or OverheadSampler(parent=parent)
         self.model = OverheadModel(parent)
-        proxy = QSortFilterProxyModel(parent)
+        proxy = TwoLineHeaders(parent)            # "BPF CPU / of one core (%)": narrow numbers, narrow columns
         proxy.setSourceModel(self.model)
         proxy.setSortRole(SORT_ROLE)
         table.setModel(proxy)
-        table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # every number whole in the table's width; the names (metric, program, its type) share the rest
+        keys = [key for key, _, _ in OVERHEAD_COLUMNS]
+        fit_columns(table, stretch=tuple(keys.index(k) for k in ("metric", "name", "type")))
         self.sampler.sampled.connect(self.show_sample)
         self.chart = CostChart(parent=chart_host)
         if chart_host is not None and chart_host.layout() is not None:
