@@ -8,7 +8,7 @@ gui/main_window.py (MainWindow), which calls Ui_MainWindow().setupUi(self) and c
     | Arguments of the selected|                                                  |
     |  metric                  |    table of the latest interval                  |
     | Collector: URL, token,   +--------------------------------------------------+
-    |  reachable, sent, ...    |  Log | BPF overhead                              |
+    |  reachable, sent, ...    |  Log | BPF overhead | Overhead over time        |
     +--------------------------+--------------------------------------------------+
 """
 
@@ -46,7 +46,9 @@ TRANSPORT_FIELDS = (
     ("pending_outbox", "Outbox"),
     ("dropped", "Dropped"),
     ("last_error", "Last error"),
+    ("test", "Test"),
 )
+WIDE_FIELDS = ("last_error", "test")       # a line of text each, under the counts
 
 
 class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had it
@@ -173,11 +175,17 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
         self.server_token.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
         self.server_token.setPlaceholderText("(none)")
         self.apply_server_button = QPushButton("Apply", box)
+        self.test_server_button = QPushButton("Test connection", box)
+        self.test_server_button.setObjectName("test_server_button")
+        self.test_server_button.setToolTip("ask the URL typed above for the collector's /healthz, now")
         url_row = QHBoxLayout()
         url_row.addWidget(self.server_url, 1)
         url_row.addWidget(self.apply_server_button)
         form.addRow("URL", url_row)
-        form.addRow("Token", self.server_token)
+        token_row = QHBoxLayout()
+        token_row.addWidget(self.server_token, 1)
+        token_row.addWidget(self.test_server_button)
+        form.addRow("Token", token_row)
         grid = QGridLayout()
         grid.setHorizontalSpacing(12)
         self.transport_labels: dict[str, QLabel] = {}
@@ -186,10 +194,11 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
             value.setObjectName(f"transport_{key}")
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             value.setTextFormat(Qt.TextFormat.PlainText)  # the collector's reason: remote text, never markup
-            if key == "last_error":
+            if key in WIDE_FIELDS:
                 value.setWordWrap(True)
-                grid.addWidget(QLabel(title, box), 3, 0)
-                grid.addWidget(value, 3, 1, 1, 3)
+                row = 3 + WIDE_FIELDS.index(key)
+                grid.addWidget(QLabel(title, box), row, 0)
+                grid.addWidget(value, row, 1, 1, 3)
             else:
                 grid.addWidget(QLabel(title, box), i // 2, (i % 2) * 2)
                 grid.addWidget(value, i // 2, (i % 2) * 2 + 1)
@@ -235,22 +244,23 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
         overhead_layout.setContentsMargins(4, 4, 4, 4)
         self.overhead_status = QLabel("bpf_stats: off (turned on while metrics run)", overhead)
         self.overhead_status.setObjectName("overhead_status")
+        self.overhead_status.setWordWrap(True)
         overhead_layout.addWidget(self.overhead_status)
         self.overhead_table = QTableView(overhead)
         self.overhead_table.setObjectName("overhead_table")
         self.overhead_table.setSortingEnabled(True)
         self.overhead_table.verticalHeader().setVisible(False)
         self.overhead_table.verticalHeader().setDefaultSectionSize(22)
-        self.overhead_table.horizontalHeader().setStretchLastSection(True)
         self.overhead_table.setAlternatingRowColors(True)
-        self.overhead_chart_host = QWidget(overhead)     # the profiler's cost over time (gui/cost_chart.py)
-        self.overhead_chart_host.setLayout(QVBoxLayout())
-        self.overhead_chart_host.layout().setContentsMargins(0, 0, 0, 0)
-        beside = QHBoxLayout()
-        beside.addWidget(self.overhead_table, 3)
-        beside.addWidget(self.overhead_chart_host, 2)
-        overhead_layout.addLayout(beside, 1)
+        overhead_layout.addWidget(self.overhead_table, 1)
         self.bottom_tabs.addTab(overhead, "BPF overhead")
+        # the profiler's cost over time (gui/cost_chart.py): a tab of its own, so the table beside it
+        # keeps every column whole
+        self.overhead_chart_host = QWidget(self.bottom_tabs)
+        self.overhead_chart_host.setObjectName("overhead_chart_host")
+        self.overhead_chart_host.setLayout(QVBoxLayout())
+        self.overhead_chart_host.layout().setContentsMargins(4, 4, 4, 4)
+        self.bottom_tabs.addTab(self.overhead_chart_host, "Overhead over time")
         splitter.addWidget(self.bottom_tabs)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 1)

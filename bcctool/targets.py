@@ -35,6 +35,10 @@ TARGET_CHECKS: dict[str, Callable[[Any], bool]] = {
     "block device": lambda name: _sys_entry("/sys/class/block", name),
 }
 
+# the checks that read a file or two, cheap enough for the app's form to run as a value is typed (a
+# network device's may walk every process's namespace)
+QUICK_TARGETS = frozenset({"process", "thread", "block device"})
+
 
 def _sys_entry(directory: str, name: str) -> bool:
     return "/" not in name and name not in (".", "..") and os.path.exists(os.path.join(directory, name))

@@ -40,6 +40,10 @@ from .arguments import HARNESS_DESTS, OneLineParser, add_argument, parser_option
 from .bpfload import BPF_DIR, c_string, perf_event_name, quiet_load, text_of
 from .targets import TARGET_CHECKS
 
+# An interval whose wait ran less than this share of the interval was cut short (a stop, the
+# --duration's end, a traced process's exit): its summary says `partial`, and no chart draws it as a rate
+PARTIAL_SHARE = 0.9
+
 
 class Tool:
     """One metric script's life: arguments, BPF load, output, the interval loop and a clean stop.
@@ -96,6 +100,7 @@ class Tool:
         self._lost_reported: dict[str, int] = {}
         self._filters: dict[str, Any] = {}
         self.interval_index = 0
+        self.partial = False                    # the interval being read was cut short (PARTIAL_SHARE)
         self.variant = ""
         self._cgroup_names: cgroups.CgroupNames | None = None
         self._cgroup_cflags: list[str] = []     # --cgroup as -D flags (bpf/common.h skip_cgroup)
@@ -221,6 +226,8 @@ class Tool:
             return
         record = {"metric": self.name, "ts": round(time.time(), 6), "kind": kind, "interval": self.interval_index}
         record.update(fields)
+        if kind == "summary" and self.partial:
+            record["partial"] = True
         sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
 
     def emit_encoded(self, kind: str, encoded: str, **fields: Any) -> None:
@@ -244,6 +251,7 @@ class Tool:
         self.emit(
             "meta",
             schema=RECORD_SCHEMA,
+            host=socket.gethostname(),
             kernel=platform.release(),
             pid=os.getpid(),
             probes=self.attached_probes(),
@@ -355,7 +363,9 @@ class Tool:
         last_read = False
         while True:
             step = interval if end is None else max(0.0, min(interval, end - time.monotonic()))
+            began = time.monotonic()
             completed = self.wait(0.0 if last_read else step)
+            self.partial = time.monotonic() - began < PARTIAL_SHARE * interval
             # the target's exit seen before the interval's read: the read holds everything it did. One
             # that exits during the read gets one more read, at once (its last events came after this one)
             gone = self._gone_target()
@@ -385,15 +395,19 @@ class Tool:
         end = time.monotonic() + duration if duration else None
         if end is not None and next_tick is not None:
             next_tick = min(next_tick, end)
+        last_tick = time.monotonic()
         while not self.stopping:
             if b.perf_buffers:
                 b.perf_buffer_poll(timeout=timeout_ms)
             if b._ringbuf_manager:
                 b.ring_buffer_poll(timeout=timeout_ms)
-            if next_tick is not None and time.monotonic() >= next_tick:
+            if next_tick is not None and (now := time.monotonic()) >= next_tick:
                 next_tick += tick
                 if end is not None:
                     next_tick = min(next_tick, end)
+                # a late tick's follower is short but whole; only the --duration's end cuts one
+                self.partial = end is not None and now >= end and now - last_tick < PARTIAL_SHARE * tick
+                last_tick = now
                 self.interval_index += 1
                 if on_tick:
                     on_tick()
@@ -410,6 +424,7 @@ class Tool:
         if b.perf_buffers:
             b.perf_buffer_consume()
         if on_tick and self.stopping:
+            self.partial = tick is not None and time.monotonic() - last_tick < PARTIAL_SHARE * tick
             self.interval_index += 1
             on_tick()
         self.report_lost()

@@ -95,7 +95,7 @@ class Transport:
         self.outbox_path = outbox_path or f"{statedir.state_dir()}/outbox.sqlite"
         self._outbox = Outbox(self.outbox_path, int(self.tuning["outbox_max_bytes"]),
                               float(self.tuning["outbox_max_age"]))
-        self._url, self._token = _normalize(url), token
+        self._url, self._token = base_url(url), token
         self._cond = threading.Condition()            # guards everything below; held for microseconds
         self._sources: dict[str, _Source] = {}
         self._drops: dict[str, int] = {}              # reason -> records
@@ -154,9 +154,10 @@ class Transport:
     def set_server(self, url: str | None, token: str | None) -> None:
         """Point at another collector (or none); pending batches go to the new one."""
         with self._cond:
-            self._url, self._token = _normalize(url), token
+            self._url, self._token = base_url(url), token
             self._reachable, self._gzip_ok, self._failures, self._retry_at = None, False, 0, 0.0
             self._last_error = ""
+            self._last_probe = -float("inf")     # the new collector is probed now, not a probe interval on
         self._wake_sender.set()
 
     def status(self) -> dict:
@@ -511,7 +512,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _normalize(url: str | None) -> str | None:
+def base_url(url: str | None) -> str | None:
     """The collector's base URL; '.../data' is accepted too."""
     if not url:
         return None

@@ -17,10 +17,9 @@ from werkzeug.exceptions import HTTPException
 
 from collector import api, compare, dashboard, guard, ingest, profile_api, query_params
 from collector import settings as settings_mod
-from collector.state import EXTENSION, Collector, error
+from collector.state import EXTENSION, JSON_PATHS, Collector, error
 from collector.store import Store
 
-JSON_PATHS = ("/data", "/api/", "/metrics", "/healthz")
 _app_numbers = itertools.count(1)
 
 

@@ -210,6 +210,17 @@ class TimeSeriesChart(MetricChart):
         self.legend = self.plot.addLegend(offset=(10, 5))
         self.points: dict[str, tuple[deque, deque]] = {}
         self.lines: dict[str, pg.PlotDataItem] = {}
+        self.left_out: dict | None = None       # the newest summary of a partial interval, not drawn
+
+    def wants(self, record: dict) -> bool:
+        """Not a partial interval's summary: a stop's 0.3 s of shutdown made a rate spike at the line's
+        end (bcctool/tool.py marks such an interval; the range label says it is left out)."""
+        if not super().wants(record):
+            return False
+        if record.get("partial") is True:
+            self.left_out, self.dirty = record, True      # drawn again, for the range label's note
+            return False
+        return True
 
     def values(self, record: dict) -> list[tuple[str, float]]:
         """(series name, y) this record adds: one per declared line, else chart.y under its series."""
@@ -246,6 +257,14 @@ class TimeSeriesChart(MetricChart):
                 self.lines[name] = line
             line.setData(list(xs), list(ys))
 
+    def _show_range(self) -> None:
+        super()._show_range()
+        if self.left_out is not None:
+            seconds = self.left_out.get("interval_s")
+            took = f", {seconds:g} s" if isinstance(seconds, (int, float)) else ""
+            note = f"final interval (partial{took}) not drawn"
+            self.range_label.setText("  ·  ".join(t for t in (self.range_label.text(), note) if t))
+
     def time_span(self) -> tuple[float, float] | None:
         firsts = [xs[0] for xs, _ in self.points.values() if xs]
         lasts = [xs[-1] for xs, _ in self.points.values() if xs]
@@ -272,6 +291,7 @@ class TimeSeriesChart(MetricChart):
 
     def clear(self) -> None:
         super().clear()
+        self.left_out = None
         self.points.clear()
         for line in self.lines.values():
             self.plot.removeItem(line)

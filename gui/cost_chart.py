@@ -4,11 +4,13 @@ share of one CPU, one point per overhead sample (once a second), the last `histo
 
 from __future__ import annotations
 
+import html
 import time
 from collections import deque
 
 import pyqtgraph as pg
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from gui.chart_axes import ClockAxis, CompactAxis
 from gui.style import PALETTE, TEXT
@@ -27,12 +29,19 @@ class CostChart(QWidget):
         self.plot.hideButtons()
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.setLabel("left", "% of one CPU")
-        legend = self.plot.addLegend(offset=(5, 5))
         self.lines = {key: self.plot.plot(pen=pg.mkPen(colour, width=2), name=name) for key, name, colour in SERIES}
-        legend.setParentItem(self.plot.getPlotItem().getViewBox())
+        # the legend above the plot, not on it: it hid the lines and ran past a narrow plot's edge; an
+        # entry is never split, the entries wrap
+        self.legend = QLabel("&nbsp;&nbsp; ".join(
+            f"<span style='color:{colour}'>■</span>&nbsp;{html.escape(name).replace(' ', '&nbsp;')}"
+            for _, name, colour in SERIES), self)
+        self.legend.setObjectName("cost_legend")
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.plot)
+        layout.addWidget(self.legend)
+        layout.addWidget(self.plot, 1)
 
     def add_sample(self, rows: list[dict], now: float | None = None) -> None:
         """One overhead sample: the subtotal and app rows carry each part (programs' rows are in them)."""

@@ -1,7 +1,9 @@
-"""A metric's argument form, generated from its registry entry (config.Arg): a spin box for ints, a combo
-for choices, a check box for flags, a line edit otherwise. Required arguments are marked, help is the
-tooltip, and a bad value is refused with the reason next to its field (checked as it is typed, and again
-before anything starts). Values are kept between sessions in QSettings.
+"""A metric's argument form, generated from its registry entry (config.Arg): a combo for choices, a check
+box for flags, a line edit otherwise (numbers too: a spin box's validator drops a letter without a word,
+the line edit keeps it and says why it is refused). Required arguments are marked, help is the tooltip,
+and a bad value is refused with the reason next to its field (checked as it is typed, and again before
+anything starts), as is a pid or device that names nothing here (the script's own check, bcctool/targets.py,
+where it only reads a file). Values are kept between sessions in QSettings.
 """
 
 from __future__ import annotations
@@ -17,18 +19,26 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QSpinBox,
+    QSizePolicy,
     QWidget,
 )
 
 import config
+from bcctool.targets import QUICK_TARGETS, TARGET_CHECKS
 from gui.style import ERROR_STYLE, INVALID_STYLE
-
-INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 
 
 def _unset_text(arg: config.Arg) -> str:
     return "(until stopped)" if arg.name == "count" else "(not set)"
+
+
+def target_error(arg: config.Arg, value: object) -> str:
+    """'pid 3999999: no such process' for a value that names no existing target, by the check the script
+    makes before it loads; only the checks that read a file or two run here, on the GUI thread (a network
+    device of another namespace takes a walk over every process: the script checks that one)."""
+    if value is None or arg.target not in QUICK_TARGETS or TARGET_CHECKS[arg.target](value):
+        return ""
+    return f"{arg.name} {value}: no such {arg.target}"
 
 
 class ArgForm(QWidget):
@@ -60,6 +70,8 @@ class ArgForm(QWidget):
             error = QLabel(self)
             error.setObjectName(f"error_{arg.name}")
             error.setStyleSheet(ERROR_STYLE)
+            error.setWordWrap(True)       # a long reason (a metric's own failure) wraps beside its field
+            error.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
             error.hide()
             row = QHBoxLayout()
             row.setContentsMargins(0, 0, 0, 0)
@@ -75,18 +87,6 @@ class ArgForm(QWidget):
 
     # --- widgets --------------------------------------------------------------------------------
     def _editor(self, arg: config.Arg) -> QWidget:
-        if arg.type == "int":
-            box = QSpinBox(self)
-            # The box takes any integer, so a value out of the argument's bounds is kept as typed and
-            # refused beside the field (a box bounded to them would silently keep 7000 of a typed 70000).
-            low = INT_MIN
-            if arg.default is None:                # one below the minimum stands for "not set"
-                low = (INT_MIN + 1 if arg.minimum is None else int(arg.minimum)) - 1
-                box.setSpecialValueText(_unset_text(arg))
-            box.setRange(low, INT_MAX)
-            box.setAccelerated(True)
-            box.valueChanged.connect(lambda _v, a=arg: self._check(a))
-            return box
         if arg.type == "choice":
             combo = QComboBox(self)
             if not arg.required and arg.default is None:
@@ -101,16 +101,13 @@ class ArgForm(QWidget):
         edit = QLineEdit(self)
         if arg.default is not None:
             edit.setPlaceholderText(str(arg.default))
-        elif arg.name == "count":
+        elif not arg.required:
             edit.setPlaceholderText(_unset_text(arg))
         edit.textChanged.connect(lambda _t, a=arg: self._check(a))
         return edit
 
     def _get(self, arg: config.Arg) -> Any:
         editor = self.editors[arg.name]
-        if isinstance(editor, QSpinBox):
-            unset = editor.specialValueText() and editor.value() == editor.minimum()
-            return None if unset else editor.value()
         if isinstance(editor, QComboBox):
             return editor.currentText() or None
         if isinstance(editor, QCheckBox):
@@ -120,12 +117,7 @@ class ArgForm(QWidget):
 
     def _set(self, arg: config.Arg, value: Any) -> None:
         editor = self.editors[arg.name]
-        if isinstance(editor, QSpinBox):
-            try:
-                editor.setValue(editor.minimum() if value in (None, "") else int(value))
-            except (TypeError, ValueError):
-                editor.setValue(editor.minimum())
-        elif isinstance(editor, QComboBox):
+        if isinstance(editor, QComboBox):
             index = editor.findText("" if value is None else str(value))
             editor.setCurrentIndex(max(index, 0))
         elif isinstance(editor, QCheckBox):
@@ -152,13 +144,16 @@ class ArgForm(QWidget):
         self.show_message("")
         values, errors = self.spec.validate(self.raw_values())
         for arg in self.args:
+            if arg.name not in errors and (missing := target_error(arg, values.get(arg.name))):
+                errors[arg.name] = missing
+                values.pop(arg.name, None)
             self._show_error(arg.name, errors.get(arg.name, ""))
         return values, errors
 
     def _check(self, arg: config.Arg) -> None:
         try:
-            arg.value_of(self._get(arg))     # Arg.convert, as the script's parser takes it
-            error = ""
+            value = arg.value_of(self._get(arg))     # Arg.convert, as the script's parser takes it
+            error = target_error(arg, value)
         except config.BadValue as exc:
             error = str(exc)
         self._show_error(arg.name, error)
@@ -167,17 +162,23 @@ class ArgForm(QWidget):
     def _show_error(self, name: str, text: str) -> None:
         label, editor = self.errors[name], self.editors[name]
         label.setText(text)
+        label.setToolTip(text)
         label.setVisible(bool(text))
         editor.setStyleSheet(INVALID_STYLE if text else "")
 
     def mark_named_argument(self, reason: str) -> str | None:
         """A metric's failure that names one of its arguments ('argument --lport: ...', 'pid 99 does not
         exist'): that field is marked with the reason. Returns the argument's name, if any."""
-        # its flags first (--lport), then a bare name (argparse's 'argument interval', 'pid 99')
+        # its flags first (--lport), then a bare name (argparse's 'argument interval', 'pid 99'); the
+        # line that names it is shown (a script's usage lines are not), the whole reason in the tooltip
+        lines = [line.strip() for line in reason.splitlines() if line.strip()]
         for words in (lambda a: a.flags, lambda a: (a.name,)):
             for arg in self.args:
-                if any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", reason) for w in words(arg)):
-                    self._show_error(arg.name, reason)
+                named = [line for line in lines
+                         if any(re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", line) for w in words(arg))]
+                if named:
+                    self._show_error(arg.name, named[-1])
+                    self.errors[arg.name].setToolTip(reason)
                     return arg.name
         return None
 

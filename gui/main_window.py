@@ -21,9 +21,10 @@ from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QCheckBox, QMainWindow
 
 import config
-from client.transport import collector_url
+from client.transport import base_url, collector_url
 from gui.app_settings import app_settings, private_settings
 from gui.command_panel import CommandPanel
+from gui.connection_check import ConnectionCheck
 from gui.metric_list import MetricList
 from gui.metric_tab import MetricTab
 from gui.metric_tabs import MetricTabs
@@ -66,8 +67,11 @@ class MainWindow(QMainWindow):
         self.link_box.toggled.connect(self.time_link.set_enabled)
         self.statusBar().addPermanentWidget(self.link_box)
         self.running: set[str] = set()
+        self.failed: dict[str, str] = {}         # metric -> why its last run failed, until it starts again
+        self._activity = "No metric running."    # the status bar's last word on what runs (_show_activity)
         self._closed = False
         self.transport_panel = TransportPanel(ui.transport_labels)
+        self.connection_check = ConnectionCheck(self)
         self.log_panel = LogPanel(ui.log_view)
         self.overhead = OverheadPanel(ui.overhead_table, ui.overhead_status, self, sampler, stats_switch,
                                       ui.overhead_chart_host)
@@ -97,6 +101,8 @@ class MainWindow(QMainWindow):
         ui.stop_all_button.clicked.connect(self.stop_all)
         ui.apply_server_button.clicked.connect(self.apply_server)
         ui.server_url.returnPressed.connect(self.apply_server)
+        ui.test_server_button.clicked.connect(self.test_connection)
+        self.connection_check.checked.connect(self._connection_checked)
         ui.metric_tabs.tabCloseRequested.connect(self.close_tab)
         ui.metric_tabs.currentChanged.connect(self._tab_shown)
         c.records.connect(self._on_records)
@@ -188,11 +194,13 @@ class MainWindow(QMainWindow):
                 self.controller.start_metric(name, values)
             except Exception as exc:  # noqa: BLE001 - ValueError for bad values; anything else is shown, not raised
                 refused[name] = message = str(exc) or type(exc).__name__
+                self.failed[name] = f"not started: {message}"
                 self.metric_tabs.hold(name, "failed", f"not started: {message}")
                 self.forms[name].show_message(f"not started: {message}")
                 self.metric_list.set_state(name, "failed", message)
                 self.log(f"{name}: not started: {message}")
                 continue
+            self.failed.pop(name, None)
             if name not in self.running:    # a controller may report the start at once (_on_started)
                 self.running.add(name)
                 self.metric_list.set_state(name, "starting")
@@ -279,6 +287,7 @@ class MainWindow(QMainWindow):
         self.running.discard(name)
         if error:
             # the reason once: in the tab (and beside the argument it names); the log says where to look
+            self.failed[name] = error
             self._set_state(name, "failed", f"exit status {status}: {error}")
             self.log(f"{name}: FAILED (exit status {status}); the reason is in its tab")
             self.forms[name].mark_named_argument(error)
@@ -286,23 +295,51 @@ class MainWindow(QMainWindow):
             self._set_state(name, "stopped")
             self.log(f"{name}: stopped (exit status {status})")
         self._stats_off_if_idle()
+        self._show_activity()
 
     def apply_server(self) -> None:
-        url, token = self.ui.server_url.text().strip() or None, self.ui.server_token.text() or None
-        if url:
-            try:
-                url = collector_url(url)   # '127.0.0.1:5055' gets its http://
-            except ValueError as exc:
-                self.ui.server_url.setStyleSheet(INVALID_STYLE)
-                self.ui.server_url.setToolTip(str(exc))
-                self.log(f"collector: {exc}")
-                return
-            self.ui.server_url.setText(url)
-        self.ui.server_url.setStyleSheet("")
-        self.ui.server_url.setToolTip("")
+        url, token = self._typed_url(empty_ok=True), self.ui.server_token.text() or None
+        if url is None:
+            return
+        url = url or None
         self.controller.set_server(url, token)
         self.save_settings()
         self.log(f"collector: {url or 'none (records stay local)'}")
+        if url:
+            self.test_connection()          # the panel says at once whether it answers
+
+    def test_connection(self) -> None:
+        """The URL typed asked for /healthz on a thread of its own; the panel shows what came back."""
+        url = self._typed_url()
+        if url is None:
+            return
+        base = base_url(url) or url
+        self.transport_panel.checking(base)
+        self.connection_check.start(base)
+
+    def _connection_checked(self, url: str, verdict) -> None:
+        self.transport_panel.show_check(url, verdict.ok, verdict.text)
+        self.log(f"collector test: {url}: {verdict.text}")
+
+    def _typed_url(self, empty_ok: bool = False) -> str | None:
+        """The URL field's text as a collector URL (its http:// added; "" for none, if empty_ok), or None,
+        with the reason marked on the field and shown as the panel's last error."""
+        text = self.ui.server_url.text().strip()
+        try:
+            if not text and not empty_ok:
+                raise ValueError("no collector URL to test: type one above")
+            url = collector_url(text) if text else ""       # '127.0.0.1:5055' gets its http://
+        except ValueError as exc:
+            self.ui.server_url.setStyleSheet(INVALID_STYLE)
+            self.ui.server_url.setToolTip(str(exc))
+            self.transport_panel.refuse_url(str(exc))
+            self.log(f"collector: {exc}")
+            return None
+        self.ui.server_url.setText(url)
+        self.ui.server_url.setStyleSheet("")
+        self.ui.server_url.setToolTip("")
+        self.transport_panel.refuse_url("")
+        return url
 
     # --- periodic work: one timer applies everything that queued up --------------------------------
     def refresh(self) -> None:
@@ -338,9 +375,26 @@ class MainWindow(QMainWindow):
 
     def _refresh_panels(self) -> None:
         self.log_panel.flush()
+        self._show_activity()
+
+    def _show_activity(self) -> None:
+        """The status bar says how many metrics run and which failed, kept true as they start, end and
+        fail; it leaves alone a message it did not write ("Not started: ...", an opened session's)."""
         running = len(self.running)
-        if running and not self.statusBar().currentMessage().startswith("Not started"):
-            self.statusBar().showMessage(f"{running} metric{'s' if running > 1 else ''} running")
+        parts = [f"{running} metric{'s' if running > 1 else ''} running"] if running else []
+        if len(self.failed) == 1 and not running:
+            (name, why), = self.failed.items()
+            lines = [line for line in why.splitlines() if line.strip()]     # a script's error: its last line
+            parts.append(f"{name} failed: {lines[-1].strip() if lines else 'no reason given'}")
+        elif self.failed:
+            parts.append(f"failed: {', '.join(sorted(self.failed))} (the reason is in each one's tab)")
+        text = "  ·  ".join(parts) or "No metric running."
+        current = self.statusBar().currentMessage()
+        if (text == self._activity and current != text) or current.startswith("Not started"):
+            return              # nothing new to say over another message (an opened session's, a refusal)
+        self._activity = text
+        if text != current:
+            self.statusBar().showMessage(text)
 
     @property
     def transport_status(self) -> dict:

@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
-    QSizePolicy,
     QSplitter,
     QStackedWidget,
     QTableView,
@@ -39,11 +38,13 @@ import config
 from gui import cgroup_groups, group_tree
 from gui.charts import MetricChart, make_charts
 from gui.export import Exporter, csv_header, shown_rows, write_csv, write_png
+from gui.fitting import ElidedLabel
 from gui.live import LiveChart
 from gui.models import SORT_ROLE, ColumnsModel, RecordTableModel, format_value
 from gui.pid_filter import PidFilterProxy
 from gui.style import BAD, ERROR_BANNER_STYLE, QUIET_STYLE, STATE_STYLE
 from gui.time_link import TimeLink
+from monitor.intervals import RunTotals
 
 ENVELOPE = ("metric", "ts", "kind", "interval")
 FEW = ("meta", "summary", "lost")         # beside the many rows, events, hists and stacks: pid, summary, lost
@@ -80,13 +81,14 @@ class MetricTab(QWidget):
         self.pending: deque[list[dict]] = deque(maxlen=max_pending)     # batches, as the controller sent them
         self.records_seen = 0
         self.lost = 0
-        self.last_summary: dict | None = None
+        self.last_summary: dict | None = None       # the newest whole interval's
+        self.final_partial: dict | None = None      # the newest summary, when its interval was cut short
+        self.totals = RunTotals()                   # every summary's, for an opened session's headline
 
         self.state_label = QLabel(self)
-        self.summary_label = QLabel(self)
+        # a long summary must not widen the window: it ends in … at the label's edge, whole in the tooltip
+        self.summary_label = ElidedLabel(self)
         self.summary_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        # a long summary must not widen the window: it is cut at the label's edge, whole in the tooltip
-        self.summary_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.stop_button = QPushButton("Stop", self)
         self.stop_button.setToolTip(f"stop {spec.name} only")
         self.stop_button.clicked.connect(lambda: self.stop_requested.emit(self.name))
@@ -261,7 +263,11 @@ class MetricTab(QWidget):
             if kind == "meta" and isinstance(record.get("pid"), int):
                 self.pid = record["pid"]
             elif kind == "summary":
-                self.last_summary = record
+                self.totals.add(record)
+                if record.get("partial") is True:
+                    self.final_partial = record
+                else:
+                    self.last_summary, self.final_partial = record, None
             elif kind == "lost":
                 self.lost += int(record.get("count") or 0)
         changed = self.model.add_records(batch)
@@ -379,13 +385,37 @@ class MetricTab(QWidget):
             for column in range(self.tree_model.columnCount()):
                 self.tree.resizeColumnToContents(column)
 
+    def headline(self) -> tuple[str, dict] | None:
+        """(what the summary line covers, the summary it shows): an opened session's whole run, else the
+        newest whole interval (a partial one only while it is the only one)."""
+        if self.state == "recorded" and self.totals.intervals:
+            n = self.totals.intervals
+            return f"whole session, {n:,} interval{'s' if n > 1 else ''}", self.totals.record()
+        shown = self.last_summary or self.final_partial
+        if shown is None:
+            return None
+        return ("final interval, partial" if shown is self.final_partial else ""), shown
+
+    def partial_note(self) -> str:
+        if self.final_partial is None:
+            return ""
+        seconds = self.final_partial.get("interval_s")
+        took = f"{seconds:g} s" if isinstance(seconds, (int, float)) else "cut short"
+        return f"final interval {self.final_partial.get('interval', '')} partial ({took}): not charted"
+
     def _update_labels(self) -> None:
-        if self.last_summary:
-            self.summary_label.setText(summary_text(self.last_summary))
-            self.summary_label.setToolTip(summary_text(self.last_summary, limit=100).replace("  ·  ", "\n"))
+        found = self.headline()
+        if found is not None:
+            what, summary = found
+            text = summary_text(summary)
+            self.summary_label.setText(f"{what}:  {text}" if what else text)
+            whole = summary_text(summary, limit=100).replace("  ·  ", "\n")
+            self.summary_label.setToolTip(f"{what}\n{whole}" if what else whole)
         parts = []
         if self.model.kind == "row" and self.model.interval is not None:
             parts.append(f"interval {self.model.interval}")
+        if self.partial_note():
+            parts.append(self.partial_note())
         parts.append(f"{self.model.rowCount():,} rows shown")
         parts.append(f"{self.records_seen:,} records received")
         if self.lost:
@@ -399,7 +429,8 @@ class MetricTab(QWidget):
         self.pending.clear()
         self._generation += 1               # steps of a refresh still queued in the window do nothing
         self.records_seen = self.lost = 0
-        self.pid, self.last_summary = None, None
+        self.pid, self.last_summary, self.final_partial = None, None, None
+        self.totals = RunTotals()
         self.model.clear()
         self.cgroup_model.set_rows([])
         for chart in self.live_charts():

@@ -7,29 +7,54 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from PySide6.QtCore import QObject, QSortFilterProxyModel
-from PySide6.QtWidgets import QHeaderView, QLabel, QPlainTextEdit, QTableView, QWidget
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QLabel, QPlainTextEdit, QTableView, QWidget
 
 from gui.cost_chart import CostChart
-from gui.models import SORT_ROLE, OverheadModel
+from gui.fitting import TwoLineHeaders, fit_columns
+from gui.models import OVERHEAD_COLUMNS, SORT_ROLE, OverheadModel
 from gui.style import ALARM_STYLE, BAD, ERROR_STYLE, GOOD, QUIET, QUIET_STYLE
 from host.bpf_sampler import OverheadSampler
 from host.bpf_stats import BpfStatsSwitch
 
 
 class TransportPanel:
-    """Where records go: the collector reachable or not, buffered, sent, waiting in the outbox, dropped."""
+    """Where records go: the collector reachable or not, buffered, sent, waiting in the outbox, dropped,
+    and the last error — the transport's, else the last "Test connection" of this URL that failed, else
+    a URL the window refused (none of which the transport ever saw)."""
 
     def __init__(self, labels: dict[str, QLabel]) -> None:
         self.labels = labels
         self.status: dict = {}
+        self.refused = ""                          # why the URL typed was not applied
+        self.check: tuple[str, bool | None, str] | None = None   # (base URL, ok, line) of the last test
+
+    def refuse_url(self, reason: str) -> None:
+        self.refused = reason
+        self.show(self.status)
+
+    def checking(self, url: str) -> None:
+        self.refused = ""
+        self.check = (url, None, "checking…")
+        self.show(self.status)
+
+    def show_check(self, url: str, ok: bool, text: str) -> None:
+        self.check = (url, ok, text)
+        self.show(self.status)
 
     def show(self, status: dict) -> None:
         self.status = dict(status)
         labels = self.labels
-        reachable = status.get("reachable")
+        reachable, error = status.get("reachable"), status.get("last_error") or ""
+        tested = self.check if self.check is not None and self.check[0] == status.get("url") else None
+        if reachable is None and tested is not None:
+            reachable = tested[1]                  # the transport has not looked yet: the test has
+        if tested is not None and tested[1] is False:
+            error = error or tested[2]
         text, colour = {True: ("● reachable", GOOD), False: ("● unreachable", BAD)}.get(
             reachable, ("● not checked yet" if status.get("url") else "● none set: records stay local", QUIET))
+        if self.refused:
+            text, colour, error = "● URL refused", BAD, self.refused
         labels["reachable"].setText(text)
         labels["reachable"].setStyleSheet(f"color: {colour};")
         labels["reachable"].setToolTip(str(status.get("url") or ""))
@@ -39,9 +64,13 @@ class TransportPanel:
         dropped = status.get("dropped", 0) or 0
         labels["dropped"].setText(f"{dropped:,}")
         labels["dropped"].setStyleSheet(ALARM_STYLE if dropped else "")
-        error = status.get("last_error") or ""
         labels["last_error"].setText(error or "none")
         labels["last_error"].setStyleSheet(ERROR_STYLE if error else QUIET_STYLE)
+        checked = self.check
+        labels["test"].setText(checked[2] if checked else "not tested")
+        labels["test"].setToolTip(checked[0] if checked else "")
+        labels["test"].setStyleSheet({True: f"color: {GOOD};", False: ERROR_STYLE}.get(
+            checked[1] if checked else None, QUIET_STYLE))
 
 
 class LogPanel:
@@ -80,11 +109,13 @@ class OverheadPanel:
         self.stats_switch = stats_switch or BpfStatsSwitch()
         self.sampler = sampler or OverheadSampler(parent=parent)
         self.model = OverheadModel(parent)
-        proxy = QSortFilterProxyModel(parent)
+        proxy = TwoLineHeaders(parent)            # "BPF CPU / of one core (%)": narrow numbers, narrow columns
         proxy.setSourceModel(self.model)
         proxy.setSortRole(SORT_ROLE)
         table.setModel(proxy)
-        table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # every number whole in the table's width; the names (metric, program, its type) share the rest
+        keys = [key for key, _, _ in OVERHEAD_COLUMNS]
+        fit_columns(table, stretch=tuple(keys.index(k) for k in ("metric", "name", "type")))
         self.sampler.sampled.connect(self.show_sample)
         self.chart = CostChart(parent=chart_host)
         if chart_host is not None and chart_host.layout() is not None:

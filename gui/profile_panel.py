@@ -17,14 +17,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from PySide6.QtCore import QSortFilterProxyModel, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
     QComboBox,
     QFileDialog,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QPushButton,
@@ -38,6 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 import config
+from gui.fitting import TwoLineHeaders, fit_columns
 from gui.flamegraph import FlameGraph, format_weight
 from gui.live import LiveChart
 from gui.models import SORT_ROLE, ColumnsModel
@@ -59,7 +59,7 @@ def _shown_unit(unit: str) -> tuple[str, float]:
 
 
 def _table(parent: QWidget, model: ColumnsModel) -> QTableView:
-    proxy = QSortFilterProxyModel(parent)
+    proxy = TwoLineHeaders(parent)           # "Total\n(ms)": a column as narrow as its numbers
     proxy.setSourceModel(model)
     proxy.setSortRole(SORT_ROLE)
     view = QTableView(parent)
@@ -69,11 +69,8 @@ def _table(parent: QWidget, model: ColumnsModel) -> QTableView:
     view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     view.verticalHeader().setVisible(False)
     view.verticalHeader().setDefaultSectionSize(20)
-    view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
-    view.horizontalHeader().setStretchLastSection(True)
-    view.setColumnWidth(0, 180)
-    for column in range(1, model.columnCount() - 1):
-        view.setColumnWidth(column, 64)
+    # the numbers whole ("Total" was cut off at the pane's edge), the module narrow, the function the rest
+    fit_columns(view, stretch=(0,), narrow=(model.columnCount() - 1,))
     return view
 
 
@@ -194,7 +191,7 @@ class ProfilePanel(LiveChart):
         splitter.addWidget(self.tables)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([900, 420])          # the graph first; the tables' columns would claim more
+        splitter.setSizes([600, 400])          # the graph first, the tables' numbers whole (gui/fitting.py)
         self.legend = QLabel(self)
         self.legend.hide()
         self.status = QLabel(self)

@@ -13,13 +13,14 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog, QPushButton
 
 from gui.host_window import HostWindow
+from monitor.intervals import mark_final_partial, span_text
 from monitor.session import SessionError, SessionWriter, read_session
 
 FILTER = "Sessions (*.ndjson *.jsonl);;All files (*)"
 
 
 class SessionPanel(QObject):
-    loaded = Signal(object, str)          # {metric: records} or None, and one line to log
+    loaded = Signal(object, str, str)     # {metric: records} or None, one line to log, the status bar's
 
     def __init__(self, window: HostWindow, open_button: QPushButton, record_button: QPushButton) -> None:
         super().__init__(open_button)           # lives as long as its buttons
@@ -48,23 +49,26 @@ class SessionPanel(QObject):
         try:
             by_metric, skipped = read_session(path, self.window.specs)
         except SessionError as e:
-            self._emit(None, str(e))
+            self._emit(None, str(e), str(e))
             return
+        by_metric = {name: mark_final_partial(records) for name, records in by_metric.items()}
         count = sum(len(r) for r in by_metric.values())
         note = f", {skipped:,} of metrics this app lacks skipped" if skipped else ""
-        self._emit(by_metric, f"session {os.path.basename(path)}: {count:,} records of {', '.join(by_metric)}{note}")
+        self._emit(by_metric, f"session {os.path.basename(path)}: {count:,} records of {', '.join(by_metric)}{note}",
+                   session_line(path, by_metric))
 
-    def _emit(self, by_metric: dict | None, message: str) -> None:
+    def _emit(self, by_metric: dict | None, message: str, status: str) -> None:
         try:
-            self.loaded.emit(by_metric, message)      # queued to the GUI thread, where this object lives
+            self.loaded.emit(by_metric, message, status)   # queued to the GUI thread, where this object lives
         except RuntimeError:
-            pass                                      # the window closed meanwhile
+            pass                                           # the window closed meanwhile
 
-    def _show(self, by_metric: dict[str, list[dict]] | None, message: str) -> None:
+    def _show(self, by_metric: dict[str, list[dict]] | None, message: str, status: str) -> None:
         self.window.log(message)
         if by_metric is None:
             self.window.show_status(message, 10_000)
             return
+        self.window.show_status(status, 0)           # until something else is said: what is on screen
         self.opened = by_metric
         for name, records in by_metric.items():
             tab = self.window.tab_for(name)
@@ -104,3 +108,16 @@ class SessionPanel(QObject):
         if recorder is not None:
             recorder.close(timeout=wait)          # the writer thread finishes the queue on its own
             self.window.log(f"recording to {recorder.path} ended")
+
+
+def session_line(path: str, by_metric: dict[str, list[dict]]) -> str:
+    """The status bar's line for an opened session: the file, the host(s) it was recorded on, its span."""
+    hosts = sorted({r["host"] for records in by_metric.values() for r in records
+                    if r.get("kind") == "meta" and isinstance(r.get("host"), str) and r["host"]})
+    times = [r["ts"] for records in by_metric.values() for r in records
+             if isinstance(r.get("ts"), (int, float)) and not isinstance(r.get("ts"), bool)]
+    where = f"host {', '.join(hosts)}" if hosts else "host not recorded"
+    span = span_text(min(times), max(times)) if times else "no times recorded"
+    metrics = len(by_metric)
+    return (f"Recorded session {os.path.basename(path)}  ·  {where}  ·  {span}  ·  {metrics} metric"
+            f"{'s' if metrics > 1 else ''} (not live)")

@@ -33,7 +33,7 @@ def test_the_box_counts_the_command_and_its_children_only(qtbot, tmp_path):
         form = window.forms["sysnest"]
         form.editors["interval"].setText("0.5")
         for key in ("top", "details_top"):
-            form.editors[key].setValue(1000)
+            form.editors[key].setText("1000")
         window.set_checked(["sysnest"])
         window.ui.command_line.setText(f"{PYTHON} {script}")
         assert window.command.start()

@@ -248,10 +248,6 @@ def test_a_collector_url_without_a_scheme_is_fixed_and_another_refused_in_the_fo
     window.ui.apply_server_button.click()
     assert fake.server == ("http://127.0.0.1:5055", None)
     assert window.ui.server_url.text() == "http://127.0.0.1:5055"
-    window.ui.server_url.setText("ftp://127.0.0.1:5055")
-    window.ui.apply_server_button.click()
-    assert fake.server == ("http://127.0.0.1:5055", None)          # refused: not applied
-    assert "http://" in window.ui.server_url.toolTip() and window.ui.server_url.styleSheet()
     # the transport's one line, then cleared once delivery works again
     label = window.ui.transport_labels["last_error"]
     fake.transport_status.emit({"last_error": "collector unreachable: connection refused (127.0.0.1:5055)",
@@ -259,6 +255,11 @@ def test_a_collector_url_without_a_scheme_is_fixed_and_another_refused_in_the_fo
     assert label.text() == "collector unreachable: connection refused (127.0.0.1:5055)"
     fake.transport_status.emit({"last_error": "", "reachable": True, "url": "http://127.0.0.1:5055"})
     assert label.text() == "none"
+    window.ui.server_url.setText("ftp://127.0.0.1:5055")
+    window.ui.apply_server_button.click()
+    assert fake.server == ("http://127.0.0.1:5055", None)          # refused: not applied
+    assert "http://" in window.ui.server_url.toolTip() and window.ui.server_url.styleSheet()
+    assert label.text() == "collector URL must start with http:// or https://, not ftp://"   # in the panel too
 
 
 def test_form_labels_are_written_for_people(qtbot):

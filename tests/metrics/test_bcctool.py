@@ -25,17 +25,6 @@ def test_table_alignment():
     assert text.splitlines() == ["  PID COMM", "    1 a", "   22 bb"]
 
 
-@pytest.fixture
-def own_signals():
-    """intervals() installs the tool's signal handlers; give pytest its own back afterwards."""
-    import signal
-    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)}
-    yield
-    signal.set_wakeup_fd(-1)
-    for s, handler in saved.items():
-        signal.signal(s, handler)
-
-
 def _stop_after_second_interval(how: str) -> list[int]:
     """The interval indexes a 10 ms tool yields when a stop arrives after its second interval was read:
     while it is being processed ("processing"), or during the wait for the third ("waiting")."""
