@@ -55,3 +55,17 @@ def quiet_load(bpf_cls: Any, path: str, cflags: list[str], show_errors: bool = T
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+
+
+def fdinfo_count(fd: int, field: str) -> int:
+    """A counter of one of this process's fds in /proc/self/fdinfo (a BPF program's recursion_misses,
+    run_cnt); 0 when the kernel does not show it."""
+    try:
+        with open(f"/proc/self/fdinfo/{fd}") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key == field:
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0

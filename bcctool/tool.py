@@ -37,7 +37,7 @@ from client.wire import RECORD_SCHEMA
 
 from . import cgroups, footprint, kernelfeatures, ksymstub
 from .arguments import HARNESS_DESTS, OneLineParser, add_argument, parser_options
-from .bpfload import BPF_DIR, c_string, perf_event_name, quiet_load, text_of
+from .bpfload import BPF_DIR, c_string, fdinfo_count, perf_event_name, quiet_load, text_of
 from .targets import TARGET_CHECKS
 
 # An interval whose wait ran less than this share of the interval was cut short (a stop, the
@@ -288,8 +288,19 @@ class Tool:
         if total > self._lost.get(source, 0):
             self._lost[source] = total
 
+    def count_skipped_runs(self) -> None:
+        """The kernel skips a tracepoint or perf-event program that fires while another BPF program runs on
+        its CPU (an interrupt's block completion during a sched_switch program of another tool): its event
+        is lost. Each program's running count (fdinfo's recursion_misses) becomes the lost source
+        `skipped:<program>`. Seen beside offcpu: 68 of biopwise's block_rq_complete runs in a few seconds."""
+        for name, func in getattr(self.bpf, "funcs", {}).items():
+            misses = fdinfo_count(func.fd, "recursion_misses")
+            if misses:
+                self.set_lost_total(f"skipped:{text_of(name)}", misses)
+
     def report_lost(self) -> None:
         """Emit a `lost` record (or a stderr line) for whatever was lost since the last report."""
+        self.count_skipped_runs()
         for source, total in self._lost.items():
             new = total - self._lost_reported.get(source, 0)
             if new > 0:

@@ -168,6 +168,11 @@ def test_latency_histogram_counts_each_direct_read_within_the_time_the_reads_too
     rows = rows_of(tool, child.pid)
     assert sum(r["read_ios"] for r in rows) == TIMED_READS
     assert sum(r["write_ios"] for r in rows) == 0
-    assert requests == TIMED_READS
+    # a completion whose program the kernel skipped (it fired while another BPF program ran on its CPU,
+    # 8 of 200 in a run beside other tests' tracers) is counted lost, never silent; those counts are the
+    # whole machine's, so they bound what the child lost
+    skipped = sum(r["count"] for r in tool.of_kind("lost") if r["source"].startswith("skipped:")
+                  and r["source"].endswith("block_rq_complete"))
+    assert TIMED_READS - skipped <= requests <= TIMED_READS, (requests, skipped)
     floor_us = sum(b["lo"] * b["count"] for r in hists for b in r["buckets"])
     assert 0 < floor_us <= int(spent_ns) / 1000, (floor_us, int(spent_ns) / 1000)
