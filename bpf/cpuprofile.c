@@ -20,8 +20,16 @@
  * while it lives) and, at the end, of the fork children sampled before they exec'd (`children`).
  * Stack ids that collide are counted lost by the user side (-EEXIST in the key).
  *
+ * -DUSER_KERNEL (--user-stacks kernel) unwinds user stacks here, with the stack-delta tables of kunwind.h,
+ * and counts samples in the kernel per interval (epoch.h): keyed by process, cgroup, command and the
+ * 64-bit hashes of its kernel, user and Python stacks, each stack stored once in `stacks`. User space
+ * reads the finished interval's counts and only the stacks it has not seen. A process met for the first
+ * time is said on ku_events and walked by frame pointers until user space has loaded its mappings; a
+ * fork child that has not exec'd walks its parent's. -DUNWIND_CHECK also sends each sample's stack copy
+ * beside its kernel-unwound pcs (`checks`), for the test that compares them with bcctool/unwind.py.
+ *
  * -DINCLUDE_IDLE counts the idle task (pid 0); -DUSER_ONLY / -DKERNEL_ONLY take one stack only.
- * -DPYTHON_FRAMES (with -DUSER_DWARF) adds the CPython frame chain of python processes (pystack.h). */
+ * -DPYTHON_FRAMES (with -DUSER_DWARF or -DUSER_KERNEL) adds the CPython frame chain of python processes (pystack.h). */
 /* The program reads no field of its context (bpf_get_stack takes it whole), so it declares it void *:
  * the header that defines struct bpf_perf_event_data pulls in linux/sched.h and the headers under it,
  * which made its start 3.1 s instead of 0.9 s. */
@@ -32,11 +40,11 @@
 #endif
 #define STACK_DEPTH 127   /* the kernel's limit for one stack walk */
 
-#ifdef USER_DWARF
+#if defined(USER_DWARF) || defined(UNWIND_CHECK)
 #include "ustack.h"
-#ifdef PYTHON_FRAMES
-#include "pystack.h"
 #endif
+#if defined(PYTHON_FRAMES) && (defined(USER_DWARF) || defined(USER_KERNEL))
+#include "pystack.h"
 #endif
 
 struct sample_t {
@@ -76,14 +84,79 @@ BPF_RINGBUF_OUTPUT(new_procs, 4);                /* each once */
 BPF_HASH(children, u32, u32, 65536);             /* sampled fork children that had not exec'd -> parent */
 LOST_COUNTER(counts_full);     /* samples dropped: the counts map was full */
 LOST_COUNTER(children_full);   /* fork children whose parent could not be kept: their user frames unnamed */
-#else
+#elif !defined(USER_KERNEL)
 BPF_RINGBUF_OUTPUT(samples, RING_PAGES);
 #endif
-#if defined(USER_DWARF) && defined(PYTHON_FRAMES)
+#if defined(PYTHON_FRAMES) && (defined(USER_DWARF) || defined(USER_KERNEL))
 PY_PROCS_MAP;
 #endif
-#ifndef COUNT_IN_KERNEL
+#if !defined(COUNT_IN_KERNEL) && !defined(USER_KERNEL)
 LOST_COUNTER(ring_full);   /* samples dropped: the ring buffer was full (the user side fell behind) */
+#endif
+
+#ifdef USER_KERNEL
+#include "epoch.h"
+#include "kunwind.h"
+#ifndef COUNT_KEYS
+#define COUNT_KEYS 16384
+#endif
+#ifndef STACKS
+#define STACKS 16384
+#endif
+struct kcount_key_t {
+    u32 slot;              /* the epoch's parity */
+    u32 tgid;
+    u64 cgid;
+    u64 kstack;            /* the stacks' keys in `stacks`; 0: none */
+    u64 ustack;
+    u64 pystack;
+    char comm[TASK_COMM_LEN];
+};
+struct scratch_t {         /* per CPU: too large for the BPF stack */
+    struct ku_walk walk;
+    struct ku_stack kernel;
+#ifdef PYTHON_FRAMES
+    struct pystack_t py;
+#endif
+};
+#ifdef PYTHON_FRAMES
+_Static_assert(sizeof(struct pystack_t) == sizeof(struct ku_stack), "a Python stack is stored in `stacks` too");
+#endif
+BPF_ARRAY(epochs, struct epoch_t, 1);
+BPF_HASH(kcounts, struct kcount_key_t, u64, COUNT_KEYS);
+BPF_F_TABLE("hash", u64, struct ku_stack, stacks, STACKS, BPF_F_NO_PREALLOC);   /* memory as used */
+BPF_PERCPU_ARRAY(scratch, struct scratch_t, 1);
+KU_MAPS;
+LOST_COUNTER(counts_full);     /* samples dropped: the counts map was full */
+LOST_COUNTER(stacks_full);     /* samples dropped: a new stack found `stacks` full */
+LOST_COUNTER(kernel_walk);     /* kernel stacks the kernel's walk failed (not "no kernel stack") */
+/* per CPU, cumulative: [0] expression rows walked by frame pointers, [1] samples walked by frame
+ * pointers because their process's mappings were not loaded yet */
+BPF_PERCPU_ARRAY(ku_counters, u64, 2);
+#ifdef UNWIND_CHECK
+struct check_t {           /* one sample's kernel walk and its stack copy, for the equality test */
+    u32 tgid;
+    u32 owner;
+    struct ku_stack user;
+    struct ustack_t copy;
+};
+BPF_RINGBUF_OUTPUT(checks, 256);
+#endif
+
+static __always_inline struct ku_mapping *ku_mapping_at(struct ku_map_key *key)
+{
+    return ku_maps.lookup(key);
+}
+
+static __always_inline struct ku_file *ku_file_at(u32 file)
+{
+    return ku_files.lookup(&file);
+}
+
+static __always_inline struct ku_row *ku_row_at(u32 index)
+{
+    return ku_rows.lookup(&index);
+}
 #endif
 
 #ifndef KERNEL_ONLY
@@ -134,6 +207,9 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
 #ifdef COUNT_IN_KERNEL
     known.delete(&tgid);   /* its next sample says it anew: the user side reads its new maps */
     children.delete(&tgid);
+#endif
+#ifdef USER_KERNEL
+    ku_procs.delete(&tgid);   /* likewise: its mappings are loaded anew */
 #endif
     return PASS_ON;
 }
@@ -194,6 +270,152 @@ static __always_inline int count_sample(void *ctx, u64 id)
 }
 #endif
 
+#ifdef USER_KERNEL
+static __always_inline void add_counter(int index, u64 n)
+{
+    u64 *c = ku_counters.lookup(&index);
+    if (c)
+        *c += n;
+}
+
+/* `s` stored under its hash unless it is there already: the hash, or 0 when `stacks` is full */
+static __always_inline u64 store_stack(struct ku_stack *s, u64 seed)
+{
+    u64 h = ku_hash(s, seed);
+    if (stacks.lookup(&h))
+        return h;
+    int err = stacks.insert(&h, s);
+    if (err && err != -17) {   /* -EEXIST: another CPU stored it meanwhile */
+        int zero = 0;
+        u64 *lost = stacks_full.lookup(&zero);
+        if (lost)
+            (*lost)++;
+        return 0;
+    }
+    return h;
+}
+
+/* user space is asked to load (again) the mappings of tgid */
+static __always_inline void ask_mappings(u32 tgid, u32 state)
+{
+    struct ku_event_t e = {.tgid = tgid, .state = state};
+    ku_events.ringbuf_output(&e, sizeof(e), 0);
+}
+
+#ifndef KERNEL_ONLY
+/* The current task's user stack into w->user: unwound with the tables, or, for a process whose mappings
+ * are not loaded yet, by the kernel's frame-pointer walk (it is asked for at its first sample). Whose
+ * mappings it was unwound with: the process's, a fork child's parent's, 0 for none. */
+static __always_inline u32 user_stack(void *ctx, struct ku_walk *w, u32 tgid)
+{
+    w->user.depth = 0;
+    w->user.outcome = KU_NO_USER;
+    if (ku_regs(w))
+        return 0;
+    u32 owner = tgid;
+    u32 *state = ku_procs.lookup(&tgid);
+    if (!state) {
+        u32 parent = parent_of(tgid);   /* a fork child that has not exec'd: its parent's address space */
+        u32 *theirs = parent ? ku_procs.lookup(&parent) : 0;
+        if (theirs && *theirs != KU_PENDING) {
+            owner = parent;
+            state = theirs;
+        } else {
+            u32 pending = KU_PENDING;
+            ku_procs.update(&tgid, &pending);
+            ask_mappings(tgid, KU_PENDING);
+        }
+    }
+    if (!state || *state == KU_PENDING) {
+        long bytes = bpf_get_stack(ctx, w->user.pcs, STACK_DEPTH * 8, BPF_F_USER_STACK);
+        w->user.depth = bytes > 0 ? (u64)bytes / 8 : 0;
+        w->user.outcome = KU_FP_WALK;
+        add_counter(1, 1);
+        return 0;
+    }
+    ku_unwind(w, owner);
+    if (w->fp_frames)
+        add_counter(0, w->fp_frames);
+    if (w->user.outcome == KU_NO_MAPPING) {   /* mapped since its mappings were read (a dlopen) */
+        if (owner != tgid) {
+            u32 pending = KU_PENDING;
+            ku_procs.update(&tgid, &pending);
+            ask_mappings(tgid, KU_PENDING);
+        } else if (*state == KU_READY) {
+            *state = KU_STALE;
+            ask_mappings(tgid, KU_STALE);
+        }
+    }
+    return owner;
+}
+#endif
+
+static __always_inline int count_unwound(void *ctx, u64 id)
+{
+    int zero = 0;
+    struct epoch_t *ep = epochs.lookup(&zero);   /* first: the sample belongs to the epoch it read */
+    struct scratch_t *sc = scratch.lookup(&zero);
+    if (!ep || !sc)
+        return 0;
+    struct kcount_key_t key = {.slot = EPOCH_SLOT(ep), .tgid = id >> 32};
+    bpf_get_current_comm(&key.comm, sizeof(key.comm));
+    key.cgid = bpf_get_current_cgroup_id();
+#ifndef USER_ONLY
+    long kbytes = bpf_get_stack(ctx, sc->kernel.pcs, STACK_DEPTH * 8, 0);
+    if (kbytes > 0) {
+        sc->kernel.depth = (u64)kbytes / 8;
+        sc->kernel.outcome = 0;
+        key.kstack = store_stack(&sc->kernel, 0x6b65726e656cULL);
+        if (!key.kstack)
+            return 0;
+    } else if (kbytes != -14 && kbytes != 0) {   /* -EFAULT: no kernel stack (a sample in user mode) */
+        u64 *lost = kernel_walk.lookup(&zero);
+        if (lost)
+            (*lost)++;
+    }
+#endif
+#ifndef KERNEL_ONLY
+    u32 owner = user_stack(ctx, &sc->walk, key.tgid);
+    if (sc->walk.user.outcome != KU_NO_USER) {
+        key.ustack = store_stack(&sc->walk.user, 0x75736572ULL);
+        if (!key.ustack)
+            return 0;
+    }
+#ifdef PYTHON_FRAMES
+    pystack_capture(py_procs.lookup(&key.tgid), (u32)id, &sc->py);
+    if (sc->py.err != PY_NOT_PYTHON) {
+        key.pystack = store_stack((struct ku_stack *)&sc->py, 0x707974686f6eULL);
+        if (!key.pystack)
+            return 0;
+    }
+#endif
+#ifdef UNWIND_CHECK
+    struct check_t *c = checks.ringbuf_reserve(sizeof(struct check_t));
+    if (c) {
+        c->tgid = key.tgid;
+        c->owner = owner;
+        bpf_probe_read_kernel(&c->user, sizeof(c->user), &sc->walk.user);   /* too large for memcpy */
+        ustack_capture(&c->copy);
+        checks.ringbuf_submit(c, 0);
+    }
+#endif
+#endif
+    u64 *n = kcounts.lookup(&key);
+    if (!n) {
+        u64 none = 0;
+        n = kcounts.lookup_or_try_init(&key, &none);
+    }
+    if (n) {
+        __sync_fetch_and_add(n, 1);
+    } else {
+        u64 *lost = counts_full.lookup(&zero);
+        if (lost)
+            (*lost)++;
+    }
+    return 0;
+}
+#endif
+
 int on_sample(void *ctx)
 {
     u64 id = bpf_get_current_pid_tgid();
@@ -205,6 +427,8 @@ int on_sample(void *ctx)
         return 0;
 #ifdef COUNT_IN_KERNEL
     return count_sample(ctx, id);
+#elif defined(USER_KERNEL)
+    return count_unwound(ctx, id);
 #else
 
     struct sample_t *s = samples.ringbuf_reserve(sizeof(struct sample_t));

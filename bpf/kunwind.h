@@ -1,0 +1,279 @@
+/* User stacks unwound in the kernel with "stack delta" tables (the OpenTelemetry eBPF profiler's way):
+ * user space (bcctool/kunwind.py) turns each executable file's CFI into sorted rows "from this pc:
+ * CFA = rsp|rbp + offset, rbp saved at CFA + 8 * n or unchanged, return address at CFA - 8", loads them
+ * into ku_rows (one array; each file a range of it, ku_files), and puts every met process's executable
+ * mappings into ku_maps, an LPM trie keyed by (tgid, address): its file and load bias. The walk starts
+ * from the user registers (bpf_task_pt_regs, the only kernel struct read) and follows the rules of
+ * bcctool/unwind.py frame by frame, reading return addresses and saved rbp with bpf_probe_read_user.
+ * A pc with no usable row (no CFI; a DWARF expression: PLT stubs of odd shape, signal trampolines,
+ * hand-written asm) is walked by its frame pointer, as unwind.py does where no CFI covers a pc; the
+ * expression rows so walked are counted (fp_frames).
+ *
+ * BCC rewrites map calls in the program's main file only, so the main file declares the maps
+ * (KU_MAPS) and defines the three lookups the walk makes: ku_mapping_at, ku_file_at, ku_row_at.
+ * BCC 0.26 cannot relocate a bpf_loop callback, so the walk is a bounded loop; its state lives in a
+ * per-CPU map value, which the verifier does not track, so the states of the paths through one frame
+ * meet at the loop's head and the verifier's work grows with the frames, not with the paths. */
+#ifndef PROFILER_KUNWIND_H
+#define PROFILER_KUNWIND_H
+
+#define KU_FRAMES 127        /* steps at most: up to 128 pcs (unwind.py's max_frames) */
+#define KU_STACK 128         /* pcs a stored stack holds */
+#define KU_SEARCH 20         /* binary search steps: a file holds fewer than 2^20 rows */
+#define KU_MAX_FRAME_SPAN (8 << 20)   /* a frame pointer further above sp is garbage (unwind.py) */
+
+/* a row's kind (bcctool/stackdeltas.py writes them); KU_SCALED: its cfa is in units of 8 bytes */
+enum { KU_NONE, KU_SP, KU_BP, KU_PLT, KU_EXPR, KU_END };
+#define KU_SCALED 0x80
+#define KU_BP_UNKNOWN (-128) /* row.bp: rbp's rule cannot be followed; 0: unchanged */
+
+/* how a walk ended (bcctool/kstacks.py OUTCOMES names them); KU_GO_ON: a frame was added */
+#define KU_GO_ON (-1)
+enum {
+    KU_OUTERMOST,        /* complete: the return-address rule is undefined (_start, clone) */
+    KU_RA_ZERO,          /* complete: the return address is 0 (the end of a frame-pointer chain) */
+    KU_FRAME_LIMIT,      /* truncated */
+    KU_NO_MAPPING,       /* failed: a pc in no executable mapping of the process */
+    KU_NO_FP,            /* failed: no CFI and no usable frame pointer */
+    KU_BP_LOST,          /* failed: the CFA is rbp-based and rbp was not recovered */
+    KU_RA_BELOW_SP,      /* failed */
+    KU_UNREADABLE,       /* failed: a read of user memory failed (not resident, or garbage) */
+    KU_NOT_UP,           /* failed: the stack pointer did not move up */
+    KU_NO_USER,          /* failed: no user context */
+    KU_FP_WALK,          /* the process's mappings are not loaded yet: the kernel's frame-pointer walk */
+};
+
+struct ku_map_key {      /* LPM: prefixlen counts the tgid's 32 bits, then the address's high bits */
+    u32 prefixlen;
+    u32 tgid;
+    u64 addr;            /* big-endian */
+};
+
+struct ku_mapping {
+    u64 start;           /* [start, end): the executable mapping */
+    u64 end;
+    u64 bias;            /* pc - bias = the file's own virtual address */
+    u32 file;            /* ku_files index; 0: no table (JIT code, a file without CFI): frame pointers */
+    u32 pad;
+};
+
+struct ku_file {
+    u32 first;           /* its rows: ku_rows[first .. first + count) */
+    u32 count;
+};
+
+struct ku_row {
+    u32 pc;              /* from this file vaddr on */
+    s16 cfa;             /* KU_SP / KU_BP: the CFA's offset; KU_PLT: the threshold of (ip & 15) */
+    u8 kind;             /* | KU_SCALED */
+    u8 bp;               /* as s8: rbp saved at CFA + 8 * bp; 0: unchanged; KU_BP_UNKNOWN (u8: BCC's
+                          * Python side has no ctype for signed char) */
+};
+
+struct ku_stack {        /* a stack as stored once per unique stack (the kernel's or Python's too) */
+    u32 depth;
+    s32 outcome;
+    u64 pcs[KU_STACK];   /* innermost first */
+};
+
+struct ku_walk {         /* per-CPU: the walk's registers, the mapping of the last pc, the stack so far */
+    u64 ip;
+    u64 sp;
+    u64 bp;
+    u64 map_start;
+    u64 map_end;
+    u64 bias;
+    u32 first;
+    u32 count;
+    u32 bp_known;
+    u32 fp_frames;       /* expression rows walked by frame pointers in this walk */
+    struct ku_stack user;
+};
+
+#ifndef KU_ROWS
+#define KU_ROWS (1 << 20)    /* 8 MiB of rows for every file met */
+#endif
+#define KU_FILES 4096
+#define KU_MAPPINGS 65536    /* LPM entries: a mapping takes one per aligned block */
+#define KU_PROCS 16384
+
+enum { KU_PENDING, KU_READY, KU_STALE };   /* ku_procs: mappings asked for, loaded, asked for again */
+
+struct ku_event_t {      /* to user space: load (again) the mappings of tgid */
+    u32 tgid;
+    u32 state;           /* KU_PENDING: met for the first time; KU_STALE: a pc in no mapping */
+};
+
+/* The maps, declared in the main file. ku_rows is mmap'ed by user space (BPF_F_MMAPABLE: 1 << 10). */
+#define KU_MAPS                                                                                         \
+    BPF_F_TABLE("lpm_trie", struct ku_map_key, struct ku_mapping, ku_maps, KU_MAPPINGS, BPF_F_NO_PREALLOC); \
+    BPF_ARRAY(ku_files, struct ku_file, KU_FILES);                                                      \
+    BPF_F_TABLE("array", u32, struct ku_row, ku_rows, KU_ROWS, 1 << 10);                                \
+    BPF_TABLE("lru_hash", u32, u32, ku_procs, KU_PROCS);                                                \
+    BPF_RINGBUF_OUTPUT(ku_events, 4)
+
+static __always_inline struct ku_mapping *ku_mapping_at(struct ku_map_key *key);
+static __always_inline struct ku_file *ku_file_at(u32 file);
+static __always_inline struct ku_row *ku_row_at(u32 index);
+
+/* The user registers of the current task into w; 0 when it has a user context. */
+static __always_inline int ku_regs(struct ku_walk *w)
+{
+    struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+    if (!regs)
+        return -1;
+    u64 cs = 0;
+    bpf_probe_read_kernel(&cs, sizeof(cs), &regs->cs);
+    if ((cs & 3) != 3)   /* no user mode to return to: a kernel thread */
+        return -1;
+    bpf_probe_read_kernel(&w->ip, sizeof(w->ip), &regs->ip);
+    bpf_probe_read_kernel(&w->sp, sizeof(w->sp), &regs->sp);
+    bpf_probe_read_kernel(&w->bp, sizeof(w->bp), &regs->bp);
+    return 0;
+}
+
+/* The row that holds for file vaddr `vaddr` in the file of the last mapping: the last with pc <= vaddr. */
+static __always_inline void ku_find_row(struct ku_walk *w, u64 vaddr, struct ku_row *out)
+{
+    out->kind = KU_NONE;
+    u32 count = w->count, first = w->first;
+    if (!count || vaddr >> 32)
+        return;
+    u32 lo = 0, hi = count;   /* rows[lo - 1].pc <= vaddr < rows[hi].pc */
+#pragma clang loop unroll(disable)
+    for (int j = 0; j < KU_SEARCH; j++) {
+        if (lo >= hi)
+            break;
+        u32 mid = lo + (hi - lo) / 2;
+        struct ku_row *row = ku_row_at(first + mid);
+        if (!row)
+            return;
+        if (row->pc <= (u32)vaddr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo)
+        return;
+    struct ku_row *row = ku_row_at(first + lo - 1);
+    if (row)
+        *out = *row;
+}
+
+/* One frame: the caller's ip, sp and bp from the current ones. KU_GO_ON, or how the walk ends. */
+static __always_inline int ku_step(struct ku_walk *w, u32 tgid, int innermost)
+{
+    u64 ip = w->ip, sp = w->sp, bp = w->bp;
+    u64 pc = innermost ? ip : ip - 1;   /* a return address is just past its call */
+    if (pc < w->map_start || pc >= w->map_end) {
+        struct ku_map_key key = {.prefixlen = 96, .tgid = tgid, .addr = __builtin_bswap64(pc)};
+        struct ku_mapping *m = ku_mapping_at(&key);
+        if (!m)
+            return KU_NO_MAPPING;
+        w->map_start = m->start;
+        w->map_end = m->end;
+        w->bias = m->bias;
+        w->first = 0;
+        w->count = 0;
+        struct ku_file *f = m->file ? ku_file_at(m->file) : 0;
+        if (f) {
+            w->first = f->first;
+            w->count = f->count;
+        }
+    }
+    struct ku_row row = {};
+    ku_find_row(w, pc - w->bias, &row);
+    u8 kind = row.kind & ~KU_SCALED;
+    s64 off = row.kind & KU_SCALED ? (s64)row.cfa * 8 : row.cfa;
+
+    u64 ra = 0, new_sp, new_bp = bp, cfa;
+    if (kind == KU_END)
+        return KU_OUTERMOST;
+    if (kind == KU_SP || kind == KU_BP || kind == KU_PLT) {
+        if (kind == KU_SP) {
+            cfa = sp + off;
+        } else if (kind == KU_BP) {
+            if (!w->bp_known)
+                return KU_BP_LOST;
+            cfa = bp + off;
+        } else {
+            cfa = sp + 8 + ((s64)(ip & 15) >= off ? 8 : 0);
+        }
+        if (cfa - 8 < sp)
+            return KU_RA_BELOW_SP;
+        if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
+            return KU_UNREADABLE;
+        new_sp = cfa;
+        s8 saved = (s8)row.bp;
+        if (saved == KU_BP_UNKNOWN) {
+            w->bp_known = 0;
+        } else if (saved) {
+            w->bp_known = bpf_probe_read_user(&new_bp, sizeof(new_bp), (void *)(cfa + 8 * (s64)saved)) == 0;
+        }
+    } else {
+        /* no usable row: the frame-pointer chain, if rbp points a little above sp */
+        if (kind == KU_EXPR)
+            w->fp_frames++;
+        if (!w->bp_known || bp < sp || bp >= sp + KU_MAX_FRAME_SPAN)
+            return KU_NO_FP;
+        if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(bp + 8)) ||
+            bpf_probe_read_user(&new_bp, sizeof(new_bp), (void *)bp))
+            return KU_UNREADABLE;
+        new_sp = bp + 16;
+    }
+    if (!ra)
+        return KU_RA_ZERO;
+    if (new_sp <= sp)
+        return KU_NOT_UP;
+    u32 depth = w->user.depth;
+    if (depth >= KU_STACK)
+        return KU_FRAME_LIMIT;
+    w->user.pcs[depth & (KU_STACK - 1)] = ra;
+    w->user.depth = depth + 1;
+    w->ip = ra;
+    w->sp = new_sp;
+    w->bp = new_bp;
+    return KU_GO_ON;
+}
+
+/* The user stack of the current task, the mappings of `owner` (the process, or the parent whose
+ * address space a fork child still runs in), into w->user. */
+static __always_inline void ku_unwind(struct ku_walk *w, u32 owner)
+{
+    w->user.depth = 1;
+    w->user.pcs[0] = w->ip;
+    w->user.outcome = KU_FRAME_LIMIT;
+    w->map_start = w->map_end = 0;
+    w->bp_known = 1;
+    w->fp_frames = 0;
+#pragma clang loop unroll(disable)
+    for (int i = 0; i < KU_FRAMES; i++) {
+        int end = ku_step(w, owner, i == 0);
+        if (end != KU_GO_ON) {
+            w->user.outcome = end;
+            break;
+        }
+    }
+}
+
+/* A stack's key in the table of unique stacks: its pcs, depth and outcome hashed (64 bits: a collision
+ * is as likely as not only past 4e9 distinct stacks); never 0, which says "no stack". */
+static __always_inline u64 ku_hash(struct ku_stack *s, u64 seed)
+{
+    u64 h = seed ^ ((u64)s->depth << 32) ^ (u32)s->outcome;
+    u32 depth = s->depth;
+#pragma clang loop unroll(disable)
+    for (int i = 0; i < KU_STACK; i++) {
+        if (i >= depth)
+            break;
+        h = (h ^ s->pcs[i]) * 0x100000001b3ULL;
+        h ^= h >> 32;
+    }
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 32;
+    return h ? h : 1;
+}
+
+#endif
