@@ -1,19 +1,24 @@
-"""User space's side of the kernel's unwinder (bpf/kunwind.h): each executable file's stack-delta rows
-(stackdeltas.py) loaded into ku_rows / ku_files once, and each process's executable mappings into the
-ku_maps LPM trie (tgid, address prefix -> file, load bias), when BPF asks for them on ku_events.
+"""User space's side of the kernel's unwinder (bpf/kunwind.h): each met process's executable mappings in
+the ku_maps LPM trie (tgid, address prefix -> file id, load bias), and each file's stack-delta rows
+(stackdeltas.py) in ku_rows / ku_files, loaded when BPF asks for them on ku_events.
 
     tables = KernelTables(bpf, cache_dir=None, say=print)
-    tables.meet(tgid)          # read /proc/PID/maps, load the files' rows and the mappings; True when done
-    tables.on_event(raw)       # a struct ku_event_t from ku_events: meet(tgid) (RingReader's callback)
-    tables.forget(tgid)        # a process gone: its mappings out of the trie
-    tables.forget_gone()       # every process gone
-    tables.stats()             # files, rows (used, capacity), mapping entries, bytes of BPF map memory
+    tables.meet(tgid, rows=False)   # read /proc/PID/maps, put its mappings in the trie (rows=True: and load
+                                    # every file's rows now); True when done
+    tables.on_event(raw)       # a struct ku_event_t from ku_events (RingReader's callback): meet a process,
+                               # or load the rows of a file a walk met
+    tables.close()             # the run is ending: events are ignored from now on
+    tables.forget_gone()       # the mappings of processes that have exited out of the trie
+    tables.stats()             # files loaded, rows (used, capacity), trie entries, bytes of BPF map memory
 
-Rows are appended to one array mmap'ed from the BPF map (BPF_F_MMAPABLE): no syscall per row. A file
-whose rows do not fit what is left, or has no CFI, or vaddrs past 4 GiB, gets file id 0: the kernel
-walks it by frame pointers (said once on stderr when the rows run out). Rows stay until the end of the
-run (a file met once is likely met again); mappings go with their process. Methods may run on a reader
-thread while the main thread calls forget(): one lock guards the bookkeeping.
+A file gets its id when a process that maps it is met; its rows are built (or read from the disk cache)
+only when a walk meets one of its pcs, so only the files on sampled stacks take rows (a python process
+that imported bcc maps libLLVM: a million rows, never on a sampled stack). Rows are appended to one
+array mmap'ed from the BPF map (BPF_F_MMAPABLE): no syscall per row. A file with no CFI, vaddrs past
+4 GiB, or rows that do not fit what is left is marked NONE: the kernel walks it by frame pointers (said
+once on stderr when the rows run out). Rows stay until the end of the run; mappings go with their
+process. Events run on a reader thread while the main thread calls forget_gone(): a lock guards the
+trie's bookkeeping.
 """
 
 from __future__ import annotations
@@ -23,17 +28,18 @@ import os
 import struct
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from .elfimage import debug_file_for, file_key, read_info, with_elf
+from .elfimage import ElfInfo, debug_file_for, file_key, read_info, with_elf
 from .procmaps import Mapping, ProcessMaps
-from .stackdeltas import ROW, StackDeltas, stack_deltas
+from .stackdeltas import ROW, stack_deltas
 
 KU_PENDING, KU_READY, KU_STALE = range(3)  # ku_procs' states (bpf/kunwind.h)
-EVENT = struct.Struct("<II")  # struct ku_event_t: tgid, state
+FILE_NEW, FILE_ASKED, FILE_LOADED, FILE_NONE = range(4)  # ku_files' states
+EVENT = struct.Struct("<IIII")  # struct ku_event_t: tgid, state, file, pad
 MAX_FILE_ROWS = (1 << 20) - 1  # the kernel's binary search takes 20 steps (KU_SEARCH)
 LPM_ENTRY_BYTES = 120  # what the kernel allocates per trie entry (a node of 40 bytes + key + value), about
-STACK_ENTRY_BYTES = 1100  # a stored stack: 1,032 bytes of value, key and the hash table's element
 
 
 def prefixes(start: int, end: int) -> list[tuple[int, int]]:
@@ -52,8 +58,22 @@ def _big_endian(addr: int) -> int:
     return int.from_bytes(addr.to_bytes(8, "big"), "little")
 
 
+@dataclass
+class _File:
+    id: int
+    path: str              # where it was readable when first met
+    mapping_path: str      # as the process named it (where its debug file is looked for)
+    key: tuple
+    info: ElfInfo
+    state: int = FILE_NEW
+
+
 class KernelTables:
     def __init__(self, bpf: Any, cache_dir: str | None = None, say: Callable[[str], None] = print) -> None:
+        from bcc import BPF  # noqa: PLC0415 - importable once bpf is loaded
+
+        # the walk goes on in a tail call to ku_walk_more, which must be in place before the first sample
+        bpf["ku_progs"][0] = bpf.load_func("ku_walk_more", BPF.PERF_EVENT).fd
         self.maps, self.files, self.procs = bpf["ku_maps"], bpf["ku_files"], bpf["ku_procs"]
         rows = bpf["ku_rows"]
         self.capacity = rows.max_entries
@@ -62,27 +82,39 @@ class KernelTables:
                                mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.cache_dir = cache_dir
         self.say = say
-        self.used = 0                          # rows taken
-        self.expression_rows = 0               # of them, rows walked by frame pointers
-        self.file_ids: dict[tuple, int] = {}   # file key -> file id (0: no table)
-        self.next_file = 1
-        self.loaded: dict[int, list] = {}      # tgid -> its trie keys
+        self.used = 0                           # rows taken
+        self.loaded_files = 0
+        self.expression_rows = 0                # rows walked by frame pointers, of those loaded
+        self.by_key: dict[tuple, _File | None] = {}   # file key -> its file (None: not an ELF)
+        self.by_id: dict[int, _File] = {}
+        self.loaded: dict[int, list] = {}       # tgid -> its trie keys
         self.entries = 0
         self.full_said = False
+        self.closing = False
         self._lock = threading.Lock()
 
-    # --- processes ----------------------------------------------------------------------------
+    # --- events -------------------------------------------------------------------------------
     def on_event(self, raw: bytes) -> None:
-        tgid, _state = EVENT.unpack_from(raw)
-        self.meet(tgid)
+        tgid, _state, file_id, _ = EVENT.unpack_from(raw)
+        if self.closing:
+            return
+        if file_id:
+            self.load_rows(file_id)
+        else:
+            self.meet(tgid)
 
-    def meet(self, tgid: int) -> bool:
-        """Load the executable mappings of tgid now (again, after an exec or a dlopen: the old ones
-        out first). False when it is gone or its maps cannot be read."""
+    def close(self) -> None:
+        """Meet no more processes: the run is ending (a reader stopped drains its ring through on_event)."""
+        self.closing = True
+
+    # --- processes ----------------------------------------------------------------------------
+    def meet(self, tgid: int, rows: bool = False) -> bool:
+        """Put the executable mappings of tgid in the trie (again, after an exec or a dlopen: the old ones
+        out first); with `rows`, load its files' rows now. False when it is gone or unreadable."""
         snap = ProcessMaps.snapshot(tgid)
         if snap is None:
             return False
-        leaves = [(mapping, self._mapping_leaf(mapping)) for mapping in snap.mappings]   # files read here
+        leaves = [(mapping, self._mapping_leaf(mapping, rows)) for mapping in snap.mappings]   # files read here
         snap.close()
         with self._lock:
             self._drop(tgid)
@@ -103,10 +135,6 @@ class KernelTables:
             self.procs[self.procs.Key(tgid)] = self.procs.Leaf(KU_READY)
         return True
 
-    def forget(self, tgid: int) -> None:
-        with self._lock:
-            self._drop(tgid)
-
     def forget_gone(self) -> None:
         """The mappings of every process that has exited out of the trie."""
         with self._lock:
@@ -124,51 +152,65 @@ class KernelTables:
                 pass
         self.entries -= len(keys)
 
-    def _mapping_leaf(self, mapping: Mapping) -> Any:
-        file_id, bias = self._file(mapping)
-        return self.maps.Leaf(mapping.start, mapping.end, bias & 0xFFFFFFFFFFFFFFFF, file_id, 0)
+    def _mapping_leaf(self, mapping: Mapping, rows: bool) -> Any:
+        """The trie's value for a mapping: its file (0: none, frame pointers) and load bias."""
+        file = self._file(mapping)
+        vaddr = file.info.vaddr_of(mapping.offset) if file is not None else None
+        if file is None or vaddr is None:
+            return self.maps.Leaf(mapping.start, mapping.end, 0, 0, 0)
+        if rows:
+            self.load_rows(file.id)
+        return self.maps.Leaf(mapping.start, mapping.end, (mapping.start - vaddr) & 0xFFFFFFFFFFFFFFFF, file.id, 0)
 
     # --- files --------------------------------------------------------------------------------
-    def _file(self, mapping: Mapping) -> tuple[int, int]:
-        """(file id, load bias) of a mapping; (0, 0) where it has no table (frame pointers)."""
+    def _file(self, mapping: Mapping) -> _File | None:
+        """The mapped file, given an id (its rows not loaded) the first time it is met."""
         for path in mapping.readable_paths():
             key = file_key(path)
             if key is None:
                 continue
+            if key in self.by_key:
+                return self.by_key[key]
             info = with_elf(path, read_info)
-            vaddr = info.vaddr_of(mapping.offset) if info is not None else None
-            if vaddr is None:
-                return 0, 0
-            file_id = self.file_ids.get(key)
-            if file_id is None:
-                deltas = stack_deltas(path, info, key, debug_file_for(info, mapping.path, path), self.cache_dir)
-                file_id = self.file_ids[key] = self._load(deltas) if deltas is not None else 0
-            return file_id, mapping.start - vaddr
-        return 0, 0
+            file = None
+            if info is not None and len(self.by_id) + 1 < self.file_capacity:
+                file = _File(len(self.by_id) + 1, path, mapping.path, key, info)
+                self.by_id[file.id] = file
+                self.files[self.files.Key(file.id)] = self.files.Leaf(0, 0, FILE_NEW, 0)
+            self.by_key[key] = file
+            return file
+        return None
 
-    def _load(self, deltas: StackDeltas) -> int:
-        count = len(deltas)
-        file_id = self.next_file
-        if count > MAX_FILE_ROWS or self.used + count > self.capacity or file_id >= self.file_capacity:
+    def load_rows(self, file_id: int) -> None:
+        """The rows of a file into ku_rows (built, or read from the disk cache), once; NONE where it has
+        none or they do not fit."""
+        file = self.by_id.get(file_id)
+        if file is None or file.state in (FILE_LOADED, FILE_NONE):
+            return
+        deltas = stack_deltas(file.path, file.info, file.key, debug_file_for(file.info, file.mapping_path, file.path),
+                              self.cache_dir)
+        count = len(deltas) if deltas is not None else 0
+        if count and (count > MAX_FILE_ROWS or self.used + count > self.capacity):
             if not self.full_said:
                 self.full_said = True
-                self.say(f"cpuprofile: the kernel's unwind tables are full ({self.used} of {self.capacity} "
-                         "rows): files met from now on are walked by frame pointers")
-            return 0
+                self.say(f"cpuprofile: the kernel's unwind tables are full ({self.used} of {self.capacity} rows): "
+                         f"{file.mapping_path} and the files met after it are walked by frame pointers")
+            count = 0
         first = self.used
-        self._rows[first * ROW.size : (first + count) * ROW.size] = deltas.rows
-        self.used += count
-        self.next_file += 1
-        self.expression_rows += deltas.expression_rows
-        self.files[self.files.Key(file_id)] = self.files.Leaf(first, count)
-        return file_id
+        if count:
+            self._rows[first * ROW.size : (first + count) * ROW.size] = deltas.rows
+            self.used += count
+            self.loaded_files += 1
+            self.expression_rows += deltas.expression_rows
+        file.state = FILE_LOADED if count else FILE_NONE
+        self.files[self.files.Key(file_id)] = self.files.Leaf(first, count, file.state, 0)
 
     # --- what it costs ------------------------------------------------------------------------
     def stats(self) -> dict[str, int]:
-        """Files with rows, rows used of the capacity, trie entries, and the BPF memory they take: the
-        rows array whole (preallocated), the trie's entries as allocated."""
+        """Files with rows loaded, rows used of the capacity, trie entries, and the BPF memory they take:
+        the rows array and the files array whole (preallocated), the trie's entries as allocated."""
         with self._lock:
-            return {"files": self.next_file - 1, "rows": self.used, "rows_capacity": self.capacity,
-                    "expression_rows": self.expression_rows, "mapping_entries": self.entries,
-                    "table_bytes": self.capacity * ROW.size + self.file_capacity * 8
-                    + self.entries * LPM_ENTRY_BYTES}
+            entries = self.entries
+        return {"files": self.loaded_files, "rows": self.used, "rows_capacity": self.capacity,
+                "expression_rows": self.expression_rows, "mapping_entries": entries,
+                "table_bytes": self.capacity * ROW.size + self.file_capacity * 16 + entries * LPM_ENTRY_BYTES}

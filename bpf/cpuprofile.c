@@ -112,9 +112,12 @@ struct kcount_key_t {
     u64 pystack;
     char comm[TASK_COMM_LEN];
 };
-struct scratch_t {         /* per CPU: too large for the BPF stack */
+struct scratch_t {         /* per CPU: too large for the BPF stack; carried over the walk's tail calls */
     struct ku_walk walk;
     struct ku_stack kernel;
+    struct kcount_key_t key;
+    u32 owner;             /* whose mappings walk the user stack (0: none) */
+    u32 pad;
 #ifdef PYTHON_FRAMES
     struct pystack_t py;
 #endif
@@ -126,13 +129,15 @@ BPF_ARRAY(epochs, struct epoch_t, 1);
 BPF_HASH(kcounts, struct kcount_key_t, u64, COUNT_KEYS);
 BPF_F_TABLE("hash", u64, struct ku_stack, stacks, STACKS, BPF_F_NO_PREALLOC);   /* memory as used */
 BPF_PERCPU_ARRAY(scratch, struct scratch_t, 1);
+BPF_PROG_ARRAY(ku_progs, 1);   /* [0]: ku_walk_more, set by user space (bcctool/kunwind.py) */
 KU_MAPS;
 LOST_COUNTER(counts_full);     /* samples dropped: the counts map was full */
 LOST_COUNTER(stacks_full);     /* samples dropped: a new stack found `stacks` full */
 LOST_COUNTER(kernel_walk);     /* kernel stacks the kernel's walk failed (not "no kernel stack") */
 /* per CPU, cumulative: [0] expression rows walked by frame pointers, [1] samples walked by frame
- * pointers because their process's mappings were not loaded yet */
-BPF_PERCPU_ARRAY(ku_counters, u64, 2);
+ * pointers because their process's mappings were not loaded yet, [2] frames walked by frame pointers
+ * because their file's rows were not loaded yet */
+BPF_PERCPU_ARRAY(ku_counters, u64, 3);
 #ifdef UNWIND_CHECK
 struct check_t {           /* one sample's kernel walk and its stack copy, for the equality test */
     u32 tgid;
@@ -278,6 +283,14 @@ static __always_inline void add_counter(int index, u64 n)
         *c += n;
 }
 
+static __always_inline void count_lost(int which)
+{
+    int zero = 0;
+    u64 *lost = which ? counts_full.lookup(&zero) : stacks_full.lookup(&zero);
+    if (lost)
+        (*lost)++;
+}
+
 /* `s` stored under its hash unless it is there already: the hash, or 0 when `stacks` is full */
 static __always_inline u64 store_stack(struct ku_stack *s, u64 seed)
 {
@@ -286,69 +299,137 @@ static __always_inline u64 store_stack(struct ku_stack *s, u64 seed)
         return h;
     int err = stacks.insert(&h, s);
     if (err && err != -17) {   /* -EEXIST: another CPU stored it meanwhile */
-        int zero = 0;
-        u64 *lost = stacks_full.lookup(&zero);
-        if (lost)
-            (*lost)++;
+        count_lost(0);
         return 0;
     }
     return h;
 }
 
-/* user space is asked to load (again) the mappings of tgid */
-static __always_inline void ask_mappings(u32 tgid, u32 state)
+/* user space is asked to load (again) the mappings of tgid, or a file's rows */
+static __always_inline void ask_mappings(u32 tgid, u32 state, u32 file)
 {
-    struct ku_event_t e = {.tgid = tgid, .state = state};
+    struct ku_event_t e = {.tgid = tgid, .state = state, .file = file};
     ku_events.ringbuf_output(&e, sizeof(e), 0);
 }
 
 #ifndef KERNEL_ONLY
-/* The current task's user stack into w->user: unwound with the tables, or, for a process whose mappings
- * are not loaded yet, by the kernel's frame-pointer walk (it is asked for at its first sample). Whose
- * mappings it was unwound with: the process's, a fork child's parent's, 0 for none. */
-static __always_inline u32 user_stack(void *ctx, struct ku_walk *w, u32 tgid)
+/* The current task's user stack begins in w: its registers, and whose mappings to walk it with (the
+ * process's, or a fork child's parent's), which it returns. 0 where there is nothing to walk: no user
+ * context, or a process whose mappings are not loaded yet, walked here by the kernel's frame-pointer
+ * walk (they are asked for at its first sample). */
+static __always_inline u32 user_stack_start(void *ctx, struct ku_walk *w, u32 tgid)
 {
     w->user.depth = 0;
     w->user.outcome = KU_NO_USER;
     if (ku_regs(w))
         return 0;
-    u32 owner = tgid;
     u32 *state = ku_procs.lookup(&tgid);
+    if (state && *state != KU_PENDING) {
+        ku_start(w);
+        return tgid;
+    }
     if (!state) {
         u32 parent = parent_of(tgid);   /* a fork child that has not exec'd: its parent's address space */
         u32 *theirs = parent ? ku_procs.lookup(&parent) : 0;
         if (theirs && *theirs != KU_PENDING) {
-            owner = parent;
-            state = theirs;
-        } else {
-            u32 pending = KU_PENDING;
-            ku_procs.update(&tgid, &pending);
-            ask_mappings(tgid, KU_PENDING);
+            ku_start(w);
+            return parent;
         }
+        u32 pending = KU_PENDING;
+        ku_procs.update(&tgid, &pending);
+        ask_mappings(tgid, KU_PENDING, 0);
     }
-    if (!state || *state == KU_PENDING) {
-        long bytes = bpf_get_stack(ctx, w->user.pcs, STACK_DEPTH * 8, BPF_F_USER_STACK);
-        w->user.depth = bytes > 0 ? (u64)bytes / 8 : 0;
-        w->user.outcome = KU_FP_WALK;
-        add_counter(1, 1);
-        return 0;
-    }
-    ku_unwind(w, owner);
+    long bytes = bpf_get_stack(ctx, w->user.pcs, STACK_DEPTH * 8, BPF_F_USER_STACK);
+    w->user.depth = bytes > 0 ? (u64)bytes / 8 : 0;
+    w->user.outcome = KU_FP_WALK;
+    add_counter(1, 1);
+    return 0;
+}
+
+/* The walk of tgid's stack with owner's mappings has ended: what it met is counted, and user space is
+ * asked for the rows of a file met for the first time, or for the mappings of a process with a pc in
+ * none (mapped since they were read: a dlopen; or a fork child's own). */
+static __always_inline void user_stack_end(struct ku_walk *w, u32 tgid, u32 owner)
+{
     if (w->fp_frames)
         add_counter(0, w->fp_frames);
-    if (w->user.outcome == KU_NO_MAPPING) {   /* mapped since its mappings were read (a dlopen) */
-        if (owner != tgid) {
-            u32 pending = KU_PENDING;
-            ku_procs.update(&tgid, &pending);
-            ask_mappings(tgid, KU_PENDING);
-        } else if (*state == KU_READY) {
-            *state = KU_STALE;
-            ask_mappings(tgid, KU_STALE);
-        }
+    if (w->unloaded_frames)
+        add_counter(2, w->unloaded_frames);
+    if (w->ask_file)
+        ask_mappings(tgid, KU_FILE_ASKED, w->ask_file);
+    if (w->user.outcome != KU_NO_MAPPING)
+        return;
+    u32 *state = ku_procs.lookup(&tgid);
+    if (owner != tgid && !state) {
+        u32 pending = KU_PENDING;
+        ku_procs.update(&tgid, &pending);
+        ask_mappings(tgid, KU_PENDING, 0);
+    } else if (owner == tgid && state && *state == KU_READY) {
+        *state = KU_STALE;
+        ask_mappings(tgid, KU_STALE, 0);
     }
-    return owner;
 }
 #endif
+
+/* The sample's stacks are in sc: stored, and the sample counted under them. */
+static __always_inline int count_stacks(struct scratch_t *sc)
+{
+#ifndef KERNEL_ONLY
+    if (sc->walk.user.outcome != KU_NO_USER) {
+        sc->key.ustack = store_stack(&sc->walk.user, 0x75736572ULL);
+        if (!sc->key.ustack)
+            return 0;
+    }
+#ifdef PYTHON_FRAMES
+    pystack_capture(py_procs.lookup(&sc->key.tgid), (u32)bpf_get_current_pid_tgid(), &sc->py);
+    if (sc->py.err != PY_NOT_PYTHON) {
+        sc->key.pystack = store_stack((struct ku_stack *)&sc->py, 0x707974686f6eULL);
+        if (!sc->key.pystack)
+            return 0;
+    }
+#endif
+#ifdef UNWIND_CHECK
+    struct check_t *c = checks.ringbuf_reserve(sizeof(struct check_t));
+    if (c) {
+        c->tgid = sc->key.tgid;
+        c->owner = sc->owner;
+        bpf_probe_read_kernel(&c->user, sizeof(c->user), &sc->walk.user);   /* too large for memcpy */
+        ustack_capture(&c->copy);
+        checks.ringbuf_submit(c, 0);
+    }
+#endif
+#endif
+    u64 *n = kcounts.lookup(&sc->key);
+    if (!n) {
+        u64 none = 0;
+        n = kcounts.lookup_or_try_init(&sc->key, &none);
+    }
+    if (n)
+        __sync_fetch_and_add(n, 1);
+    else
+        count_lost(1);
+    return 0;
+}
+
+/* More frames of the walk count_unwound() began, KU_STEPS a program: then this program again (a tail
+ * call), or the sample counted. */
+int ku_walk_more(void *ctx)
+{
+#ifndef KERNEL_ONLY
+    int zero = 0;
+    struct scratch_t *sc = scratch.lookup(&zero);
+    if (!sc)
+        return 0;
+    int end = ku_walk_some(&sc->walk, sc->owner);
+    if (end == KU_GO_ON)
+        ku_progs.call(ctx, 0);
+    sc->walk.user.outcome = end == KU_GO_ON ? KU_FRAME_LIMIT : end;   /* or the tail call failed */
+    user_stack_end(&sc->walk, sc->key.tgid, sc->owner);
+    return count_stacks(sc);
+#else
+    return 0;
+#endif
+}
 
 static __always_inline int count_unwound(void *ctx, u64 id)
 {
@@ -357,16 +438,18 @@ static __always_inline int count_unwound(void *ctx, u64 id)
     struct scratch_t *sc = scratch.lookup(&zero);
     if (!ep || !sc)
         return 0;
-    struct kcount_key_t key = {.slot = EPOCH_SLOT(ep), .tgid = id >> 32};
-    bpf_get_current_comm(&key.comm, sizeof(key.comm));
-    key.cgid = bpf_get_current_cgroup_id();
+    __builtin_memset(&sc->key, 0, sizeof(sc->key));
+    sc->key.slot = EPOCH_SLOT(ep);
+    sc->key.tgid = id >> 32;
+    bpf_get_current_comm(&sc->key.comm, sizeof(sc->key.comm));
+    sc->key.cgid = bpf_get_current_cgroup_id();
 #ifndef USER_ONLY
     long kbytes = bpf_get_stack(ctx, sc->kernel.pcs, STACK_DEPTH * 8, 0);
     if (kbytes > 0) {
         sc->kernel.depth = (u64)kbytes / 8;
         sc->kernel.outcome = 0;
-        key.kstack = store_stack(&sc->kernel, 0x6b65726e656cULL);
-        if (!key.kstack)
+        sc->key.kstack = store_stack(&sc->kernel, 0x6b65726e656cULL);
+        if (!sc->key.kstack)
             return 0;
     } else if (kbytes != -14 && kbytes != 0) {   /* -EFAULT: no kernel stack (a sample in user mode) */
         u64 *lost = kernel_walk.lookup(&zero);
@@ -375,44 +458,14 @@ static __always_inline int count_unwound(void *ctx, u64 id)
     }
 #endif
 #ifndef KERNEL_ONLY
-    u32 owner = user_stack(ctx, &sc->walk, key.tgid);
-    if (sc->walk.user.outcome != KU_NO_USER) {
-        key.ustack = store_stack(&sc->walk.user, 0x75736572ULL);
-        if (!key.ustack)
-            return 0;
-    }
-#ifdef PYTHON_FRAMES
-    pystack_capture(py_procs.lookup(&key.tgid), (u32)id, &sc->py);
-    if (sc->py.err != PY_NOT_PYTHON) {
-        key.pystack = store_stack((struct ku_stack *)&sc->py, 0x707974686f6eULL);
-        if (!key.pystack)
-            return 0;
+    sc->owner = user_stack_start(ctx, &sc->walk, sc->key.tgid);
+    if (sc->owner) {
+        ku_progs.call(ctx, 0);   /* the walk, in ku_walk_more */
+        sc->walk.user.depth = 1;   /* the tail call failed: the ip alone, counted truncated */
+        sc->walk.user.outcome = KU_FRAME_LIMIT;
     }
 #endif
-#ifdef UNWIND_CHECK
-    struct check_t *c = checks.ringbuf_reserve(sizeof(struct check_t));
-    if (c) {
-        c->tgid = key.tgid;
-        c->owner = owner;
-        bpf_probe_read_kernel(&c->user, sizeof(c->user), &sc->walk.user);   /* too large for memcpy */
-        ustack_capture(&c->copy);
-        checks.ringbuf_submit(c, 0);
-    }
-#endif
-#endif
-    u64 *n = kcounts.lookup(&key);
-    if (!n) {
-        u64 none = 0;
-        n = kcounts.lookup_or_try_init(&key, &none);
-    }
-    if (n) {
-        __sync_fetch_and_add(n, 1);
-    } else {
-        u64 *lost = counts_full.lookup(&zero);
-        if (lost)
-            (*lost)++;
-    }
-    return 0;
+    return count_stacks(sc);
 }
 #endif
 

@@ -1,8 +1,10 @@
 /* User stacks unwound in the kernel with "stack delta" tables (the OpenTelemetry eBPF profiler's way):
- * user space (bcctool/kunwind.py) turns each executable file's CFI into sorted rows "from this pc:
- * CFA = rsp|rbp + offset, rbp saved at CFA + 8 * n or unchanged, return address at CFA - 8", loads them
- * into ku_rows (one array; each file a range of it, ku_files), and puts every met process's executable
- * mappings into ku_maps, an LPM trie keyed by (tgid, address): its file and load bias. The walk starts
+ * user space (bcctool/kunwind.py) puts every met process's executable mappings into ku_maps, an LPM trie
+ * keyed by (tgid, address): its file and load bias. A file's CFI is turned into sorted rows "from this
+ * pc: CFA = rsp|rbp + offset, rbp saved at CFA + 8 * n or unchanged, return address at CFA - 8" and
+ * loaded into ku_rows (one array; each file a range of it, ku_files) the first time a walk meets the
+ * file (it asks on ku_events; until then its frames are walked by frame pointers), so only the files
+ * on sampled stacks take memory (libLLVM alone has a million rows). The walk starts
  * from the user registers (bpf_task_pt_regs, the only kernel struct read) and follows the rules of
  * bcctool/unwind.py frame by frame, reading return addresses and saved rbp with bpf_probe_read_user.
  * A pc with no usable row (no CFI; a DWARF expression: PLT stubs of odd shape, signal trampolines,
@@ -11,13 +13,16 @@
  *
  * BCC rewrites map calls in the program's main file only, so the main file declares the maps
  * (KU_MAPS) and defines the three lookups the walk makes: ku_mapping_at, ku_file_at, ku_row_at.
- * BCC 0.26 cannot relocate a bpf_loop callback, so the walk is a bounded loop; its state lives in a
- * per-CPU map value, which the verifier does not track, so the states of the paths through one frame
- * meet at the loop's head and the verifier's work grows with the frames, not with the paths. */
+ * BCC 0.26 cannot relocate a bpf_loop callback, so the walk is a bounded loop of KU_STEPS frames
+ * (ku_walk_some) that the main file's program runs and then tail-calls itself for the next ones: the
+ * verifier checks 16 frames once, not 127 (13 ms a frame on this machine: 1.6 s at every start). The
+ * walk's state lives in a per-CPU map value, which the verifier does not track, so the paths through
+ * one frame meet at the loop's head and its work grows with the frames, not with the paths. */
 #ifndef PROFILER_KUNWIND_H
 #define PROFILER_KUNWIND_H
 
 #define KU_FRAMES 127        /* steps at most: up to 128 pcs (unwind.py's max_frames) */
+#define KU_STEPS 16          /* steps per program: the walk goes on in a tail call (8 programs at most) */
 #define KU_STACK 128         /* pcs a stored stack holds */
 #define KU_SEARCH 20         /* binary search steps: a file holds fewer than 2^20 rows */
 #define KU_MAX_FRAME_SPAN (8 << 20)   /* a frame pointer further above sp is garbage (unwind.py) */
@@ -57,9 +62,13 @@ struct ku_mapping {
     u32 pad;
 };
 
+enum { KU_FILE_NEW, KU_FILE_ASKED, KU_FILE_LOADED, KU_FILE_NONE };   /* NONE: no table, frame pointers */
+
 struct ku_file {
     u32 first;           /* its rows: ku_rows[first .. first + count) */
     u32 count;
+    u32 state;           /* BPF sets ASKED (once, asking user space); user space LOADED or NONE */
+    u32 pad;
 };
 
 struct ku_row {
@@ -87,6 +96,10 @@ struct ku_walk {         /* per-CPU: the walk's registers, the mapping of the la
     u32 count;
     u32 bp_known;
     u32 fp_frames;       /* expression rows walked by frame pointers in this walk */
+    u32 unloaded;        /* the last mapping's file has rows not loaded yet */
+    u32 unloaded_frames; /* frames walked by frame pointers for that reason in this walk */
+    u32 ask_file;        /* a file met for the first time in this walk, whose rows the caller asks for */
+    u32 steps;           /* taken so far */
     struct ku_stack user;
 };
 
@@ -99,9 +112,11 @@ struct ku_walk {         /* per-CPU: the walk's registers, the mapping of the la
 
 enum { KU_PENDING, KU_READY, KU_STALE };   /* ku_procs: mappings asked for, loaded, asked for again */
 
-struct ku_event_t {      /* to user space: load (again) the mappings of tgid */
+struct ku_event_t {      /* to user space: load (again) the mappings of tgid, or the rows of a file */
     u32 tgid;
-    u32 state;           /* KU_PENDING: met for the first time; KU_STALE: a pc in no mapping */
+    u32 state;           /* KU_PENDING: met for the first time; KU_STALE: a pc in no mapping; */
+    u32 file;            /* KU_FILE_ASKED: the rows of this file */
+    u32 pad;
 };
 
 /* The maps, declared in the main file. ku_rows is mmap'ed by user space (BPF_F_MMAPABLE: 1 << 10). */
@@ -176,12 +191,21 @@ static __always_inline int ku_step(struct ku_walk *w, u32 tgid, int innermost)
         w->bias = m->bias;
         w->first = 0;
         w->count = 0;
+        w->unloaded = 0;
         struct ku_file *f = m->file ? ku_file_at(m->file) : 0;
-        if (f) {
+        if (f && f->state == KU_FILE_LOADED) {
             w->first = f->first;
             w->count = f->count;
+        } else if (f && f->state != KU_FILE_NONE) {
+            w->unloaded = 1;
+            if (f->state == KU_FILE_NEW) {   /* two CPUs may both ask: user space loads it once */
+                f->state = KU_FILE_ASKED;
+                w->ask_file = m->file;
+            }
         }
     }
+    if (w->unloaded)
+        w->unloaded_frames++;
     struct ku_row row = {};
     ku_find_row(w, pc - w->bias, &row);
     u8 kind = row.kind & ~KU_SCALED;
@@ -237,9 +261,8 @@ static __always_inline int ku_step(struct ku_walk *w, u32 tgid, int innermost)
     return KU_GO_ON;
 }
 
-/* The user stack of the current task, the mappings of `owner` (the process, or the parent whose
- * address space a fork child still runs in), into w->user. */
-static __always_inline void ku_unwind(struct ku_walk *w, u32 owner)
+/* A walk from the registers in w (ku_regs) begins: the innermost pc is the first. */
+static __always_inline void ku_start(struct ku_walk *w)
 {
     w->user.depth = 1;
     w->user.pcs[0] = w->ip;
@@ -247,14 +270,28 @@ static __always_inline void ku_unwind(struct ku_walk *w, u32 owner)
     w->map_start = w->map_end = 0;
     w->bp_known = 1;
     w->fp_frames = 0;
+    w->unloaded = 0;
+    w->unloaded_frames = 0;
+    w->ask_file = 0;
+    w->steps = 0;
+}
+
+/* Up to KU_STEPS more frames of the user stack into w->user, with the mappings of `owner` (the process,
+ * or the parent whose address space a fork child still runs in). KU_GO_ON: more to walk; else how the
+ * walk ended. */
+static __always_inline int ku_walk_some(struct ku_walk *w, u32 owner)
+{
 #pragma clang loop unroll(disable)
-    for (int i = 0; i < KU_FRAMES; i++) {
-        int end = ku_step(w, owner, i == 0);
-        if (end != KU_GO_ON) {
-            w->user.outcome = end;
-            break;
-        }
+    for (int i = 0; i < KU_STEPS; i++) {
+        u32 steps = w->steps;
+        if (steps >= KU_FRAMES)
+            return KU_FRAME_LIMIT;
+        w->steps = steps + 1;
+        int end = ku_step(w, owner, steps == 0);
+        if (end != KU_GO_ON)
+            return end;
     }
+    return w->steps >= KU_FRAMES ? KU_FRAME_LIMIT : KU_GO_ON;
 }
 
 /* A stack's key in the table of unique stacks: its pcs, depth and outcome hashed (64 bits: a collision

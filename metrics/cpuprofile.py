@@ -95,7 +95,11 @@ def load(mode: str):
     if mode == "kernel" and not args.kernel_only:
         # the walk with stack-delta tables and the counts per interval in BPF; where the kernel refuses
         # its helpers, the frame-pointer walk (said in the meta record)
-        cflags += ["-DUSER_KERNEL"] + ["-DPYTHON_FRAMES", f"-DPY_FRAMES={PY_FRAMES}"] * (args.python_frames == "on")
+        # rows for every file on a sampled stack: 8 MiB (a million rows) for one process, 16 MiB for the
+        # whole machine (libLLVM alone has a million, should a BCC tool's compile be sampled)
+        rows = (1 << 20) if args.pid or args.tid else (1 << 21)
+        cflags += ["-DUSER_KERNEL", f"-DKU_ROWS={rows}"]
+        cflags += ["-DPYTHON_FRAMES", f"-DPY_FRAMES={PY_FRAMES}"] * (args.python_frames == "on")
         return tool.load(cflags, variants=[[], ["-UUSER_KERNEL", f"-DRING_PAGES={ring_pages(USER + DEPTH * 8)}"]])
     if mode == "dwarf" and not args.kernel_only:
         pages = args.stack_size // PAGE
@@ -240,7 +244,7 @@ if python is not None:
             watch_python(tgid)
 target = args.pid or (taskinfo.tgid_of(args.tid) if args.tid else 0)
 if tables is not None and target:
-    tables.meet(target)   # its tables before its first sample: no sample walked by frame pointers
+    tables.meet(target, rows=True)   # its tables before its first sample: no frame walked by frame pointers
 try:
     attach_sampling()
 except Exception as exc:  # noqa: BLE001 - BCC raises bare Exception when the event cannot be opened
@@ -560,7 +564,8 @@ stop_seen = 0.0
 lost_seen = 0
 unwound_seen: dict[str, int] = {}
 python_seen: dict[str, int] = {}
-expression_frames_seen = 0
+failed_seen: dict[str, int] = {}
+frames_seen = [0, 0]   # kernel: frames walked by frame pointers, for an expression row and for rows not loaded yet
 # per-CPU counters of samples the kernel dropped: the ring was full; counted in the kernel, the counts or
 # the stacks map was full, or the kernel's own stack walk failed
 LOST_MAPS = ("counts_full", "stacks_full", "kernel_walk") if in_kernel else ("ring_full",)
@@ -599,14 +604,19 @@ for _interval in tool.intervals():
         unwound_seen = dict(unwinder.outcomes)
     if in_kernel:
         # the same outcomes of the kernel's walks, and frame_pointers: a process's samples before its
-        # mappings were loaded (its first interval); expression_frames: frames walked by frame pointers where
-        # the CFI needs a DWARF expression; what the tables and the stored stacks hold
+        # mappings were loaded (its first interval); frames walked by frame pointers where the CFI needs
+        # a DWARF expression, and where the file's rows were not loaded yet (its first samples); what the
+        # tables and the stored stacks hold
         summary["unwound"] = {k: v - unwound_seen.get(k, 0) for k, v in kcounts.outcomes.items()}
         unwound_seen = dict(kcounts.outcomes)
-        expression_frames = sum(b["ku_counters"][b["ku_counters"].Key(0)])
-        summary["kernel_unwind"] = {"expression_frames": expression_frames - expression_frames_seen,
+        failed = {reason: n - failed_seen.get(reason, 0) for (outcome, reason), n in kcounts.reasons.items()
+                  if outcome == "failed" and n > failed_seen.get(reason, 0)}
+        failed_seen = {reason: n for (outcome, reason), n in kcounts.reasons.items() if outcome == "failed"}
+        frames = [sum(b["ku_counters"][b["ku_counters"].Key(i)]) for i in (0, 2)]
+        summary["kernel_unwind"] = {"expression_frames": frames[0] - frames_seen[0],
+                                    "rows_pending_frames": frames[1] - frames_seen[1], "failed": failed,
                                     **tables.stats(), **kcounts.stats()}
-        expression_frames_seen = expression_frames
+        frames_seen = frames
     if python is not None:
         # python processes' frame walks: complete (the chain's end), truncated (PY_FRAMES), no_thread (a
         # thread with no Python thread state), unreadable; unmatched: runs of frames and eval loops differ
@@ -639,6 +649,8 @@ if counted:
     for source, total in walk_errors.items():
         tool.set_lost_total(source, total)
     tool.report_lost()
+if tables is not None:
+    tables.close()   # the processes met while stopping would be loaded for nothing
 reader.stop()
 if args.folded and not tool.json:
     for line, n in sorted(whole_run.items(), key=lambda kv: kv[1], reverse=True):

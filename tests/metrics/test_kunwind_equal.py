@@ -46,7 +46,7 @@ def kernel_and_copies(argv: list[str], want: int, hz: int = 199) -> tuple[list[t
                 cflags=[f"-I{os.path.join(ROOT, 'bpf')}", "-Wno-macro-redefined", "-Wno-unused-function",
                         "-DUSER_KERNEL", "-DUNWIND_CHECK", "-DUSER_ONLY", f"-DFILTER_PID={child.pid}"])
         tables = KernelTables(b)
-        assert tables.meet(child.pid)
+        assert tables.meet(child.pid, rows=True)
         maps = ProcessMaps.snapshot(child.pid)
         records: list[tuple] = []
         lock = threading.Lock()
@@ -108,13 +108,14 @@ def workloads(tmp_path_factory) -> dict[str, list[str]]:
     hotspots = ss.build(d, "hotspots", code[: code.index('"""')], "-O2", "-fomit-frame-pointer")
     return {
         "chain -O2 -fomit-frame-pointer": [chain],
+        "chain under 60 recursive calls": [chain, "60"],   # 66 frames: the walk's fifth program (tail calls)
         "hotspots -O2 -fomit-frame-pointer": [hotspots, "hot", "30"],
         "python3": ["/usr/bin/python3", "-c", ss.PYTHON_LOOP],
         "bash": ["/bin/bash", "-c", "i=0; while :; do i=$((i + 1)); done"],
     }
 
 
-@pytest.mark.parametrize("name", ["chain -O2 -fomit-frame-pointer", "hotspots -O2 -fomit-frame-pointer", "python3", "bash"])
+@pytest.mark.parametrize("name", ["chain -O2 -fomit-frame-pointer", "chain under 60 recursive calls", "hotspots -O2 -fomit-frame-pointer", "python3", "bash"])
 def test_kernel_and_user_space_unwinders_agree_frame_by_frame(workloads, name):
     argv = workloads[name]
     if not os.path.exists(argv[0]):
