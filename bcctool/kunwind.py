@@ -1,15 +1,15 @@
 """User space's side of the kernel's unwinder (bpf/kunwind.h): each met process's executable mappings in
-the ku_maps LPM trie (tgid, address prefix -> file id, load bias), and each file's stack-delta rows
-(stackdeltas.py) in ku_rows / ku_files, loaded when BPF asks for them on ku_events.
+ku_maps (tgid -> its mappings sorted by address, each a file id and load bias), and each file's
+stack-delta rows (stackdeltas.py) in ku_rows / ku_files, loaded when BPF asks for them on ku_events.
 
     tables = KernelTables(bpf, cache_dir=None, say=print)
-    tables.meet(tgid, rows=False)   # read /proc/PID/maps, put its mappings in the trie (rows=True: and load
+    tables.meet(tgid, rows=False)   # read /proc/PID/maps, put its mappings in ku_maps (rows=True: and load
                                     # every file's rows now); True when done
     tables.on_event(raw)       # a struct ku_event_t from ku_events (RingReader's callback): meet a process,
                                # or load the rows of a file a walk met
     tables.close()             # the run is ending: events are ignored from now on
-    tables.forget_gone()       # the mappings of processes that have exited out of the trie
-    tables.stats()             # files loaded, rows (used, capacity), trie entries, bytes of BPF map memory
+    tables.forget_gone()       # the mappings of processes that have exited out of ku_maps
+    tables.stats()             # files loaded, rows (used, capacity), processes, bytes of BPF map memory
 
 A file gets its id when a process that maps it is met; its rows are built (or read from the disk cache)
 only when a walk meets one of its pcs, so only the files on sampled stacks take rows (a python process
@@ -17,12 +17,13 @@ that imported bcc maps libLLVM: a million rows, never on a sampled stack). Rows 
 array mmap'ed from the BPF map (BPF_F_MMAPABLE): no syscall per row. A file with no CFI, vaddrs past
 4 GiB, or rows that do not fit what is left is marked NONE: the kernel walks it by frame pointers (said
 once on stderr when the rows run out). Rows stay until the end of the run; mappings go with their
-process. Events run on a reader thread while the main thread calls forget_gone(): a lock guards the
-trie's bookkeeping.
+process (KU_PROC_MAPPINGS at most: the rest, by address, are walked as unmapped). Events run on a
+reader thread while the main thread calls forget_gone(): a lock guards the bookkeeping of processes.
 """
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import struct
@@ -39,23 +40,6 @@ KU_PENDING, KU_READY, KU_STALE = range(3)  # ku_procs' states (bpf/kunwind.h)
 FILE_NEW, FILE_ASKED, FILE_LOADED, FILE_NONE = range(4)  # ku_files' states
 EVENT = struct.Struct("<IIII")  # struct ku_event_t: tgid, state, file, pad
 MAX_FILE_ROWS = (1 << 20) - 1  # the kernel's binary search takes 20 steps (KU_SEARCH)
-LPM_ENTRY_BYTES = 120  # what the kernel allocates per trie entry (a node of 40 bytes + key + value), about
-
-
-def prefixes(start: int, end: int) -> list[tuple[int, int]]:
-    """[start, end) as the fewest aligned blocks: (block start, prefix length in bits of 64)."""
-    out = []
-    while start < end:
-        size = start & -start if start else 1 << 64
-        while start + size > end:
-            size >>= 1
-        out.append((start, 65 - size.bit_length()))
-        start += size
-    return out
-
-
-def _big_endian(addr: int) -> int:
-    return int.from_bytes(addr.to_bytes(8, "big"), "little")
 
 
 @dataclass
@@ -87,8 +71,8 @@ class KernelTables:
         self.expression_rows = 0                # rows walked by frame pointers, of those loaded
         self.by_key: dict[tuple, _File | None] = {}   # file key -> its file (None: not an ELF)
         self.by_id: dict[int, _File] = {}
-        self.loaded: dict[int, list] = {}       # tgid -> its trie keys
-        self.entries = 0
+        self.loaded: set[int] = set()           # processes whose mappings are in ku_maps
+        self.truncated_said = False
         self.full_said = False
         self.closing = False
         self._lock = threading.Lock()
@@ -114,53 +98,44 @@ class KernelTables:
         snap = ProcessMaps.snapshot(tgid)
         if snap is None:
             return False
-        leaves = [(mapping, self._mapping_leaf(mapping, rows)) for mapping in snap.mappings]   # files read here
+        leaf = self.maps.Leaf()
+        kept = snap.mappings[: len(leaf.m)]   # sorted by start
+        if len(snap.mappings) > len(kept) and not self.truncated_said:
+            self.truncated_said = True
+            self.say(f"cpuprofile: process {tgid} has {len(snap.mappings)} executable mappings: the kernel's "
+                     f"unwinder keeps {len(kept)} (frames above them are counted failed)")
+        leaf.count = len(kept)
+        for i, mapping in enumerate(kept):   # files met for the first time are read here
+            leaf.m[i].start, leaf.m[i].end, leaf.m[i].bias, leaf.m[i].file = self._mapping_fields(mapping, rows)
         snap.close()
         with self._lock:
-            self._drop(tgid)
-            keys = []
-            for mapping, leaf in leaves:
-                for start, bits in prefixes(mapping.start, mapping.end):
-                    key = self.maps.Key(32 + bits, tgid, _big_endian(start))
-                    try:
-                        self.maps[key] = leaf
-                    except Exception:  # noqa: BLE001 - BCC raises bare Exception: the trie is full
-                        self._drop_keys(keys)
-                        self.say(f"cpuprofile: the mappings of {tgid} do not fit the kernel's table: "
-                                 "its stacks are walked by frame pointers")
-                        return False
-                    keys.append(key)
-            self.loaded[tgid] = keys
-            self.entries += len(keys)
+            try:
+                self.maps[self.maps.Key(tgid)] = leaf
+            except Exception:  # noqa: BLE001 - BCC raises bare Exception: the map is full
+                return False
+            self.loaded.add(tgid)
             self.procs[self.procs.Key(tgid)] = self.procs.Leaf(KU_READY)
         return True
 
     def forget_gone(self) -> None:
-        """The mappings of every process that has exited out of the trie."""
+        """The mappings of every process that has exited out of ku_maps."""
         with self._lock:
             for tgid in [t for t in self.loaded if not os.path.exists(f"/proc/{t}")]:
-                self._drop(tgid)
+                self.loaded.discard(tgid)
+                try:
+                    del self.maps[self.maps.Key(tgid)]
+                except KeyError:
+                    pass
 
-    def _drop(self, tgid: int) -> None:
-        self._drop_keys(self.loaded.pop(tgid, []))
-
-    def _drop_keys(self, keys: list) -> None:
-        for key in keys:
-            try:
-                del self.maps[key]
-            except KeyError:
-                pass
-        self.entries -= len(keys)
-
-    def _mapping_leaf(self, mapping: Mapping, rows: bool) -> Any:
-        """The trie's value for a mapping: its file (0: none, frame pointers) and load bias."""
+    def _mapping_fields(self, mapping: Mapping, rows: bool) -> tuple[int, int, int, int]:
+        """(start, end, load bias, file id) of a mapping; file 0: none (frame pointers)."""
         file = self._file(mapping)
         vaddr = file.info.vaddr_of(mapping.offset) if file is not None else None
         if file is None or vaddr is None:
-            return self.maps.Leaf(mapping.start, mapping.end, 0, 0, 0)
+            return mapping.start, mapping.end, 0, 0
         if rows:
             self.load_rows(file.id)
-        return self.maps.Leaf(mapping.start, mapping.end, (mapping.start - vaddr) & 0xFFFFFFFFFFFFFFFF, file.id, 0)
+        return mapping.start, mapping.end, (mapping.start - vaddr) & 0xFFFFFFFFFFFFFFFF, file.id
 
     # --- files --------------------------------------------------------------------------------
     def _file(self, mapping: Mapping) -> _File | None:
@@ -207,10 +182,10 @@ class KernelTables:
 
     # --- what it costs ------------------------------------------------------------------------
     def stats(self) -> dict[str, int]:
-        """Files with rows loaded, rows used of the capacity, trie entries, and the BPF memory they take:
-        the rows array and the files array whole (preallocated), the trie's entries as allocated."""
-        with self._lock:
-            entries = self.entries
+        """Files with rows loaded, rows used of the capacity, processes with mappings, and the BPF memory
+        they take: the rows array and the files array whole (preallocated), a value per process."""
+        processes = len(self.loaded)
         return {"files": self.loaded_files, "rows": self.used, "rows_capacity": self.capacity,
-                "expression_rows": self.expression_rows, "mapping_entries": entries,
-                "table_bytes": self.capacity * ROW.size + self.file_capacity * 16 + entries * LPM_ENTRY_BYTES}
+                "expression_rows": self.expression_rows, "processes": processes,
+                "table_bytes": self.capacity * ROW.size + self.file_capacity * 16
+                + processes * ctypes.sizeof(self.maps.Leaf)}

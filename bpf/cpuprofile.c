@@ -148,9 +148,9 @@ struct check_t {           /* one sample's kernel walk and its stack copy, for t
 BPF_RINGBUF_OUTPUT(checks, 256);
 #endif
 
-static __always_inline struct ku_mapping *ku_mapping_at(struct ku_map_key *key)
+static __always_inline struct ku_proc_maps *ku_maps_of(u32 tgid)
 {
-    return ku_maps.lookup(key);
+    return ku_maps.lookup(&tgid);
 }
 
 static __always_inline struct ku_file *ku_file_at(u32 file)
@@ -291,10 +291,11 @@ static __always_inline void count_lost(int which)
         (*lost)++;
 }
 
-/* `s` stored under its hash unless it is there already: the hash, or 0 when `stacks` is full */
-static __always_inline u64 store_stack(struct ku_stack *s, u64 seed)
+/* `s` stored under the hash of its first `words` pcs unless it is there already: the hash, or 0 when
+ * `stacks` is full */
+static __always_inline u64 store_stack(struct ku_stack *s, u32 words, u64 seed)
 {
-    u64 h = ku_hash(s, seed);
+    u64 h = ku_hash(s, words, seed);
     if (stacks.lookup(&h))
         return h;
     int err = stacks.insert(&h, s);
@@ -376,14 +377,14 @@ static __always_inline int count_stacks(struct scratch_t *sc)
 {
 #ifndef KERNEL_ONLY
     if (sc->walk.user.outcome != KU_NO_USER) {
-        sc->key.ustack = store_stack(&sc->walk.user, 0x75736572ULL);
+        sc->key.ustack = store_stack(&sc->walk.user, sc->walk.user.depth, 0x75736572ULL);
         if (!sc->key.ustack)
             return 0;
     }
 #ifdef PYTHON_FRAMES
     pystack_capture(py_procs.lookup(&sc->key.tgid), (u32)bpf_get_current_pid_tgid(), &sc->py);
     if (sc->py.err != PY_NOT_PYTHON) {
-        sc->key.pystack = store_stack((struct ku_stack *)&sc->py, 0x707974686f6eULL);
+        sc->key.pystack = store_stack((struct ku_stack *)&sc->py, 2 * sc->py.depth, 0x707974686f6eULL);
         if (!sc->key.pystack)
             return 0;
     }
@@ -448,7 +449,7 @@ static __always_inline int count_unwound(void *ctx, u64 id)
     if (kbytes > 0) {
         sc->kernel.depth = (u64)kbytes / 8;
         sc->kernel.outcome = 0;
-        sc->key.kstack = store_stack(&sc->kernel, 0x6b65726e656cULL);
+        sc->key.kstack = store_stack(&sc->kernel, sc->kernel.depth, 0x6b65726e656cULL);
         if (!sc->key.kstack)
             return 0;
     } else if (kbytes != -14 && kbytes != 0) {   /* -EFAULT: no kernel stack (a sample in user mode) */

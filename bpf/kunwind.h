@@ -1,6 +1,7 @@
 /* User stacks unwound in the kernel with "stack delta" tables (the OpenTelemetry eBPF profiler's way):
- * user space (bcctool/kunwind.py) puts every met process's executable mappings into ku_maps, an LPM trie
- * keyed by (tgid, address): its file and load bias. A file's CFI is turned into sorted rows "from this
+ * user space (bcctool/kunwind.py) puts every met process's executable mappings into ku_maps, one value
+ * per process (sorted by address: each its file and load bias; one update per process, where an LPM
+ * trie took one per aligned block, 1,350 for a pytest process). A file's CFI is turned into sorted rows "from this
  * pc: CFA = rsp|rbp + offset, rbp saved at CFA + 8 * n or unchanged, return address at CFA - 8" and
  * loaded into ku_rows (one array; each file a range of it, ku_files) the first time a walk meets the
  * file (it asks on ku_events; until then its frames are walked by frame pointers), so only the files
@@ -12,7 +13,7 @@
  * expression rows so walked are counted (fp_frames).
  *
  * BCC rewrites map calls in the program's main file only, so the main file declares the maps
- * (KU_MAPS) and defines the three lookups the walk makes: ku_mapping_at, ku_file_at, ku_row_at.
+ * (KU_MAPS) and defines the three lookups the walk makes: ku_maps_of, ku_file_at, ku_row_at.
  * BCC 0.26 cannot relocate a bpf_loop callback, so the walk is a bounded loop of KU_STEPS frames
  * (ku_walk_some) that the main file's program runs and then tail-calls itself for the next ones: the
  * verifier checks 16 frames once, not 127 (13 ms a frame on this machine: 1.6 s at every start). The
@@ -48,18 +49,21 @@ enum {
     KU_FP_WALK,          /* the process's mappings are not loaded yet: the kernel's frame-pointer walk */
 };
 
-struct ku_map_key {      /* LPM: prefixlen counts the tgid's 32 bits, then the address's high bits */
-    u32 prefixlen;
-    u32 tgid;
-    u64 addr;            /* big-endian */
-};
-
 struct ku_mapping {
     u64 start;           /* [start, end): the executable mapping */
     u64 end;
     u64 bias;            /* pc - bias = the file's own virtual address */
     u32 file;            /* ku_files index; 0: no table (JIT code, a file without CFI): frame pointers */
     u32 pad;
+};
+
+#define KU_PROC_MAPPINGS 256 /* a process's executable mappings kept (a pytest process has 135) */
+#define KU_MAP_SEARCH 8      /* binary search steps over them */
+
+struct ku_proc_maps {
+    u32 count;
+    u32 pad;
+    struct ku_mapping m[KU_PROC_MAPPINGS];   /* sorted by start */
 };
 
 enum { KU_FILE_NEW, KU_FILE_ASKED, KU_FILE_LOADED, KU_FILE_NONE };   /* NONE: no table, frame pointers */
@@ -100,6 +104,8 @@ struct ku_walk {         /* per-CPU: the walk's registers, the mapping of the la
     u32 unloaded_frames; /* frames walked by frame pointers for that reason in this walk */
     u32 ask_file;        /* a file met for the first time in this walk, whose rows the caller asks for */
     u32 steps;           /* taken so far */
+    u32 index;           /* scratch: a search's index (see ku_mapping_of) */
+    u32 pad;
     struct ku_stack user;
 };
 
@@ -107,7 +113,6 @@ struct ku_walk {         /* per-CPU: the walk's registers, the mapping of the la
 #define KU_ROWS (1 << 20)    /* 8 MiB of rows for every file met */
 #endif
 #define KU_FILES 4096
-#define KU_MAPPINGS 65536    /* LPM entries: a mapping takes one per aligned block */
 #define KU_PROCS 16384
 
 enum { KU_PENDING, KU_READY, KU_STALE };   /* ku_procs: mappings asked for, loaded, asked for again */
@@ -121,13 +126,13 @@ struct ku_event_t {      /* to user space: load (again) the mappings of tgid, or
 
 /* The maps, declared in the main file. ku_rows is mmap'ed by user space (BPF_F_MMAPABLE: 1 << 10). */
 #define KU_MAPS                                                                                         \
-    BPF_F_TABLE("lpm_trie", struct ku_map_key, struct ku_mapping, ku_maps, KU_MAPPINGS, BPF_F_NO_PREALLOC); \
+    BPF_F_TABLE("hash", u32, struct ku_proc_maps, ku_maps, KU_PROCS, BPF_F_NO_PREALLOC);              \
     BPF_ARRAY(ku_files, struct ku_file, KU_FILES);                                                      \
     BPF_F_TABLE("array", u32, struct ku_row, ku_rows, KU_ROWS, 1 << 10);                                \
     BPF_TABLE("lru_hash", u32, u32, ku_procs, KU_PROCS);                                                \
     BPF_RINGBUF_OUTPUT(ku_events, 4)
 
-static __always_inline struct ku_mapping *ku_mapping_at(struct ku_map_key *key);
+static __always_inline struct ku_proc_maps *ku_maps_of(u32 tgid);
 static __always_inline struct ku_file *ku_file_at(u32 file);
 static __always_inline struct ku_row *ku_row_at(u32 index);
 
@@ -176,14 +181,37 @@ static __always_inline void ku_find_row(struct ku_walk *w, u64 vaddr, struct ku_
         *out = *row;
 }
 
+/* The mapping of the process that holds pc: the last with start <= pc, if pc is below its end. Each
+ * index goes through w->index (memory): the verifier does not trace an index used as a pointer offset
+ * back to lo and hi, whose every value would otherwise be a state of its own (the walk did not load). */
+static __always_inline struct ku_mapping *ku_mapping_of(struct ku_walk *w, struct ku_proc_maps *pm, u64 pc)
+{
+    u32 lo = 0, hi = pm->count;   /* m[lo - 1].start <= pc < m[hi].start */
+#pragma clang loop unroll(disable)
+    for (int j = 0; j <= KU_MAP_SEARCH; j++) {
+        if (lo >= hi)
+            break;
+        u32 mid = lo + (hi - lo) / 2;
+        *(volatile u32 *)&w->index = mid;
+        if (pm->m[*(volatile u32 *)&w->index & (KU_PROC_MAPPINGS - 1)].start <= pc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo)
+        return 0;
+    *(volatile u32 *)&w->index = lo - 1;
+    struct ku_mapping *m = &pm->m[*(volatile u32 *)&w->index & (KU_PROC_MAPPINGS - 1)];
+    return pc < m->end ? m : 0;
+}
+
 /* One frame: the caller's ip, sp and bp from the current ones. KU_GO_ON, or how the walk ends. */
-static __always_inline int ku_step(struct ku_walk *w, u32 tgid, int innermost)
+static __always_inline int ku_step(struct ku_walk *w, struct ku_proc_maps *pm, int innermost)
 {
     u64 ip = w->ip, sp = w->sp, bp = w->bp;
     u64 pc = innermost ? ip : ip - 1;   /* a return address is just past its call */
     if (pc < w->map_start || pc >= w->map_end) {
-        struct ku_map_key key = {.prefixlen = 96, .tgid = tgid, .addr = __builtin_bswap64(pc)};
-        struct ku_mapping *m = ku_mapping_at(&key);
+        struct ku_mapping *m = ku_mapping_of(w, pm, pc);
         if (!m)
             return KU_NO_MAPPING;
         w->map_start = m->start;
@@ -281,28 +309,31 @@ static __always_inline void ku_start(struct ku_walk *w)
  * walk ended. */
 static __always_inline int ku_walk_some(struct ku_walk *w, u32 owner)
 {
+    struct ku_proc_maps *pm = ku_maps_of(owner);
+    if (!pm)
+        return KU_NO_MAPPING;
 #pragma clang loop unroll(disable)
     for (int i = 0; i < KU_STEPS; i++) {
         u32 steps = w->steps;
         if (steps >= KU_FRAMES)
             return KU_FRAME_LIMIT;
         w->steps = steps + 1;
-        int end = ku_step(w, owner, steps == 0);
+        int end = ku_step(w, pm, steps == 0);
         if (end != KU_GO_ON)
             return end;
     }
     return w->steps >= KU_FRAMES ? KU_FRAME_LIMIT : KU_GO_ON;
 }
 
-/* A stack's key in the table of unique stacks: its pcs, depth and outcome hashed (64 bits: a collision
- * is as likely as not only past 4e9 distinct stacks); never 0, which says "no stack". */
-static __always_inline u64 ku_hash(struct ku_stack *s, u64 seed)
+/* A stack's key in the table of unique stacks: its first `words` pcs, depth and outcome hashed (64 bits:
+ * a collision is as likely as not only past 4e9 distinct stacks); never 0, which says "no stack". A
+ * Python stack (struct pystack_t) has two words a frame. */
+static __always_inline u64 ku_hash(struct ku_stack *s, u32 words, u64 seed)
 {
     u64 h = seed ^ ((u64)s->depth << 32) ^ (u32)s->outcome;
-    u32 depth = s->depth;
 #pragma clang loop unroll(disable)
     for (int i = 0; i < KU_STACK; i++) {
-        if (i >= depth)
+        if (i >= words)
             break;
         h = (h ^ s->pcs[i]) * 0x100000001b3ULL;
         h ^= h >> 32;
