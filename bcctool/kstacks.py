@@ -16,6 +16,7 @@ that found one just before it went may still count it in the interval being gath
 
 from __future__ import annotations
 
+import ctypes
 import struct
 from collections import Counter
 from typing import Any
@@ -38,7 +39,7 @@ OUTCOMES = (
     ("failed", "no user context"),
     ("frame_pointers", "process met for the first time: mappings not loaded yet"),
 )
-FP_WALK = len(OUTCOMES) - 1
+HTAB_ELEM_BYTES = 48   # the kernel's struct htab_elem before the key, about
 
 
 class KernelCounts:
@@ -116,4 +117,7 @@ class KernelCounts:
                 pass
 
     def stats(self) -> dict[str, int]:
-        return {"stacks": len(self.known), "stack_reads": self.stack_reads}
+        """Stacks known here (about those in `stacks`), stacks read from the kernel so far, and the bytes
+        `stacks` takes for them (allocated as used: a value, its key and the hash table's element)."""
+        entry = ctypes.sizeof(self.stacks.Leaf) + 8 + HTAB_ELEM_BYTES
+        return {"stacks": len(self.known), "stack_reads": self.stack_reads, "stack_bytes": len(self.known) * entry}
