@@ -26,7 +26,9 @@ import os
 import struct
 import weakref
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from elftools.dwarf.callframe import FDE
 
@@ -76,18 +78,12 @@ class CfiTable:
 
     # --- on disk: a header, then each array's bytes ------------------------------------------
     def save(self, path: str) -> None:
-        tmp = f"{path}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(_HEADER.pack(MAGIC, len(self.pcs)))
-                for a in (self.pcs, self.kind, self.cfa_off, self.ra, self.bp):
-                    a.tofile(f)
-            os.replace(tmp, path)
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        def write(f) -> None:
+            f.write(_HEADER.pack(MAGIC, len(self.pcs)))
+            for a in (self.pcs, self.kind, self.cfa_off, self.ra, self.bp):
+                a.tofile(f)
+
+        save_whole(path, write)
 
     @classmethod
     def load(cls, path: str) -> CfiTable | None:
@@ -104,6 +100,21 @@ class CfiTable:
                 return cls(*arrays)
         except (OSError, EOFError, struct.error, ValueError):
             return None
+
+
+def save_whole(path: str, write: Callable[[BinaryIO], None]) -> None:
+    """`write(file)` into a temporary file renamed to `path`: a reader sees the whole file or none (two
+    profilers may save one object's table at once); nothing is left behind on an error."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _plt_threshold(expr) -> int | None:

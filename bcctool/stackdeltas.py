@@ -20,7 +20,8 @@ import os
 import struct
 from dataclasses import dataclass
 
-from .cfi import CFA_BP, CFA_NONE, CFA_PLT, CFA_SP, SAME, UNDEFINED, UNKNOWN, CfiTable, cache_name, read_table_fast
+from . import cfi
+from .cfi import CfiTable, cache_name, read_table_fast, save_whole
 from .elfimage import ElfInfo
 
 ROW = struct.Struct("<IhBb")  # pc, cfa, kind, bp
@@ -50,24 +51,24 @@ def _cfa(kind: int, off: int) -> tuple[int, int] | None:
 
 
 def _bp(rule: int) -> int:
-    if rule == SAME:
+    if rule == cfi.SAME:
         return 0
-    if rule == UNKNOWN or rule % 8 or not -127 <= rule // 8 <= 127:
+    if rule == cfi.UNKNOWN or rule % 8 or not -127 <= rule // 8 <= 127:
         return BP_UNKNOWN
     return rule // 8
 
 
 def _row(kind: int, off: int, ra: int, bp: int) -> tuple[int, int, int, bool]:
     """(kind byte, cfa field, bp field, needs an expression) of one CFI row."""
-    if kind == CFA_NONE:
+    if kind == cfi.CFA_NONE:
         return KU_NONE, 0, 0, False
-    if ra == UNDEFINED:
+    if ra == cfi.UNDEFINED:
         return KU_END, 0, 0, False
-    if ra == -8 and kind in (CFA_SP, CFA_BP):
-        fits = _cfa(KU_SP if kind == CFA_SP else KU_BP, off)
+    if ra == -8 and kind in (cfi.CFA_SP, cfi.CFA_BP):
+        fits = _cfa(KU_SP if kind == cfi.CFA_SP else KU_BP, off)
         if fits is not None:
             return fits[0], fits[1], _bp(bp), False
-    if ra == -8 and kind == CFA_PLT:
+    if ra == -8 and kind == cfi.CFA_PLT:
         return KU_PLT, off, _bp(bp), False
     return KU_EXPR, 0, 0, True
 
@@ -90,17 +91,7 @@ def from_table(table: CfiTable) -> StackDeltas | None:
 
 
 def save(deltas: StackDeltas, path: str) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(_HEADER.pack(MAGIC, len(deltas), deltas.expression_rows))
-            f.write(deltas.rows)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    save_whole(path, lambda f: f.write(_HEADER.pack(MAGIC, len(deltas), deltas.expression_rows) + deltas.rows))
 
 
 def load(path: str) -> StackDeltas | None:

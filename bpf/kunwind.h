@@ -22,6 +22,8 @@
 #ifndef PROFILER_KUNWIND_H
 #define PROFILER_KUNWIND_H
 
+#include "uregs.h"
+
 #define KU_FRAMES 127        /* steps at most: up to 128 pcs (unwind.py's max_frames) */
 #define KU_STEPS 16          /* steps per program: the walk goes on in a tail call (8 programs at most) */
 #define KU_STACK 128         /* pcs a stored stack holds */
@@ -139,18 +141,7 @@ static __always_inline struct ku_row *ku_row_at(u32 index);
 /* The user registers of the current task into w; 0 when it has a user context. */
 static __always_inline int ku_regs(struct ku_walk *w)
 {
-    struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-    if (!regs)
-        return -1;
-    u64 cs = 0;
-    bpf_probe_read_kernel(&cs, sizeof(cs), &regs->cs);
-    if ((cs & 3) != 3)   /* no user mode to return to: a kernel thread */
-        return -1;
-    bpf_probe_read_kernel(&w->ip, sizeof(w->ip), &regs->ip);
-    bpf_probe_read_kernel(&w->sp, sizeof(w->sp), &regs->sp);
-    bpf_probe_read_kernel(&w->bp, sizeof(w->bp), &regs->bp);
-    return 0;
+    return user_regs(&w->ip, &w->sp, &w->bp);
 }
 
 /* The row that holds for file vaddr `vaddr` in the file of the last mapping: the last with pc <= vaddr. */
