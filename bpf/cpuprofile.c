@@ -330,15 +330,20 @@ static __always_inline u32 user_stack_start(void *ctx, struct ku_walk *w, u32 tg
         return tgid;
     }
     if (!state) {
-        u32 parent = parent_of(tgid);   /* a fork child that has not exec'd: its parent's address space */
+        /* a fork child that has not exec'd runs in its parent's address space: the parent's mappings,
+         * asked for if the parent has not been (it may run too little to be sampled before its children) */
+        u32 parent = parent_of(tgid);
+        u32 asked = parent ? parent : tgid;
         u32 *theirs = parent ? ku_procs.lookup(&parent) : 0;
         if (theirs && *theirs != KU_PENDING) {
             ku_start(w);
             return parent;
         }
-        u32 pending = KU_PENDING;
-        ku_procs.update(&tgid, &pending);
-        ask_mappings(tgid, KU_PENDING, 0);
+        if (!theirs) {
+            u32 pending = KU_PENDING;
+            ku_procs.update(&asked, &pending);
+            ask_mappings(asked, KU_PENDING, 0);
+        }
     }
     long bytes = bpf_get_stack(ctx, w->user.pcs, STACK_DEPTH * 8, BPF_F_USER_STACK);
     w->user.depth = bytes > 0 ? (u64)bytes / 8 : 0;
