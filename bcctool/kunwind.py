@@ -93,7 +93,7 @@ class KernelTables:
 
     # --- processes ----------------------------------------------------------------------------
     def meet(self, tgid: int, rows: bool = False) -> bool:
-        """Put the executable mappings of tgid in the trie (again, after an exec or a dlopen: the old ones
+        """Put the executable mappings of tgid in ku_maps (again, after an exec or a dlopen: the old ones
         out first); with `rows`, load its files' rows now. False when it is gone or unreadable."""
         snap = ProcessMaps.snapshot(tgid)
         if snap is None:

@@ -1,11 +1,11 @@
 /* User stacks unwound in the kernel with "stack delta" tables (the OpenTelemetry eBPF profiler's way):
  * user space (bcctool/kunwind.py) puts every met process's executable mappings into ku_maps, one value
  * per process (sorted by address: each its file and load bias; one update per process, where an LPM
- * trie took one per aligned block, 1,350 for a pytest process). A file's CFI is turned into sorted rows "from this
- * pc: CFA = rsp|rbp + offset, rbp saved at CFA + 8 * n or unchanged, return address at CFA - 8" and
- * loaded into ku_rows (one array; each file a range of it, ku_files) the first time a walk meets the
- * file (it asks on ku_events; until then its frames are walked by frame pointers), so only the files
- * on sampled stacks take memory (libLLVM alone has a million rows). The walk starts
+ * trie took one per aligned block, 1,350 for a pytest process). A file's CFI is turned into sorted rows
+ * "from this pc: CFA = rsp|rbp + offset, rbp saved at CFA + 8 * n or unchanged, return address at
+ * CFA - 8" and loaded into ku_rows (one array; each file a range of it, ku_files) the first time a walk
+ * meets the file (it asks on ku_events; until then its frames are walked by frame pointers), so only
+ * the files on sampled stacks take memory (libLLVM alone has a million rows). The walk starts
  * from the user registers (bpf_task_pt_regs, the only kernel struct read) and follows the rules of
  * bcctool/unwind.py frame by frame, reading return addresses and saved rbp with bpf_probe_read_user.
  * A pc with no usable row (no CFI; a DWARF expression: PLT stubs of odd shape, signal trampolines,
