@@ -254,8 +254,11 @@ def find_debug_file(info: ElfInfo, original_path: str, root: str = "", debug_roo
             debug_root + os.path.join(directory, name),
         ):
             path = root + candidate
-            if os.path.realpath(path) == os.path.realpath(root + original_path):
-                continue  # a debuglink naming the object itself
+            try:
+                if os.path.realpath(path) == os.path.realpath(root + original_path):
+                    continue  # a debuglink naming the object itself
+            except OSError:  # /proc/PID/root of a process exiting meanwhile: readlink fails (ENOENT)
+                return None
             if os.path.isfile(path) and _file_crc(path) == crc:
                 return path
     return None

@@ -103,7 +103,7 @@ def prune_cache(directory: str, max_bytes: int) -> None:
     try:
         entries = []
         for name in os.listdir(directory):
-            if name.endswith(".cfi"):
+            if name.endswith((".cfi", ".sdt")):  # unwind.py's tables, stackdeltas.py's rows
                 st = os.stat(os.path.join(directory, name))
                 entries.append((st.st_mtime, st.st_size, name))
     except OSError:

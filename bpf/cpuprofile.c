@@ -20,8 +20,16 @@
  * while it lives) and, at the end, of the fork children sampled before they exec'd (`children`).
  * Stack ids that collide are counted lost by the user side (-EEXIST in the key).
  *
+ * -DUSER_KERNEL (--user-stacks kernel) unwinds user stacks here, with the stack-delta tables of kunwind.h,
+ * and counts samples in the kernel per interval (epoch.h): keyed by process, cgroup, command and the
+ * 64-bit hashes of its kernel, user and Python stacks, each stack stored once in `stacks`. User space
+ * reads the finished interval's counts and only the stacks it has not seen. A process met for the first
+ * time is said on ku_events and walked by frame pointers until user space has loaded its mappings; a
+ * fork child that has not exec'd walks its parent's. -DUNWIND_CHECK also sends each sample's stack copy
+ * beside its kernel-unwound pcs (`checks`), for the test that compares them with bcctool/unwind.py.
+ *
  * -DINCLUDE_IDLE counts the idle task (pid 0); -DUSER_ONLY / -DKERNEL_ONLY take one stack only.
- * -DPYTHON_FRAMES (with -DUSER_DWARF) adds the CPython frame chain of python processes (pystack.h). */
+ * -DPYTHON_FRAMES (with -DUSER_DWARF or -DUSER_KERNEL) adds the CPython frame chain of python processes (pystack.h). */
 /* The program reads no field of its context (bpf_get_stack takes it whole), so it declares it void *:
  * the header that defines struct bpf_perf_event_data pulls in linux/sched.h and the headers under it,
  * which made its start 3.1 s instead of 0.9 s. */
@@ -32,11 +40,11 @@
 #endif
 #define STACK_DEPTH 127   /* the kernel's limit for one stack walk */
 
-#ifdef USER_DWARF
+#if defined(USER_DWARF) || defined(UNWIND_CHECK)
 #include "ustack.h"
-#ifdef PYTHON_FRAMES
-#include "pystack.h"
 #endif
+#if defined(PYTHON_FRAMES) && (defined(USER_DWARF) || defined(USER_KERNEL))
+#include "pystack.h"
 #endif
 
 struct sample_t {
@@ -76,14 +84,84 @@ BPF_RINGBUF_OUTPUT(new_procs, 4);                /* each once */
 BPF_HASH(children, u32, u32, 65536);             /* sampled fork children that had not exec'd -> parent */
 LOST_COUNTER(counts_full);     /* samples dropped: the counts map was full */
 LOST_COUNTER(children_full);   /* fork children whose parent could not be kept: their user frames unnamed */
-#else
+#elif !defined(USER_KERNEL)
 BPF_RINGBUF_OUTPUT(samples, RING_PAGES);
 #endif
-#if defined(USER_DWARF) && defined(PYTHON_FRAMES)
+#if defined(PYTHON_FRAMES) && (defined(USER_DWARF) || defined(USER_KERNEL))
 PY_PROCS_MAP;
 #endif
-#ifndef COUNT_IN_KERNEL
+#if !defined(COUNT_IN_KERNEL) && !defined(USER_KERNEL)
 LOST_COUNTER(ring_full);   /* samples dropped: the ring buffer was full (the user side fell behind) */
+#endif
+
+#ifdef USER_KERNEL
+#include "epoch.h"
+#include "kunwind.h"
+#ifndef COUNT_KEYS
+#define COUNT_KEYS 16384
+#endif
+#ifndef STACKS
+#define STACKS 16384
+#endif
+struct kcount_key_t {
+    u32 slot;              /* the epoch's parity */
+    u32 tgid;
+    u64 cgid;
+    u64 kstack;            /* the stacks' keys in `stacks`; 0: none */
+    u64 ustack;
+    u64 pystack;
+    char comm[TASK_COMM_LEN];
+};
+struct scratch_t {         /* per CPU: too large for the BPF stack; carried over the walk's tail calls */
+    struct ku_walk walk;
+    struct ku_stack kernel;
+    struct kcount_key_t key;
+    u32 owner;             /* whose mappings walk the user stack (0: none) */
+    u32 pad;
+#ifdef PYTHON_FRAMES
+    struct pystack_t py;
+#endif
+};
+#ifdef PYTHON_FRAMES
+_Static_assert(sizeof(struct pystack_t) == sizeof(struct ku_stack), "a Python stack is stored in `stacks` too");
+#endif
+BPF_ARRAY(epochs, struct epoch_t, 1);
+BPF_HASH(kcounts, struct kcount_key_t, u64, COUNT_KEYS);
+BPF_F_TABLE("hash", u64, struct ku_stack, stacks, STACKS, BPF_F_NO_PREALLOC);   /* memory as used */
+BPF_PERCPU_ARRAY(scratch, struct scratch_t, 1);
+BPF_PROG_ARRAY(ku_progs, 1);   /* [0]: ku_walk_more, set by user space (bcctool/kunwind.py) */
+KU_MAPS;
+LOST_COUNTER(counts_full);     /* samples dropped: the counts map was full */
+LOST_COUNTER(stacks_full);     /* samples dropped: a new stack found `stacks` full */
+LOST_COUNTER(kernel_walk);     /* kernel stacks the kernel's walk failed (not "no kernel stack") */
+/* per CPU, cumulative: [0] expression rows walked by frame pointers, [1] samples walked by frame
+ * pointers because their process's mappings were not loaded yet, [2] frames walked by frame pointers
+ * because their file's rows were not loaded yet */
+BPF_PERCPU_ARRAY(ku_counters, u64, 3);
+#ifdef UNWIND_CHECK
+struct check_t {           /* one sample's kernel walk and its stack copy, for the equality test */
+    u32 tgid;
+    u32 owner;
+    struct ku_stack user;
+    struct ustack_t copy;
+};
+BPF_RINGBUF_OUTPUT(checks, 256);
+#endif
+
+static __always_inline struct ku_proc_maps *ku_maps_of(u32 tgid)
+{
+    return ku_maps.lookup(&tgid);
+}
+
+static __always_inline struct ku_file *ku_file_at(u32 file)
+{
+    return ku_files.lookup(&file);
+}
+
+static __always_inline struct ku_row *ku_row_at(u32 index)
+{
+    return ku_rows.lookup(&index);
+}
 #endif
 
 #ifndef KERNEL_ONLY
@@ -134,6 +212,9 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
 #ifdef COUNT_IN_KERNEL
     known.delete(&tgid);   /* its next sample says it anew: the user side reads its new maps */
     children.delete(&tgid);
+#endif
+#ifdef USER_KERNEL
+    ku_procs.delete(&tgid);   /* likewise: its mappings are loaded anew */
 #endif
     return PASS_ON;
 }
@@ -194,6 +275,206 @@ static __always_inline int count_sample(void *ctx, u64 id)
 }
 #endif
 
+#ifdef USER_KERNEL
+static __always_inline void add_counter(int index, u64 n)
+{
+    u64 *c = ku_counters.lookup(&index);
+    if (c)
+        *c += n;
+}
+
+static __always_inline void count_lost(int which)
+{
+    int zero = 0;
+    u64 *lost = which ? counts_full.lookup(&zero) : stacks_full.lookup(&zero);
+    if (lost)
+        (*lost)++;
+}
+
+/* `s` stored under the hash of its first `words` pcs unless it is there already: the hash, or 0 when
+ * `stacks` is full */
+static __always_inline u64 store_stack(struct ku_stack *s, u32 words, u64 seed)
+{
+    u64 h = ku_hash(s, words, seed);
+    if (stacks.lookup(&h))
+        return h;
+    int err = stacks.insert(&h, s);
+    if (err && err != -17) {   /* -EEXIST: another CPU stored it meanwhile */
+        count_lost(0);
+        return 0;
+    }
+    return h;
+}
+
+/* user space is asked to load (again) the mappings of tgid, or a file's rows */
+static __always_inline void ask_mappings(u32 tgid, u32 state, u32 file)
+{
+    struct ku_event_t e = {.tgid = tgid, .state = state, .file = file};
+    ku_events.ringbuf_output(&e, sizeof(e), 0);
+}
+
+#ifndef KERNEL_ONLY
+/* The current task's user stack begins in w: its registers, and whose mappings to walk it with (the
+ * process's, or a fork child's parent's), which it returns. 0 where there is nothing to walk: no user
+ * context, or a process whose mappings are not loaded yet, walked here by the kernel's frame-pointer
+ * walk (they are asked for at its first sample). */
+static __always_inline u32 user_stack_start(void *ctx, struct ku_walk *w, u32 tgid)
+{
+    w->user.depth = 0;
+    w->user.outcome = KU_NO_USER;
+    if (ku_regs(w))
+        return 0;
+    u32 *state = ku_procs.lookup(&tgid);
+    if (state && *state != KU_PENDING) {
+        ku_start(w);
+        return tgid;
+    }
+    if (!state) {
+        /* a fork child that has not exec'd runs in its parent's address space: the parent's mappings,
+         * asked for if the parent has not been (it may run too little to be sampled before its children) */
+        u32 parent = parent_of(tgid);
+        u32 asked = parent ? parent : tgid;
+        u32 *theirs = parent ? ku_procs.lookup(&parent) : 0;
+        if (theirs && *theirs != KU_PENDING) {
+            ku_start(w);
+            return parent;
+        }
+        if (!theirs) {
+            u32 pending = KU_PENDING;
+            ku_procs.update(&asked, &pending);
+            ask_mappings(asked, KU_PENDING, 0);
+        }
+    }
+    long bytes = bpf_get_stack(ctx, w->user.pcs, STACK_DEPTH * 8, BPF_F_USER_STACK);
+    w->user.depth = bytes > 0 ? (u64)bytes / 8 : 0;
+    w->user.outcome = KU_FP_WALK;
+    add_counter(1, 1);
+    return 0;
+}
+
+/* The walk of tgid's stack with owner's mappings has ended: what it met is counted, and user space is
+ * asked for the rows of a file met for the first time, or for the mappings of a process with a pc in
+ * none (mapped since they were read: a dlopen; or a fork child's own). */
+static __always_inline void user_stack_end(struct ku_walk *w, u32 tgid, u32 owner)
+{
+    if (w->fp_frames)
+        add_counter(0, w->fp_frames);
+    if (w->unloaded_frames)
+        add_counter(2, w->unloaded_frames);
+    if (w->ask_file)
+        ask_mappings(tgid, KU_FILE_ASKED, w->ask_file);
+    if (w->user.outcome != KU_NO_MAPPING)
+        return;
+    u32 *state = ku_procs.lookup(&tgid);
+    if (owner != tgid && !state) {
+        u32 pending = KU_PENDING;
+        ku_procs.update(&tgid, &pending);
+        ask_mappings(tgid, KU_PENDING, 0);
+    } else if (owner == tgid && state && *state == KU_READY) {
+        *state = KU_STALE;
+        ask_mappings(tgid, KU_STALE, 0);
+    }
+}
+#endif
+
+/* The sample's stacks are in sc: stored, and the sample counted under them. */
+static __always_inline int count_stacks(struct scratch_t *sc)
+{
+#ifndef KERNEL_ONLY
+    if (sc->walk.user.outcome != KU_NO_USER) {
+        sc->key.ustack = store_stack(&sc->walk.user, sc->walk.user.depth, 0x75736572ULL);
+        if (!sc->key.ustack)
+            return 0;
+    }
+#ifdef PYTHON_FRAMES
+    pystack_capture(py_procs.lookup(&sc->key.tgid), (u32)bpf_get_current_pid_tgid(), &sc->py);
+    if (sc->py.err != PY_NOT_PYTHON) {
+        sc->key.pystack = store_stack((struct ku_stack *)&sc->py, 2 * sc->py.depth, 0x707974686f6eULL);
+        if (!sc->key.pystack)
+            return 0;
+    }
+#endif
+#ifdef UNWIND_CHECK
+    struct check_t *c = checks.ringbuf_reserve(sizeof(struct check_t));
+    if (c) {
+        c->tgid = sc->key.tgid;
+        c->owner = sc->owner;
+        bpf_probe_read_kernel(&c->user, sizeof(c->user), &sc->walk.user);   /* too large for memcpy */
+        ustack_capture(&c->copy);
+        checks.ringbuf_submit(c, 0);
+    }
+#endif
+#endif
+    u64 *n = kcounts.lookup(&sc->key);
+    if (!n) {
+        u64 none = 0;
+        n = kcounts.lookup_or_try_init(&sc->key, &none);
+    }
+    if (n)
+        __sync_fetch_and_add(n, 1);
+    else
+        count_lost(1);
+    return 0;
+}
+
+/* More frames of the walk count_unwound() began, KU_STEPS a program: then this program again (a tail
+ * call), or the sample counted. */
+int ku_walk_more(void *ctx)
+{
+#ifndef KERNEL_ONLY
+    int zero = 0;
+    struct scratch_t *sc = scratch.lookup(&zero);
+    if (!sc)
+        return 0;
+    int end = ku_walk_some(&sc->walk, sc->owner);
+    if (end == KU_GO_ON)
+        ku_progs.call(ctx, 0);
+    sc->walk.user.outcome = end == KU_GO_ON ? KU_FRAME_LIMIT : end;   /* or the tail call failed */
+    user_stack_end(&sc->walk, sc->key.tgid, sc->owner);
+    return count_stacks(sc);
+#else
+    return 0;
+#endif
+}
+
+static __always_inline int count_unwound(void *ctx, u64 id)
+{
+    int zero = 0;
+    struct epoch_t *ep = epochs.lookup(&zero);   /* first: the sample belongs to the epoch it read */
+    struct scratch_t *sc = scratch.lookup(&zero);
+    if (!ep || !sc)
+        return 0;
+    __builtin_memset(&sc->key, 0, sizeof(sc->key));
+    sc->key.slot = EPOCH_SLOT(ep);
+    sc->key.tgid = id >> 32;
+    bpf_get_current_comm(&sc->key.comm, sizeof(sc->key.comm));
+    sc->key.cgid = bpf_get_current_cgroup_id();
+#ifndef USER_ONLY
+    long kbytes = bpf_get_stack(ctx, sc->kernel.pcs, STACK_DEPTH * 8, 0);
+    if (kbytes > 0) {
+        sc->kernel.depth = (u64)kbytes / 8;
+        sc->kernel.outcome = 0;
+        sc->key.kstack = store_stack(&sc->kernel, sc->kernel.depth, 0x6b65726e656cULL);
+        if (!sc->key.kstack)
+            return 0;
+    } else if (kbytes != -14 && kbytes != 0) {   /* -EFAULT: no kernel stack (a sample in user mode) */
+        u64 *lost = kernel_walk.lookup(&zero);
+        if (lost)
+            (*lost)++;
+    }
+#endif
+#ifndef KERNEL_ONLY
+    sc->owner = user_stack_start(ctx, &sc->walk, sc->key.tgid);
+    if (sc->owner) {
+        ku_progs.call(ctx, 0);   /* the walk, in ku_walk_more */
+        sc->walk.user.depth = 1;   /* the tail call failed: the ip alone, counted truncated */
+        sc->walk.user.outcome = KU_FRAME_LIMIT;
+    }
+#endif
+    return count_stacks(sc);
+}
+#endif
+
 int on_sample(void *ctx)
 {
     u64 id = bpf_get_current_pid_tgid();
@@ -205,6 +486,8 @@ int on_sample(void *ctx)
         return 0;
 #ifdef COUNT_IN_KERNEL
     return count_sample(ctx, id);
+#elif defined(USER_KERNEL)
+    return count_unwound(ctx, id);
 #else
 
     struct sample_t *s = samples.ringbuf_reserve(sizeof(struct sample_t));

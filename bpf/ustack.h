@@ -10,6 +10,8 @@
 #ifndef PROFILER_USTACK_H
 #define PROFILER_USTACK_H
 
+#include "uregs.h"
+
 #ifndef USTACK_PAGES
 #define USTACK_PAGES 4   /* --stack-size / 4096 */
 #endif
@@ -29,19 +31,10 @@ struct ustack_t {
 /* Fill *u for the current task. Returns 0 when there are user registers to unwind from. */
 static __always_inline int ustack_capture(struct ustack_t *u)
 {
-    struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
     u->size = 0;
     u->err = 1;
-    if (!regs)
+    if (user_regs(&u->ip, &u->sp, &u->bp))
         return -1;
-    u64 cs = 0;
-    bpf_probe_read_kernel(&cs, sizeof(cs), &regs->cs);
-    if ((cs & 3) != 3)   /* no user mode to return to: a kernel thread */
-        return -1;
-    bpf_probe_read_kernel(&u->ip, sizeof(u->ip), &regs->ip);
-    bpf_probe_read_kernel(&u->sp, sizeof(u->sp), &regs->sp);
-    bpf_probe_read_kernel(&u->bp, sizeof(u->bp), &regs->bp);
     u->base = u->sp & ~(u64)(USTACK_PAGE - 1);
     u->err = 0;
 #pragma unroll

@@ -26,6 +26,7 @@ EXAMPLES = [
     ("cpuprofile -F 999 -p 185 5", "process 185 at 999 Hz, 5-second intervals"),
     ("cpuprofile -U --tid 186", "thread 186, user stacks only"),
     ("cpuprofile --user-stacks fp", "user stacks by frame pointers (no stack copy)"),
+    ("cpuprofile --user-stacks kernel", "user stacks unwound with CFI in the kernel, counted there per interval"),
     ("cpuprofile --python-frames off", "python processes: the interpreter's C frames only"),
     ("cpuprofile --folded --duration 30 > out.folded", "30 s of folded stacks for flamegraph.pl / speedscope"),
     ("cpuprofile --json", "NDJSON: summary, top-function rows and every stack, each interval"),
@@ -86,6 +87,15 @@ def load(mode: str):
     cflags += [f"-DFORK_PIDS={pid_max}"] * (0 < pid_max <= FORK_ARRAY_MAX)
     if counted:
         return tool.load([*cflags, "-DCOUNT_IN_KERNEL"])
+    if mode == "kernel" and not args.kernel_only:
+        # the walk with stack-delta tables and the counts per interval in BPF; where the kernel refuses
+        # its helpers, the frame-pointer walk (said in the meta record)
+        # rows for every file on a sampled stack: 8 MiB (a million rows) for one process, 16 MiB for the
+        # whole machine (libLLVM alone has a million, should a BCC tool's compile be sampled)
+        rows = (1 << 20) if args.pid or args.tid else (1 << 21)
+        cflags += ["-DUSER_KERNEL", f"-DKU_ROWS={rows}"]
+        cflags += ["-DPYTHON_FRAMES", f"-DPY_FRAMES={PY_FRAMES}"] * (args.python_frames == "on")
+        return tool.load(cflags, variants=[[], ["-UUSER_KERNEL", f"-DRING_PAGES={ring_pages(USER + DEPTH * 8)}"]])
     if mode == "dwarf" and not args.kernel_only:
         pages = args.stack_size // PAGE
         python = args.python_frames == "on"
@@ -103,6 +113,8 @@ def load(mode: str):
 b = load(args.user_stacks)
 
 
+from bcctool.kstacks import KernelCounts  # noqa: E402
+from bcctool.kunwind import KernelTables  # noqa: E402
 from bcctool.pyframes import PythonFrames, is_python_exe  # noqa: E402
 from bcctool.ringreader import RingReader  # noqa: E402
 from bcctool.stacknames import StackNames  # noqa: E402
@@ -113,9 +125,14 @@ sym = Symbolizer(lines=args.source_lines)
 names = StackNames(sym)   # each distinct stack named once, its frames kept
 unwinder = Unwinder(cache_dir=default_cache_dir())
 dwarf = args.user_stacks == "dwarf" and not args.kernel_only and not tool.variant
-# python processes' own frames (bpf/pystack.h), in dwarf mode: they are merged where the unwound native
-# stack runs _PyEval_EvalFrameDefault
-python = PythonFrames() if dwarf and args.python_frames == "on" else None
+# kernel: user stacks unwound in BPF with the tables KernelTables loads, samples counted there per interval
+in_kernel = args.user_stacks == "kernel" and not args.kernel_only and not tool.variant
+tables = KernelTables(b, cache_dir=unwinder.cache_dir, say=lambda text: print(text, file=sys.stderr, flush=True)) \
+    if in_kernel else None
+kcounts = KernelCounts(b) if in_kernel else None
+# python processes' own frames (bpf/pystack.h), in dwarf and kernel modes: they are merged where the
+# unwound native stack runs _PyEval_EvalFrameDefault
+python = PythonFrames() if (dwarf or in_kernel) and args.python_frames == "on" else None
 PY = USER + USTACK_HEAD + (args.stack_size // PAGE + 1) * PAGE   # struct pystack_t's offset in a sample
 BACKLOG_BYTES = 64 << 20         # dwarf: stack copies waiting to be unwound, at most
 lock = threading.Lock()          # pending and backlog are filled on the reader thread
@@ -160,6 +177,11 @@ def on_new_proc(raw: bytes) -> None:
 
 if counted:
     reader = RingReader(b["new_procs"], on_new_proc, poll_ms=1000)   # it wakes the reader: rare events
+elif in_kernel:
+    # processes met for the first time, or with a pc in no mapping: their mappings loaded on the reader
+    # thread (a file's rows take up to half a second the first time), while BPF walks them by frame pointers
+    reader = RingReader(b["ku_events"], tables.on_event, poll_ms=1000)
+    reader.start()
 else:
     reader = RingReader(b["samples"], on_record, poll_ms=int(POLL_S * 1000))   # every 0.1 s: the ring holds 0.25 s
     reader.start()
@@ -217,6 +239,9 @@ if python is not None:
         if tgid and (args.pid or args.tid or is_python_exe(tgid)):
             seen.add(tgid)
             watch_python(tgid)
+target = args.pid or (taskinfo.tgid_of(args.tid) if args.tid else 0)
+if tables is not None and target:
+    tables.meet(target, rows=True)   # its tables before its first sample: no frame walked by frame pointers
 try:
     attach_sampling()
 except Exception as exc:  # noqa: BLE001 - BCC raises bare Exception when the event cannot be opened
@@ -227,8 +252,8 @@ if args.pid:
 elif args.tid and taskinfo.tgid_of(args.tid):
     seen.add(taskinfo.tgid_of(args.tid))
     sym.snapshot(taskinfo.tgid_of(args.tid))
-user_stacks = "none" if args.kernel_only else ("dwarf" if dwarf else "fp")
-note = "bpf_task_pt_regs() refused: frame pointers instead" if args.user_stacks == "dwarf" and tool.variant else ""
+user_stacks = "none" if args.kernel_only else ("dwarf" if dwarf else "kernel" if in_kernel else "fp")
+note = "bpf_task_pt_regs() refused: frame pointers instead" if args.user_stacks != "fp" and tool.variant else ""
 _ = sym.kernel_symbols   # /proc/kallsyms read now (about a second), not in the first interval
 tool.meta(frequency_hz=args.frequency, cpus=os.cpu_count(), user_stacks=user_stacks, group_by=args.group_by,
           stack_size=args.stack_size if dwarf else 0, python_frames="on" if python is not None else "off",
@@ -323,6 +348,10 @@ def take_interval() -> dict[tuple, int]:
     """The samples since the last call, named: {(tgid, comm, cgroup id, frames root first): samples}, each frame a
     (name, module, kind) tuple; a walk that failed is one "[lost]" frame."""
     global pending, backlog, backlog_bytes
+    if kcounts is not None:   # counted in the kernel: the interval's counts, each new stack read once
+        taken = kcounts.take()
+        meet({k[0] for k in taken})
+        return named(taken)
     reader.sync()
     with lock:
         taken, pending = pending, {}
@@ -471,6 +500,11 @@ stop_seen = 0.0
 lost_seen = 0
 unwound_seen: dict[str, int] = {}
 python_seen: dict[str, int] = {}
+failed_seen: dict[str, int] = {}
+frames_seen = [0, 0]   # kernel: frames walked by frame pointers, for an expression row and for rows not loaded yet
+# per-CPU counters of samples the kernel dropped: the ring was full; counted in the kernel, the counts or
+# the stacks map was full, or the kernel's own stack walk failed
+LOST_MAPS = ("counts_full", "stacks_full", "kernel_walk") if in_kernel else ("ring_full",)
 last = time.monotonic()
 if counted:
     reader.start()   # now that what it calls is defined; it alone uses the symbolizer until the end
@@ -490,7 +524,7 @@ for _interval in tool.intervals():
         for key, n in take_interval().items():
             stacks[key] = stacks.get(key, 0) + n
     with lock:
-        lost_totals = {"ring_full": sum(b["ring_full"][b["ring_full"].Key(0)]), **walk_errors}
+        lost_totals = {source: sum(b[source][b[source].Key(0)]) for source in LOST_MAPS} | walk_errors
     for source, total in lost_totals.items():
         tool.set_lost_total(source, total)
     lost_total = sum(lost_totals.values())
@@ -504,6 +538,21 @@ for _interval in tool.intervals():
         # (the copy or the frame limit ended first), failed (no CFI and no frame pointer, no mapping)
         summary["unwound"] = {k: v - unwound_seen.get(k, 0) for k, v in unwinder.outcomes.items()}
         unwound_seen = dict(unwinder.outcomes)
+    if in_kernel:
+        # the same outcomes of the kernel's walks, and frame_pointers: a process's samples before its
+        # mappings were loaded (its first interval); frames walked by frame pointers where the CFI needs
+        # a DWARF expression, and where the file's rows were not loaded yet (its first samples); what the
+        # tables and the stored stacks hold
+        summary["unwound"] = {k: v - unwound_seen.get(k, 0) for k, v in kcounts.outcomes.items()}
+        unwound_seen = dict(kcounts.outcomes)
+        failed = {reason: n - failed_seen.get(reason, 0) for (outcome, reason), n in kcounts.reasons.items()
+                  if outcome == "failed" and n > failed_seen.get(reason, 0)}
+        failed_seen = {reason: n for (outcome, reason), n in kcounts.reasons.items() if outcome == "failed"}
+        frames = [sum(b["ku_counters"][b["ku_counters"].Key(i)]) for i in (0, 2)]
+        summary["kernel_unwind"] = {"expression_frames": frames[0] - frames_seen[0],
+                                    "rows_pending_frames": frames[1] - frames_seen[1], "failed": failed,
+                                    **tables.stats(), **kcounts.stats()}
+        frames_seen = frames
     if python is not None:
         # python processes' frame walks: complete (the chain's end), truncated (PY_FRAMES), no_thread (a
         # thread with no Python thread state), unreadable; unmatched: runs of frames and eval loops differ
@@ -527,6 +576,8 @@ for _interval in tool.intervals():
         seen.discard(tgid)
         sym.forget(tgid)
         forget_python(tgid)
+    if tables is not None:
+        tables.forget_gone()
 
 if counted:
     fold(counted_stacks())
@@ -534,6 +585,8 @@ if counted:
     for source, total in walk_errors.items():
         tool.set_lost_total(source, total)
     tool.report_lost()
+if tables is not None:
+    tables.close()   # the processes met while stopping would be loaded for nothing
 reader.stop()
 if args.folded and not tool.json:
     for line, n in sorted(whole_run.items(), key=lambda kv: kv[1], reverse=True):

@@ -21,9 +21,9 @@ SPEC = MetricSpec(
         Arg("user_only", "--user-only", "flag", "user stacks only", default=False, short="-U"),
         Arg("kernel_only", "--kernel-only", "flag", "kernel stacks only", default=False, short="-K"),
         Arg("user_stacks", "--user-stacks", "choice", "user stacks: unwound with CFI, or frame pointers",
-            default="dwarf", choices=("dwarf", "fp"),
+            default="dwarf", choices=("dwarf", "fp", "kernel"),
             cli_help="dwarf: copy the top of the user stack and unwind it with CFI (default); "
-                     "fp: the kernel's frame-pointer walk"),
+                     "fp: the kernel's frame-pointer walk; kernel: unwound with CFI in BPF, counted there"),
         Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per sample", default=16384,
             minimum=4096, maximum=65536, metavar="BYTES",
             cli_help="dwarf: bytes of user stack copied per sample, a multiple of 4096 (default 16384)"),

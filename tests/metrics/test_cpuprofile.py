@@ -240,13 +240,15 @@ def perf_self_shares(path: str) -> dict[str, float]:
     return shares
 
 
-@pytest.fixture(scope="module")
-def hot_run(workload, tmp_path_factory):
-    """One 8-second run of the hot functions, at ~1 kHz, beside perf at 99 Hz where perf is installed."""
+@pytest.fixture(scope="module", params=["dwarf", "kernel"])
+def hot_run(workload, tmp_path_factory, request):
+    """One 8-second run of the hot functions, at ~1 kHz, beside perf at 99 Hz where perf is installed; user
+    stacks unwound with CFI in user space (dwarf) or in BPF (kernel)."""
     perf_out = None
     if shutil.which("perf"):
         perf_out = str(tmp_path_factory.mktemp("perf") / "perf.data")
-    pid, report, tool = profile_of(workload, "hot", 8.0, perf_out=perf_out)
+    pid, report, tool = profile_of(workload, "hot", 8.0, "--user-stacks", request.param, perf_out=perf_out)
+    assert tool.wait_meta()["user_stacks"] == request.param
     return pid, report, tool, perf_out
 
 
@@ -330,19 +332,20 @@ def whole_chain_share(tool: MetricProcess, pid: int) -> float:
     return sum(s["count"] for s in whole) / max(1, sum(s["count"] for s in hot))
 
 
-def test_dwarf_unwinds_code_built_without_frame_pointers(workload, tmp_path):
+@pytest.mark.parametrize("mode", ["dwarf", "kernel"])
+def test_dwarf_unwinds_code_built_without_frame_pointers(workload, tmp_path, mode):
     exe = str(tmp_path / "hotspots_o2")
     subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-o", exe, f"{workload}.c"], check=True)
-    pid, _, tool = profile_of(exe, "hot", 1.5)
-    dwarf = whole_chain_share(tool, pid)
+    pid, _, tool = profile_of(exe, "hot", 1.5, "--user-stacks", mode)
+    cfi = whole_chain_share(tool, pid)
     unwound = [s["unwound"] for s in tool.of_kind("summary") if "unwound" in s]
     pid_fp, _, tool_fp = profile_of(exe, "hot", 1.5, "--user-stacks", "fp")
     fp = whole_chain_share(tool_fp, pid_fp)
-    print(f"-O2 -fomit-frame-pointer: main -> work -> hot_x in {100 * dwarf:.1f} % of samples unwound with "
-          f"CFI, {100 * fp:.1f} % by frame pointers; outcomes {unwound}")
-    assert tool.wait_meta()["user_stacks"] == "dwarf"
-    assert dwarf >= 0.95
-    assert fp < dwarf
+    print(f"-O2 -fomit-frame-pointer: main -> work -> hot_x in {100 * cfi:.1f} % of samples unwound with "
+          f"CFI ({mode}), {100 * fp:.1f} % by frame pointers; outcomes {unwound}")
+    assert tool.wait_meta()["user_stacks"] == mode
+    assert cfi >= 0.95
+    assert fp < cfi
 
 
 PYTHON_BUSY = """
@@ -356,12 +359,13 @@ sys.stdin.readline()
 """
 
 
-def test_dwarf_unwinds_debians_python_to_its_entry():
+@pytest.mark.parametrize("mode", ["dwarf", "kernel"])
+def test_dwarf_unwinds_debians_python_to_its_entry(mode):
     """Debian's python3 is built without frame pointers: unwound with CFI, its samples run from the
     interpreter's entry (main, which tail-calls Py_BytesMain) through Py_RunMain to the eval loop."""
     child = subprocess.Popen(["/usr/bin/python3", "-c", PYTHON_BUSY], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
-    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-F", "199", "0.5")
+    tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-F", "199", "--user-stacks", mode, "0.5")
     try:
         tool.wait_meta()
         child.stdin.write("\n")
@@ -382,7 +386,7 @@ def test_dwarf_unwinds_debians_python_to_its_entry():
         entry = "main" in names or "Py_BytesMain" in names
         if entry and "Py_RunMain" in names and "_PyEval_EvalFrameDefault" in names:
             whole += s["count"]
-    print(f"python3: {whole} of {total} samples run from its entry through Py_RunMain to the eval loop")
+    print(f"{mode}: python3: {whole} of {total} samples run from its entry through Py_RunMain to the eval loop")
     assert total >= 100
     assert whole >= 0.9 * total
 

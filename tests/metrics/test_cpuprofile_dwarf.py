@@ -1,4 +1,4 @@
-"""cpuprofile --user-stacks dwarf against stacks whose shape is known (issue 14's ground truth):
+"""cpuprofile --user-stacks dwarf (and kernel, the same CFI unwound in BPF) against stacks whose shape is known (issue 14's ground truth):
 main -> a -> b -> c -> hot built -O2 -fomit-frame-pointer (stack_samples.CHAIN_C), Debian's own
 /usr/bin/python3 (no frame pointers) in a busy loop, and a recursion 2,000 frames deep. The chains
 are the ones the workloads are written with, and perf --call-graph dwarf finds them too
@@ -33,12 +33,15 @@ def share(stacks: list[dict], has) -> tuple[int, int]:
     return sum(r["count"] for r in stacks if has(user_names(r))), total
 
 
-def test_omit_frame_pointer_chain_whole_in_dwarf_mode_not_in_fp(chain):
-    stacks, summaries = profile([chain], "--user-stacks", "dwarf")
+@pytest.mark.parametrize("mode", ["dwarf", "kernel"])
+def test_omit_frame_pointer_chain_whole_in_dwarf_mode_not_in_fp(chain, mode):
+    stacks, summaries = profile([chain], "--user-stacks", mode)
     whole, total = share(stacks, lambda n: contains(n, ss.CHAIN))
-    print(f"dwarf: {whole}/{total} samples carry main→a→b→c→hot; outcomes", [s.get("unwound") for s in summaries])
+    print(f"{mode}: {whole}/{total} samples carry main→a→b→c→hot; outcomes", [s.get("unwound") for s in summaries])
     assert total >= 100 and whole >= 0.95 * total
     assert sum(s["unwound"].get("complete", 0) for s in summaries) >= 0.95 * total
+    if mode != "dwarf":
+        return   # frame pointers once, beside dwarf
     fp_stacks, fp_summaries = profile([chain], "--user-stacks", "fp")
     fp_whole, fp_total = share(fp_stacks, lambda n: contains(n, ss.CHAIN))
     print(f"fp: {fp_whole}/{fp_total} samples carry the chain")  # the reason for the feature
@@ -46,10 +49,11 @@ def test_omit_frame_pointer_chain_whole_in_dwarf_mode_not_in_fp(chain):
     assert "unwound" not in fp_summaries[-1]
 
 
-def test_debian_python3_reaches_main_through_the_eval_loop():
+@pytest.mark.parametrize("mode", ["dwarf", "kernel"])
+def test_debian_python3_reaches_main_through_the_eval_loop(mode):
     if not os.path.exists("/usr/bin/python3"):
         pytest.skip("no /usr/bin/python3")
-    stacks, _ = profile(["/usr/bin/python3", "-c", ss.PYTHON_LOOP], "--user-stacks", "dwarf")
+    stacks, _ = profile(["/usr/bin/python3", "-c", ss.PYTHON_LOOP], "--user-stacks", mode)
 
     def through_main(names: list[str]) -> bool:
         # root first; Debian's main() tail-calls Py_BytesMain, so libc's __libc_start_call_main is its caller
@@ -58,15 +62,16 @@ def test_debian_python3_reaches_main_through_the_eval_loop():
         return "_PyEval_EvalFrameDefault" in names[names.index("Py_RunMain") :]
 
     good, total = share(stacks, through_main)
-    print(f"python3: {good}/{total} samples reach main through Py_RunMain and _PyEval_EvalFrameDefault")
+    print(f"{mode}: python3: {good}/{total} samples reach main through Py_RunMain and _PyEval_EvalFrameDefault")
     assert total >= 100 and good >= 0.9 * total
 
 
-def test_deep_recursion_is_reported_truncated(chain):
-    stacks, summaries = profile([chain, "2000"], "--user-stacks", "dwarf")
+@pytest.mark.parametrize("mode", ["dwarf", "kernel"])   # the copy ends first; in BPF, the frame limit
+def test_deep_recursion_is_reported_truncated(chain, mode):
+    stacks, summaries = profile([chain, "2000"], "--user-stacks", mode)
     outcomes = {k: sum(s["unwound"].get(k, 0) for s in summaries) for k in ("complete", "truncated", "failed")}
     total = sum(r["count"] for r in stacks)
-    print("2,000 frames deep:", outcomes, "of", total)
+    print(f"{mode}: 2,000 frames deep:", outcomes, "of", total)
     assert outcomes["truncated"] >= 0.95 * total and outcomes["complete"] == 0
     for r in stacks:  # what was unwound is right: the recursion above a -> b -> c -> hot, no wrong frame
         names = user_names(r)

@@ -1,7 +1,8 @@
 """cpuprofile's Python frames (issue 14's stretch) against a program whose call chain is known: Debian's
 /usr/bin/python3 running <module> -> outer -> middle -> inner_hot, a busy loop. The names and lines are
 the program's own (its source says which line calls which); the native frames around them are those
-the CFI unwinding finds (test_cpuprofile_dwarf.py checks them against the program's shape)."""
+the CFI unwinding finds (test_cpuprofile_dwarf.py checks them against the program's shape), in user space
+(--user-stacks dwarf) or in BPF (kernel)."""
 
 from __future__ import annotations
 
@@ -50,9 +51,10 @@ def line_of(text: str) -> int:
     return next(i for i, line in enumerate(PROGRAM.splitlines(), 1) if line == text)
 
 
-def test_python_chain_stands_in_order_above_its_eval_loop(program):
-    stacks, summaries, meta = profile(program)
-    assert meta["python_frames"] == "on"
+@pytest.mark.parametrize("mode", ["dwarf", "kernel"])   # native stacks unwound in user space or in BPF
+def test_python_chain_stands_in_order_above_its_eval_loop(program, mode):
+    stacks, summaries, meta = profile(program, "--user-stacks", mode)
+    assert meta["python_frames"] == "on" and meta["user_stacks"] == mode
     calls = [f"<module> (chain.py:{line_of('outer()')})", f"outer (chain.py:{line_of('    middle()')})",
              f"middle (chain.py:{line_of('    inner_hot()')})"]
     hot_lines = {f"inner_hot (chain.py:{n})" for n in (line_of("    while True:"), line_of("        x += 1"))}
@@ -71,7 +73,7 @@ def test_python_chain_stands_in_order_above_its_eval_loop(program):
     total = sum(r["count"] for r in stacks)
     good = sum(r["count"] for r in stacks if whole(r["frames"]))
     outcomes = {k: sum(s.get("python", {}).get(k, 0) for s in summaries) for k in ("complete", "unmatched")}
-    print(f"python3: {good}/{total} samples carry Py_RunMain;...;_PyEval_EvalFrameDefault;<module>;outer;middle;"
+    print(f"{mode}: python3: {good}/{total} samples carry Py_RunMain;...;_PyEval_EvalFrameDefault;<module>;outer;middle;"
           f"inner_hot; walks {outcomes}")
     assert total >= 100 and good >= 0.9 * total
     assert outcomes["complete"] >= 0.9 * total

@@ -1,0 +1,123 @@
+"""Samples counted in the kernel per interval with their stacks stored once (bpf/cpuprofile.c's
+-DUSER_KERNEL): `kcounts` keyed by (epoch slot, process, cgroup, command, kernel / user / Python stack
+hashes), `stacks` hash -> struct ku_stack. User space reads only the stacks it has not seen.
+
+    counted = KernelCounts(bpf)
+    samples = counted.take()   # at a cut: {(tgid, comm, cgid, kernel, user, py): samples} of the interval
+                               # just closed: kernel bytes of addresses, user a tuple of pcs, py the raw
+                               # struct pystack_t (or None); a stack absent is NO_STACK
+    counted.outcomes           # Counter of the user walks' outcomes, per sample (complete, truncated, ...)
+    counted.reasons            # Counter of (outcome, reason) per sample
+
+`stacks` is bounded (STACKS in the BPF program): when half of it holds stacks user space knows, those
+not counted in the last interval are deleted, and kept here until the next cut has been read (a program
+that found one just before it went may still count it in the interval being gathered).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from collections import Counter
+from typing import Any
+
+from .epochs import Epochs, take_slot
+
+NO_STACK = -14   # what the ring-buffer path says for "no stack of that kind" (cpuprofile.py)
+LOST = -2        # a stack whose key is in no map any more: counted as lost
+# bpf/kunwind.h's outcomes: (outcome, reason)
+OUTCOMES = (
+    ("complete", "outermost frame"),
+    ("complete", "return address 0"),
+    ("truncated", "frame limit"),
+    ("failed", "pc in no executable mapping"),
+    ("failed", "no CFI, no frame pointer"),
+    ("failed", "CFA from a frame pointer not recovered"),
+    ("failed", "return address below the stack pointer"),
+    ("failed", "user memory unreadable"),
+    ("failed", "stack pointer did not move up"),
+    ("failed", "no user context"),
+    ("frame_pointers", "process met for the first time: mappings not loaded yet"),
+)
+HTAB_ELEM_BYTES = 48   # the kernel's struct htab_elem before the key, about
+
+
+class KernelCounts:
+    def __init__(self, bpf: Any) -> None:
+        self.counts, self.stacks = bpf["kcounts"], bpf["stacks"]
+        self.capacity = self.stacks.max_entries
+        self.epochs = Epochs(bpf["epochs"])
+        self.known: dict[int, tuple] = {}      # hash -> (depth, outcome, raw bytes of the pcs)
+        self.retired: list[int] = []           # deleted from `stacks` at the last cut, kept until this one's read
+        self.stack_reads = 0                   # stacks read from the kernel (each new one once)
+        self.outcomes: Counter[str] = Counter()
+        self.reasons: Counter[tuple[str, str]] = Counter()
+
+    def take(self) -> dict[tuple, int]:
+        closing, _, _ = self.epochs.flip()
+        out: dict[tuple, int] = {}
+        used: set[int] = set()
+        for key, n in take_slot(self.counts, Epochs.slot(closing)):
+            kernel, user, py = self._stack(key.kstack), self._stack(key.ustack), self._stack(key.pystack)
+            used.update((key.kstack, key.ustack, key.pystack))
+            count = n if isinstance(n, int) else n.value   # batch reads give ints
+            if user is not None:
+                outcome, reason = OUTCOMES[user[1]] if 0 <= user[1] < len(OUTCOMES) else ("failed", "unknown")
+                self.outcomes[outcome] += count
+                self.reasons[(outcome, reason)] += count
+            k = (key.tgid, bytes(key.comm), key.cgid,
+                 self._kernel(key.kstack, kernel), self._user(key.ustack, user),
+                 py[2][: 8 + 16 * py[0]] if py is not None else None)
+            out[k] = out.get(k, 0) + count
+        self._retire(used)
+        return out
+
+    @staticmethod
+    def _kernel(h: int, stack: tuple | None) -> bytes | int:
+        if not h:
+            return NO_STACK
+        return stack[2][8 : 8 + 8 * stack[0]] if stack is not None else LOST
+
+    @staticmethod
+    def _user(h: int, stack: tuple | None) -> tuple | int:
+        if not h:
+            return NO_STACK
+        if stack is None:
+            return LOST
+        return struct.unpack_from(f"<{stack[0]}Q", stack[2], 8) if stack[0] else 0
+
+    def _stack(self, h: int) -> tuple | None:
+        """(depth, outcome, the struct's bytes) of a stored stack, None for none or one gone."""
+        if not h:
+            return None
+        stack = self.known.get(h)
+        if stack is None:
+            try:
+                leaf = self.stacks[self.stacks.Key(h)]
+            except KeyError:
+                return None
+            self.stack_reads += 1
+            stack = self.known[h] = (min(leaf.depth, len(leaf.pcs)), leaf.outcome, bytes(leaf))
+        return stack
+
+    def _retire(self, used: set[int]) -> None:
+        """Forget what was deleted a cut ago; when half of `stacks` is known here, delete those not used
+        in this interval."""
+        for h in self.retired:
+            if h not in used:
+                self.known.pop(h, None)
+        self.retired = []
+        if len(self.known) < self.capacity // 2:
+            return
+        self.retired = [h for h in self.known if h not in used]
+        for h in self.retired:
+            try:
+                del self.stacks[self.stacks.Key(h)]
+            except KeyError:
+                pass
+
+    def stats(self) -> dict[str, int]:
+        """Stacks known here (about those in `stacks`), stacks read from the kernel so far, and the bytes
+        `stacks` takes for them (allocated as used: a value, its key and the hash table's element)."""
+        entry = ctypes.sizeof(self.stacks.Leaf) + 8 + HTAB_ELEM_BYTES
+        return {"stacks": len(self.known), "stack_reads": self.stack_reads, "stack_bytes": len(self.known) * entry}
