@@ -156,42 +156,52 @@ def _run(
         elif name == "set_loc":
             rows.append((pc, state.row()))
             pc = args[0]
-        elif name == "def_cfa":
-            _set_cfa_reg(state, args[0])
-            state.off = args[1]
-        elif name == "def_cfa_sf":
-            _set_cfa_reg(state, args[0])
-            state.off = args[1] * daf
-        elif name == "def_cfa_register":
-            _set_cfa_reg(state, args[0])
-        elif name == "def_cfa_offset":
-            state.off = args[0]
-        elif name == "def_cfa_offset_sf":
-            state.off = args[0] * daf
-        elif name == "def_cfa_expression":
-            threshold = _plt_threshold(args[0])
-            state.kind, state.off = (CFA_PLT, threshold) if threshold is not None else (CFA_EXPR, 0)
-        elif name in ("offset", "offset_extended", "offset_extended_sf"):
-            state.reg_rules[args[0]] = args[1] * daf
-        elif name == "undefined":
-            state.reg_rules[args[0]] = UNDEFINED
-        elif name == "same_value":
-            state.reg_rules[args[0]] = SAME
-        elif name in ("restore", "restore_extended"):
-            base = initial.reg_rules if initial is not None else {}
-            if args[0] in base:
-                state.reg_rules[args[0]] = base[args[0]]
-            else:
-                state.reg_rules.pop(args[0], None)
         elif name == "remember_state":
             stack.append(state.copy())
         elif name == "restore_state":
             if stack:
                 state = stack.pop()
-        elif name in ("val_offset", "val_offset_sf", "register", "expression", "val_expression"):
-            state.reg_rules[args[0]] = None  # a rule this unwinder cannot follow (ip, sp, bp only)
-        # nop, GNU_args_size, GNU_window_save ...: nothing the rows hold
+        elif name.startswith("def_cfa"):
+            _cfa_rule(state, name, args, daf)
+        else:
+            _register_rule(state, name, args, daf, initial)
     return state, pc
+
+
+def _cfa_rule(state: _State, name: str, args: list, daf: int) -> None:
+    """A def_cfa* instruction: how the CFA is found (a register and an offset, or the PLT's expression)."""
+    if name in ("def_cfa", "def_cfa_sf", "def_cfa_register"):
+        _set_cfa_reg(state, args[0])
+    if name == "def_cfa":
+        state.off = args[1]
+    elif name == "def_cfa_sf":
+        state.off = args[1] * daf
+    elif name == "def_cfa_offset":
+        state.off = args[0]
+    elif name == "def_cfa_offset_sf":
+        state.off = args[0] * daf
+    elif name == "def_cfa_expression":
+        threshold = _plt_threshold(args[0])
+        state.kind, state.off = (CFA_PLT, threshold) if threshold is not None else (CFA_EXPR, 0)
+
+
+def _register_rule(state: _State, name: str, args: list, daf: int, initial: _State | None) -> None:
+    """An instruction on a register's rule: where the caller's value is saved, or that it is not."""
+    if name in ("offset", "offset_extended", "offset_extended_sf"):
+        state.reg_rules[args[0]] = args[1] * daf
+    elif name == "undefined":
+        state.reg_rules[args[0]] = UNDEFINED
+    elif name == "same_value":
+        state.reg_rules[args[0]] = SAME
+    elif name in ("restore", "restore_extended"):
+        base = initial.reg_rules if initial is not None else {}
+        if args[0] in base:
+            state.reg_rules[args[0]] = base[args[0]]
+        else:
+            state.reg_rules.pop(args[0], None)
+    elif name in ("val_offset", "val_offset_sf", "register", "expression", "val_expression"):
+        state.reg_rules[args[0]] = None  # a rule this unwinder cannot follow (ip, sp, bp only)
+    # nop, GNU_args_size, GNU_window_save ...: nothing the rows hold
 
 
 def _named(instructions) -> list[tuple[str, list]]:
