@@ -31,7 +31,9 @@ import os
 import sys
 import time
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .elfimage import (
     DEBUG_ROOT,
@@ -50,6 +52,9 @@ from .elfimage import (
 )
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
 
 __all__ = ["Frame", "KernelSymbols", "PerfMap", "ProcessMaps", "SymbolTable", "Symbolizer"]
 
@@ -108,7 +113,7 @@ class SymbolTable:
         return None
 
     @classmethod
-    def from_elf(cls, elf) -> list[tuple[int, int, str | bytes]]:
+    def from_elf(cls, elf: ELFFile) -> list[tuple[int, int, str | bytes]]:
         """The function symbols of an open ELFFile's .symtab and .dynsym."""
         out: list[tuple[int, int, str | bytes]] = []
         table = sections(elf)
@@ -122,7 +127,7 @@ class SymbolTable:
         return out
 
 
-def _symbols(elf, data: bytes, strtab: bytes):
+def _symbols(elf: ELFFile, data: bytes, strtab: bytes) -> Iterator[tuple[int, int, bytes]]:
     for name_at, value, size, info, shndx in symbol_rows(elf, data):
         if (info & 0xF) in _FUNC_TYPES and value and shndx:
             end = strtab.find(b"\0", name_at)

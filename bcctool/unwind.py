@@ -37,6 +37,7 @@ import struct
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .cfi import (
     CFA_BP,
@@ -54,6 +55,9 @@ from .cfi import (
 from .elfimage import ElfInfo, debug_file_for, load_per_file, read_info, with_elf
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
+
+if TYPE_CHECKING:
+    from elftools.elf.elffile import ELFFile
 
 __all__ = ["COMPLETE", "FAILED", "TRUNCATED", "Unwinder", "Unwound", "default_cache_dir"]
 
@@ -272,7 +276,7 @@ class Unwinder:
         return load_per_file(self.objects, mapping.readable_paths(), lambda path, key: self._load(path, mapping, key))
 
     def _load(self, path: str, mapping: Mapping, key: tuple) -> _Object | None:
-        def read(elf) -> tuple:  # the file opened once: its segments and build-id, then a table
+        def read(elf: ELFFile) -> tuple:  # the file opened once: its segments and build-id, then a table
             info = read_info(elf)
             disk = os.path.join(self.cache_dir, cache_name(info, key)) if self.cache_dir else None
             # lazy first: a whole table read back from disk holds every row in memory (libLLVM's: 3 MB)

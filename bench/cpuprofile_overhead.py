@@ -18,6 +18,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 
 import bpfwatch
 import harness
@@ -67,7 +68,7 @@ def relative(slowdown: dict[str, list[float]], name: str, peer: str) -> dict | N
 class Sampled:
     """One cpuprofile or peer run: the tracer, its samples counted from its summaries, its PSS."""
 
-    def __init__(self, argv: list[str], ready) -> None:
+    def __init__(self, argv: list[str], ready: str | Callable[[str], bool]) -> None:
         self.samples = 0
         self.first_data: float | None = None
         self.tracer = Tracer(argv, ready)

@@ -52,7 +52,7 @@ def batches(records: int) -> Iterator[tuple[int, int, float, list[tuple[float, s
         seq += 1
 
 
-def _streams(cur, p: str) -> list[int]:
+def _streams(cur: sqlite3.Cursor, p: str) -> list[int]:
     now = time.time()
     ids = []
     for n in range(STREAMS):

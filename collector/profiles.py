@@ -7,12 +7,16 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import orjson
 
 from collector.chart import registered
 from profile_data import Profile, stack_of
 from profile_data.records import profile_unit, weight_of
+
+if TYPE_CHECKING:
+    from collector.store import Store
 
 MAX_RECORDS = 200_000  # stack records read for one profile at most (the newest)
 INTERVAL_SPREAD_S = 10.0  # "latest": the newest interval's records are read from this far before the newest
@@ -76,7 +80,7 @@ def bound(name: str, value: str | None) -> float | None:
     return number
 
 
-def range_profile(store, host: str, run_id: str, source: str, range_text: str | None = None,
+def range_profile(store: Store, host: str, run_id: str, source: str, range_text: str | None = None,
                   since: float | None = None, until: float | None = None, cgroup: str | None = None,
                   cgroup_tree: bool = False) -> RangeProfile:
     """The profile of the stream's stack records in the range: since/until (unix seconds) if given,

@@ -14,6 +14,7 @@ import os
 import struct
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
@@ -131,7 +132,7 @@ class UserStacks:
     def next_interval(self) -> None:
         self.parse_mark = self.unwinder.parse_seconds
 
-    def key(self, a) -> object:
+    def key(self, a: Any) -> object:   # a: the ring buffer's struct alloc_t
         """dwarf: the copy's pcs (a tuple); fp, or dwarf when the ring buffer had no room: the stack id."""
         if dwarf and a.ucopy:
             return self.copies.get(a.ucopy, (self.GONE,))[0]

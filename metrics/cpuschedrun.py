@@ -12,6 +12,7 @@ interval is split across the intervals it spans, so a thread never exceeds 100 %
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
@@ -50,7 +51,7 @@ tool.meta(per_thread=args.per_process, hist_unit=hist_unit, group_by=args.group_
 tool.say("Tracing run time and run-queue latency... Hit Ctrl-C to end.")
 
 
-def identity(tid: int, exited) -> tuple[int, str, int]:
+def identity(tid: int, exited: Any) -> tuple[int, str, int]:   # exited: BCC's table, or None
     """(tgid, comm, cgroup id) of a thread: /proc and its last switch out while it lives, else what the
     probe kept at its exit."""
     tgid, comm = taskinfo.tgid_of(tid), taskinfo.comm_of(tid)

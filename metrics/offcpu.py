@@ -15,6 +15,7 @@ import os
 import struct
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
@@ -52,6 +53,7 @@ blocked, stacks = b["blocked"], b["stacks"]
 dwarf = "USER_DWARF" in tool.variant
 
 
+from bcctool.procmaps import ProcessMaps  # noqa: E402
 from bcctool.pyframes import KIND as PYTHON_KIND  # noqa: E402
 from bcctool.pyframes import PYSTACK_HEAD, PythonFrames  # noqa: E402
 from bcctool.symbols import UNKNOWN, Frame, Symbolizer  # noqa: E402 - pyelftools; --help works without it
@@ -83,7 +85,7 @@ class Symbols:
                 self.seen.add(pid)
                 self.watch_python(pid, snap)
 
-    def watch_python(self, pid: int, snap) -> None:
+    def watch_python(self, pid: int, snap: ProcessMaps | None) -> None:
         """A CPython process of a known version goes into py_procs: its long blocks carry its frames."""
         value = self.python.register(pid, snap) if self.python is not None else None
         if value is not None:
@@ -195,7 +197,7 @@ def one_block(charged: int, length: int) -> dict[str, int]:
     return {"total_ns": charged, "length_ns": length, "count": 1, "min_ns": length, "max_ns": length}
 
 
-def block_key(key) -> tuple:
+def block_key(key: Any) -> tuple:   # BCC's struct key_t
     """A struct key_t as read_blocks() keys it."""
     return key.tgid, key.tid, key.comm.decode(errors="replace"), key.kstack, key.ustack, key.cgid
 

@@ -9,6 +9,7 @@ which); each interval prints the top groups (processes or syscalls) with their t
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
@@ -71,7 +72,7 @@ except ImportError:  # pragma: no cover - bcc always ships it
         return b"sys_%d" % nr
 
 
-def _int(v) -> int:
+def _int(v: Any) -> int:
     """A u32 leaf as BCC hands it back: a ctypes value from a lookup, an int from a batch."""
     return v if isinstance(v, int) else v.value
 
