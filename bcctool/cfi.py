@@ -28,16 +28,12 @@ import weakref
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-from elftools.dwarf.callframe import FDE
+from elftools.dwarf.callframe import FDE, CallFrameInstruction
 
 from .ehframe import Cie, Fde, read_fde
-from .elfimage import ELF_ERRORS, SHT_NOBITS, ElfInfo, section_data, section_named, with_elf
-
-if TYPE_CHECKING:
-    from elftools.dwarf.callframe import CallFrameInstruction
-    from elftools.elf.elffile import ELFFile
+from .elfimage import ELF_ERRORS, SHT_NOBITS, ELFFile, ElfInfo, section_data, section_named, with_elf
 
 # a CFA instruction as _run reads it: its name without DW_CFA_ and its operands
 Instruction = tuple[str, Sequence[Any]]

@@ -35,14 +35,12 @@ import re
 import struct
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+
+from elftools.elf.elffile import ELFFile
 
 from .elfimage import SHT_DYNSYM, ElfInfo, load_per_file, read_info, section_data, sections, symbol_rows, with_elf
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
-
-if TYPE_CHECKING:
-    from elftools.elf.elffile import ELFFile
 
 __all__ = ["LAYOUTS", "Layout", "PythonFrames", "line_of", "read_str"]
 

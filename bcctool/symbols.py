@@ -33,7 +33,6 @@ import time
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from .elfimage import (
     DEBUG_ROOT,
@@ -41,6 +40,7 @@ from .elfimage import (
     SHT_DYNSYM,
     SHT_SYMTAB,
     VDSO,
+    ELFFile,
     ElfInfo,
     debug_file_for,
     load_per_file,
@@ -52,9 +52,6 @@ from .elfimage import (
 )
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
-
-if TYPE_CHECKING:
-    from elftools.elf.elffile import ELFFile
 
 __all__ = ["Frame", "KernelSymbols", "PerfMap", "ProcessMaps", "SymbolTable", "Symbolizer"]
 

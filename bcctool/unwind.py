@@ -37,7 +37,6 @@ import struct
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .cfi import (
     CFA_BP,
@@ -52,12 +51,9 @@ from .cfi import (
     read_lazy_table,
     read_table,
 )
-from .elfimage import ElfInfo, debug_file_for, load_per_file, read_info, with_elf
+from .elfimage import ELFFile, ElfInfo, debug_file_for, load_per_file, read_info, with_elf
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
-
-if TYPE_CHECKING:
-    from elftools.elf.elffile import ELFFile
 
 __all__ = ["COMPLETE", "FAILED", "TRUNCATED", "Unwinder", "Unwound", "default_cache_dir"]
 

@@ -82,12 +82,8 @@ def open_runs(began_ns: int, now_ns: int) -> tuple[dict[int, dict[str, int]], se
     """The part since began_ns of every run still in progress at the cut now_ns (map `tasks`), keyed like
     read_stats(); runs 0: a run is counted in the interval in which it ends. With them, the (tid, start)
     of each: a run that ended after the cut and before this read left its part in `crossed`."""
-    try:
-        in_progress = list(tasks_map.items_lookup_batch())
-    except Exception:  # noqa: BLE001 - kernels without batch ops
-        in_progress = list(tasks_map.items())
     out, open_keys = {}, set()
-    for key, t in in_progress:
+    for key, t in bcctool.all_items(tasks_map):
         if t.state != S_RUNNING or t.ts >= now_ns:
             continue
         tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint

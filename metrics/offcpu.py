@@ -170,12 +170,8 @@ def open_blocks(began_ns: int, now_ns: int) -> tuple[dict[tuple, dict[str, int]]
     like read_blocks(); count 0: the block is counted in the interval in which it ends. With them, the
     (tid, start) of each: a block that ended after the cut and before this read left its part in
     `crossed` (blocks_crossed), charged there unless it is among these."""
-    try:
-        in_progress = list(start_map.items_lookup_batch())
-    except Exception:  # noqa: BLE001 - kernels without batch ops
-        in_progress = list(start_map.items())
     out, open_keys = {}, set()
-    for key, st in in_progress:
+    for key, st in bcctool.all_items(start_map):
         tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint
         if now_ns - st.ts < args.min_block_us * 1000 or st.ts >= now_ns:
             continue
@@ -356,12 +352,7 @@ def print_tables(summary: dict, threads: list[dict], top_stacks: list[dict]) -> 
     for s in top_stacks:
         print(f"\n  {s['total_ms']:.3f} ms in {s['count']} blocks ({s['percentage']:.1f}%) "
               f"{s['comm']} ({s['pid']}/{s['tid']})")
-        for frame in s["kernel_frames"][: args.stack_depth]:
-            print(f"    {frame}")
-        if s["user_frames"]:
-            print("    --")
-            for frame in s["user_frames"][: args.stack_depth]:
-                print(f"    {frame}")
+        bcctool.print_stack(s["kernel_frames"][: args.stack_depth], s["user_frames"][: args.stack_depth], "    ")
 
 
 # --- loop ------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from bcc.utils import get_possible_cpus
 
-from bcctool import ExitedKeys, Tool, kernelfeatures, process_name
+from bcctool import ExitedKeys, Tool, all_items, kernelfeatures, process_name
 from bcctool.cgroups import CGROUP_FIELDS
 
 EXAMPLES = [
@@ -81,11 +81,7 @@ def read_totals(min_epoch: int) -> dict[tuple[int, int, int], tuple[int, int, in
     """(tgid, nr, cgroup id) -> (count, total_ns, errors, timed, max_ns in windows >= min_epoch), summed over CPUs;
     timed: the syscalls in total_ns (all of them unless sampling)."""
     totals = {}
-    try:
-        items = slots.items_lookup_batch()
-    except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
-        items = slots.items()
-    for key, slot in items:
+    for key, slot in all_items(slots):
         try:
             per_cpu = stats.getvalue(stats.Key(_int(slot)))
         except KeyError:

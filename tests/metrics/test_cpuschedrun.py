@@ -11,6 +11,7 @@ from helpers import (
     run_workload,
     settle_and_stop,
 )
+from workloads import one_thread_child
 
 # Two threads pinned to one CPU, busy for ~2 s, so each waits on the run queue while the other runs.
 # hashlib releases the GIL while it hashes a large buffer, so both are runnable at once. The threads
@@ -103,15 +104,7 @@ def test_missing_pid_is_one_line_error():
 # One thread busy half of every 20 ms for ~3 s: run/(run+wait) is near 100 (it rarely queues), its
 # share of the wall time near 50. The thread reports its own schedstat run time over the busy phase
 # and the phase's wall time.
-HALF_BUSY_CHILD = """
-import json, os, sys, threading, time
-sys.stdin.readline()
-out = {}
-
-def run_ns():
-    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
-        return int(f.read().split()[0])
-
+HALF_BUSY_CHILD = one_thread_child("""
 def half_busy():
     out["tid"] = threading.get_native_id()
     start, run0 = time.monotonic(), run_ns()
@@ -121,13 +114,7 @@ def half_busy():
             pass
         time.sleep(0.010)
     out["run_ns"], out["wall_ns"] = run_ns() - run0, (time.monotonic() - start) * 1e9
-
-t = threading.Thread(target=half_busy)
-t.start()
-t.join()
-print(json.dumps(out), flush=True)
-sys.stdin.readline()
-"""
+""", "half_busy")
 
 
 def test_cpu_share_is_of_the_interval_wall_time():
@@ -150,15 +137,7 @@ def test_cpu_share_is_of_the_interval_wall_time():
 # One thread spinning alone on a CPU for ~3.5 s: SCHED_FIFO keeps the other helpers' and the machine's
 # CFS work off it (the kernel's fair server still lends them ~5 % of the CPU), so its runs last up to
 # ~1 s, longer than the tool's 1 s intervals. It reports its own schedstat run time over the phase.
-PINNED_HOG_CHILD = """
-import json, os, sys, threading, time
-sys.stdin.readline()
-out = {}
-
-def run_ns():
-    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
-        return int(f.read().split()[0])
-
+PINNED_HOG_CHILD = one_thread_child("""
 def hog():
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
@@ -168,13 +147,7 @@ def hog():
         pass
     out["run_ns"], out["wall_ns"] = run_ns() - run0, (time.monotonic() - start) * 1e9
     os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-
-t = threading.Thread(target=hog)
-t.start()
-t.join()
-print(json.dumps(out), flush=True)
-sys.stdin.readline()
-"""
+""", "hog")
 
 
 def test_a_run_longer_than_the_interval_is_split_across_intervals():
