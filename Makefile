@@ -14,7 +14,8 @@ run: setup
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# the quick tests alone (no BPF, nothing marked slow): about a minute, no root needed
+# the quick tests alone (no BPF, nothing marked slow): about a minute, no root needed (as a user, setup
+# only checks what is in place: tests/host/test_setup_script.py)
 test-quick: setup
 	$(PY) -m pytest -m "not bpf and not slow" $(PYTEST_ARGS)
 

@@ -26,14 +26,17 @@ import os
 import struct
 import weakref
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import IO, Any, BinaryIO
 
-from elftools.dwarf.callframe import FDE
+from elftools.dwarf.callframe import FDE, CallFrameInstruction
 
 from .ehframe import Cie, Fde, read_fde
-from .elfimage import ELF_ERRORS, SHT_NOBITS, ElfInfo, section_data, section_named, with_elf
+from .elfimage import ELF_ERRORS, SHT_NOBITS, ELFFile, ElfInfo, section_data, section_named, with_elf
+
+# a CFA instruction as _run reads it: its name without DW_CFA_ and its operands
+Instruction = tuple[str, Sequence[Any]]
 
 # how the CFA is found
 CFA_NONE, CFA_SP, CFA_BP, CFA_PLT, CFA_EXPR = 0, 1, 2, 3, 4
@@ -78,7 +81,7 @@ class CfiTable:
 
     # --- on disk: a header, then each array's bytes ------------------------------------------
     def save(self, path: str) -> None:
-        def write(f) -> None:
+        def write(f: BinaryIO) -> None:
             f.write(_HEADER.pack(MAGIC, len(self.pcs)))
             for a in (self.pcs, self.kind, self.cfa_off, self.ra, self.bp):
                 a.tofile(f)
@@ -117,7 +120,7 @@ def save_whole(path: str, write: Callable[[BinaryIO], None]) -> None:
             pass
 
 
-def _plt_threshold(expr) -> int | None:
+def _plt_threshold(expr: bytes | Sequence[int]) -> int | None:
     data = bytes(expr)
     if len(data) == 11 and data.startswith(_PLT_HEAD) and data.endswith(_PLT_TAIL) and 0x30 <= data[6] <= 0x4F:
         return data[6] - 0x30
@@ -155,7 +158,8 @@ def _set_cfa_reg(state: _State, reg: int) -> None:
 
 
 def _run(
-    instructions, state: _State, caf: int, daf: int, pc: int, initial: _State | None, rows: list
+    instructions: Iterable[Instruction], state: _State, caf: int, daf: int, pc: int, initial: _State | None,
+    rows: list,
 ) -> tuple[_State, int]:
     """Run CFA instructions, (name, args) pairs (ehframe.py's), from `state`, appending (pc, row)
     whenever the address advances."""
@@ -167,45 +171,55 @@ def _run(
         elif name == "set_loc":
             rows.append((pc, state.row()))
             pc = args[0]
-        elif name == "def_cfa":
-            _set_cfa_reg(state, args[0])
-            state.off = args[1]
-        elif name == "def_cfa_sf":
-            _set_cfa_reg(state, args[0])
-            state.off = args[1] * daf
-        elif name == "def_cfa_register":
-            _set_cfa_reg(state, args[0])
-        elif name == "def_cfa_offset":
-            state.off = args[0]
-        elif name == "def_cfa_offset_sf":
-            state.off = args[0] * daf
-        elif name == "def_cfa_expression":
-            threshold = _plt_threshold(args[0])
-            state.kind, state.off = (CFA_PLT, threshold) if threshold is not None else (CFA_EXPR, 0)
-        elif name in ("offset", "offset_extended", "offset_extended_sf"):
-            state.reg_rules[args[0]] = args[1] * daf
-        elif name == "undefined":
-            state.reg_rules[args[0]] = UNDEFINED
-        elif name == "same_value":
-            state.reg_rules[args[0]] = SAME
-        elif name in ("restore", "restore_extended"):
-            base = initial.reg_rules if initial is not None else {}
-            if args[0] in base:
-                state.reg_rules[args[0]] = base[args[0]]
-            else:
-                state.reg_rules.pop(args[0], None)
         elif name == "remember_state":
             stack.append(state.copy())
         elif name == "restore_state":
             if stack:
                 state = stack.pop()
-        elif name in ("val_offset", "val_offset_sf", "register", "expression", "val_expression"):
-            state.reg_rules[args[0]] = None  # a rule this unwinder cannot follow (ip, sp, bp only)
-        # nop, GNU_args_size, GNU_window_save ...: nothing the rows hold
+        elif name.startswith("def_cfa"):
+            _cfa_rule(state, name, args, daf)
+        else:
+            _register_rule(state, name, args, daf, initial)
     return state, pc
 
 
-def _named(instructions) -> list[tuple[str, list]]:
+def _cfa_rule(state: _State, name: str, args: Sequence[Any], daf: int) -> None:
+    """A def_cfa* instruction: how the CFA is found (a register and an offset, or the PLT's expression)."""
+    if name in ("def_cfa", "def_cfa_sf", "def_cfa_register"):
+        _set_cfa_reg(state, args[0])
+    if name == "def_cfa":
+        state.off = args[1]
+    elif name == "def_cfa_sf":
+        state.off = args[1] * daf
+    elif name == "def_cfa_offset":
+        state.off = args[0]
+    elif name == "def_cfa_offset_sf":
+        state.off = args[0] * daf
+    elif name == "def_cfa_expression":
+        threshold = _plt_threshold(args[0])
+        state.kind, state.off = (CFA_PLT, threshold) if threshold is not None else (CFA_EXPR, 0)
+
+
+def _register_rule(state: _State, name: str, args: Sequence[Any], daf: int, initial: _State | None) -> None:
+    """An instruction on a register's rule: where the caller's value is saved, or that it is not."""
+    if name in ("offset", "offset_extended", "offset_extended_sf"):
+        state.reg_rules[args[0]] = args[1] * daf
+    elif name == "undefined":
+        state.reg_rules[args[0]] = UNDEFINED
+    elif name == "same_value":
+        state.reg_rules[args[0]] = SAME
+    elif name in ("restore", "restore_extended"):
+        base = initial.reg_rules if initial is not None else {}
+        if args[0] in base:
+            state.reg_rules[args[0]] = base[args[0]]
+        else:
+            state.reg_rules.pop(args[0], None)
+    elif name in ("val_offset", "val_offset_sf", "register", "expression", "val_expression"):
+        state.reg_rules[args[0]] = None  # a rule this unwinder cannot follow (ip, sp, bp only)
+    # nop, GNU_args_size, GNU_window_save ...: nothing the rows hold
+
+
+def _named(instructions: Iterable[CallFrameInstruction]) -> list[Instruction]:
     """pyelftools' instructions as the (name, args) pairs _run reads."""
     return [(getattr(i.opcode, "name", str(i.opcode)).rsplit(".", 1)[-1].removeprefix("DW_CFA_"), i.args)
             for i in instructions]
@@ -219,7 +233,7 @@ def _rows(start: int, end: int, instructions: list, caf: int, daf: int, initial:
     return [(pc, row) for pc, row in fde_rows if start <= pc < end]
 
 
-def _fde_rows(entry, cie_cache: dict[int, _State]) -> tuple[int, int, list]:
+def _fde_rows(entry: FDE, cie_cache: dict[int, _State]) -> tuple[int, int, list]:
     """(start, end, [(pc, row)...]) of one FDE as pyelftools parsed it."""
     cie = entry.cie
     caf, daf = cie["code_alignment_factor"], cie["data_alignment_factor"]
@@ -241,14 +255,14 @@ def _decoded_rows(fde: Fde, cie_cache: dict[int, _State]) -> tuple[int, list]:
     return fde.end, _rows(fde.start, fde.end, fde.instructions, caf, daf, initial)
 
 
-def build_table(entries) -> CfiTable:
+def build_table(entries: Iterable[object]) -> CfiTable:
     """Rows of every FDE in pyelftools' CFI entries, sorted, gaps marked NONE."""
     cie_cache: dict[int, _State] = {}
     fdes = (_fde_rows(entry, cie_cache)[1:] for entry in entries if isinstance(entry, FDE) and entry.cie is not None)
     return _sorted_table(fdes)
 
 
-def _sorted_table(fdes) -> CfiTable:
+def _sorted_table(fdes: Iterable[tuple[int, list]]) -> CfiTable:
     """One table of FDEs given as (end, [(pc, row)...]), sorted, gaps marked NONE."""
     rows: list[tuple[int, int, tuple]] = []  # (pc, order, row): order 0 = a gap marker, so real rows win
     for end, fde_rows in fdes:
@@ -321,7 +335,7 @@ class LazyCfiTable:
     # each row was a tuple of its own, 1.6 KB an FDE, so a table could hold 3 MB where 0.3 were counted
     FDE_BYTES = 550
 
-    def __init__(self, starts: array, fdes: array, hdr_addr: int, stream, eh_frame_addr: int) -> None:
+    def __init__(self, starts: array, fdes: array, hdr_addr: int, stream: IO[bytes], eh_frame_addr: int) -> None:
         """starts, fdes: search_table()'s, from hdr_addr; stream: a file (or bytes) positioned so that
         `stream offset + eh_frame_addr` is a vaddr (pyelftools computes pc-relative pointers that way)."""
         self.starts, self.fdes, self.hdr_addr, self.eh_frame_addr = starts, fdes, hdr_addr, eh_frame_addr
@@ -375,7 +389,7 @@ def _shared(row: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
     return _ROWS.setdefault(row, row)
 
 
-def read_lazy_table(elf) -> LazyCfiTable | None:
+def read_lazy_table(elf: ELFFile) -> LazyCfiTable | None:
     """A LazyCfiTable of the object's .eh_frame, None where it has no usable .eh_frame_hdr."""
     hdr, eh = section_named(elf, ".eh_frame_hdr"), section_named(elf, ".eh_frame")
     if hdr is None or eh is None or eh.type == SHT_NOBITS or elf.elfclass != 64 or not elf.little_endian:
@@ -391,7 +405,7 @@ def read_lazy_table(elf) -> LazyCfiTable | None:
     return LazyCfiTable(*table, hdr.addr, stream, eh.addr - eh.offset)
 
 
-def read_whole_table(elf) -> CfiTable | None:
+def read_whole_table(elf: ELFFile) -> CfiTable | None:
     """Every FDE of the object's .eh_frame in one table, found through its .eh_frame_hdr and decoded by
     ehframe.py (python3's 10,000 FDEs: 0.5 s, where pyelftools takes 1.8 s); None where it has no usable
     .eh_frame_hdr. An FDE that does not decode is left out (its functions have no rows)."""
@@ -420,7 +434,7 @@ def read_table_fast(path: str, debug_path: str | None = None) -> CfiTable | None
     return table if table is not None and len(table) else read_table(path, debug_path)
 
 
-def _entries(elf) -> list:
+def _entries(elf: ELFFile) -> list:
     if section_named(elf, ".eh_frame") is not None:
         return elf.get_dwarf_info(relocate_dwarf_sections=False, follow_links=False).EH_CFI_entries()
     if section_named(elf, ".debug_frame") is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import IO
 
 _U32 = struct.Struct("<I")
 _PRIMARY = {1: "advance_loc", 2: "offset", 3: "restore"}  # the opcode's top two bits
@@ -146,7 +147,7 @@ def _instructions(data: bytes, pos: int, end: int, encoding: int, vaddr: int) ->
     return out
 
 
-def _entry(stream, offset: int) -> tuple[bytes, int]:
+def _entry(stream: IO[bytes], offset: int) -> tuple[bytes, int]:
     """(the entry's bytes after its length field, their stream offset)."""
     stream.seek(offset)
     head = stream.read(4)
@@ -161,7 +162,7 @@ def _entry(stream, offset: int) -> tuple[bytes, int]:
     return data, at
 
 
-def _cie(stream, offset: int, base: int) -> Cie:
+def _cie(stream: IO[bytes], offset: int, base: int) -> Cie:
     data, at = _entry(stream, offset)
     if _U32.unpack_from(data)[0] != 0:
         raise ValueError("not a CIE")
@@ -193,7 +194,7 @@ def _cie(stream, offset: int, base: int) -> Cie:
     return Cie(offset, caf, daf, encoding, has_z, _instructions(data, pos, len(data), encoding, base + at))
 
 
-def read_fde(stream, offset: int, base: int, cies: dict[int, Cie]) -> Fde | None:
+def read_fde(stream: IO[bytes], offset: int, base: int, cies: dict[int, Cie]) -> Fde | None:
     """The FDE at `offset` of `stream` (a file or bytes positioned so that offset + base is the
     entry's vaddr), its CIE from `cies` or read into it; None when the entry is a CIE. Raises
     ValueError, IndexError or struct.error on garbage."""

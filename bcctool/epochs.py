@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from .maps import all_items
+
 MEMBARRIER_CMD_GLOBAL = 1       # linux/membarrier.h: returns after synchronize_rcu()
 SYS_MEMBARRIER = {"x86_64": 324, "aarch64": 283}.get(os.uname().machine, 324)
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -65,10 +67,7 @@ class Epochs:
 def take_slot(table: Any, slot: int) -> list[tuple[Any, Any]]:
     """Read and delete a hash's entries whose key's `slot` is `slot` (a finished epoch's): nothing writes
     them, while the programs add to the other slot's keys meanwhile."""
-    try:
-        items = [(k, v) for k, v in table.items_lookup_batch() if k.slot == slot]
-    except Exception:  # noqa: BLE001 - kernels without batch ops
-        items = [(k, v) for k, v in table.items() if k.slot == slot]
+    items = [(k, v) for k, v in all_items(table) if k.slot == slot]
     if items:
         keys = (table.Key * len(items))(*[k for k, _ in items])
         try:

@@ -1,8 +1,18 @@
-"""Human output shared by the metric scripts: aligned tables, BCC's log2 histograms, byte sizes."""
+"""Human output shared by the metric scripts: aligned tables, BCC's log2 histograms, byte sizes, stacks."""
 
 from __future__ import annotations
 
 from typing import Any
+
+
+def print_stack(kernel_frames: list[str], user_frames: list[str], indent: str) -> None:
+    """A stack as BCC's tools print one: kernel frames innermost first, "--", then the user frames."""
+    for frame in kernel_frames:
+        print(f"{indent}{frame}")
+    if user_frames:
+        print(f"{indent}--")
+        for frame in user_frames:
+            print(f"{indent}{frame}")
 
 
 def table(columns: list[tuple[str, int]], rows: list[list[Any]]) -> str:

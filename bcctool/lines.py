@@ -21,6 +21,7 @@ import bisect
 import os
 import weakref
 from array import array
+from typing import Any
 
 from elftools.common.exceptions import DWARFError, ELFParseError
 from elftools.construct.core import ConstructError
@@ -54,7 +55,8 @@ class Rows:
 
 
 class LineTable:
-    def __init__(self, dwarf, units: list[tuple[int, int, int]], debug_bytes: int, stream=None) -> None:
+    def __init__(self, dwarf: Any, units: list[tuple[int, int, int]], debug_bytes: int,
+                 stream: Any = None) -> None:
         """units: (first address, end, the unit's offset in .debug_info), sorted; offset -1: every row is
         read already (self._rows[-1])."""
         self.dwarf = dwarf
@@ -85,7 +87,7 @@ class LineTable:
             return None
         return Rows(rows) if rows else None
 
-    def unit_rows(self, cu) -> list[tuple[int, bool, int, int]]:
+    def unit_rows(self, cu: Any) -> list[tuple[int, bool, int, int]]:
         """The rows of one compilation unit's line program, its files named in self.files."""
         program = self.dwarf.line_program_for_CU(cu)
         if program is None:
@@ -107,7 +109,7 @@ class LineTable:
             rows.append((state.address, True, at, state.line))
         return rows
 
-    def _file(self, entries, k: int) -> int:
+    def _file(self, entries: Any, k: int) -> int:
         raw = entries[k].name if 0 <= k < len(entries) else b"?"
         name = os.path.basename(raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw))
         at = self._file_index.setdefault(name, len(self._file_index))
@@ -130,7 +132,7 @@ def line_table(path: str) -> LineTable | None:
     return table
 
 
-def _table(elf, stream) -> LineTable | None:
+def _table(elf: Any, stream: Any) -> LineTable | None:
     debug = {s.name: s.size for s in sections(elf) if s.name.startswith((".debug_", ".zdebug_"))}
     line_bytes = debug.get(".debug_line", debug.get(".zdebug_line"))
     if line_bytes is None or sum(debug.values()) > MAX_DEBUG_BYTES or not elf.has_dwarf_info():

@@ -16,14 +16,20 @@ def _plain(obj: Any) -> Any:
     return getattr(obj, "value", obj)
 
 
+def all_items(table: Any) -> list[tuple[Any, Any]]:
+    """Every (key, leaf) of a BPF map: in batches where the kernel has batch ops, else by walking it.
+    BCC's items_lookup_batch() is a generator that makes its syscalls when iterated, so it is read
+    whole here, inside the try."""
+    try:
+        return list(table.items_lookup_batch())
+    except Exception:  # noqa: BLE001 - BCC raises bare Exception: kernels without batch ops
+        return list(table.items())
+
+
 def percpu_totals(table: Any) -> dict[Any, tuple[Any, dict[str, int]]]:
     """{plain key: (ctypes key, {field: value summed over CPUs})} for a BPF_PERCPU_HASH of counters."""
-    try:
-        items = table.items_lookup_batch()
-    except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
-        items = table.items()
     out = {}
-    for key, per_cpu in items:
+    for key, per_cpu in all_items(table):
         names = [name for name, *_ in per_cpu[0]._fields_ if not name.startswith("pad")]
         out[_plain(key)] = (key, {n: sum(getattr(v, n) for v in per_cpu) for n in names})
     return out

@@ -36,6 +36,8 @@ import struct
 from collections import Counter
 from dataclasses import dataclass
 
+from elftools.elf.elffile import ELFFile
+
 from .elfimage import SHT_DYNSYM, ElfInfo, load_per_file, read_info, section_data, sections, symbol_rows, with_elf
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
@@ -366,7 +368,7 @@ def _read_binary(path: str) -> _Binary | None:
     """The version (from Py_Version) and the addresses of _PyRuntime and PyCode_Type that an
     interpreter binary or libpython exports; None for anything else."""
 
-    def read(elf) -> _Binary | None:
+    def read(elf: ELFFile) -> _Binary | None:
         table = sections(elf)
         dynsym = next((sec for sec in table if sec.type == SHT_DYNSYM), None)
         if dynsym is None or elf.elfclass != 64 or not elf.little_endian or not 0 < dynsym.link < len(table):
@@ -386,7 +388,7 @@ def _read_binary(path: str) -> _Binary | None:
 
 
 _WANTED = (b"Py_Version", b"_PyRuntime", b"PyCode_Type")
-def _dynamic_symbols(elf, table: bytes, strtab: bytes, names: tuple[bytes, ...]) -> dict[bytes, int]:
+def _dynamic_symbols(elf: ELFFile, table: bytes, strtab: bytes, names: tuple[bytes, ...]) -> dict[bytes, int]:
     """{name: value} of the defined symbols among `names` (a raw walk: pyelftools' symbol objects
     take 0.1 s over an interpreter's 10,000 exports)."""
     first = {name[:1] for name in names}
@@ -400,7 +402,7 @@ def _dynamic_symbols(elf, table: bytes, strtab: bytes, names: tuple[bytes, ...])
     return found
 
 
-def _read_at_vaddr(elf, info: ElfInfo, vaddr: int, size: int) -> bytes | None:
+def _read_at_vaddr(elf: ELFFile, info: ElfInfo, vaddr: int, size: int) -> bytes | None:
     for seg in info.segments:
         if seg.vaddr <= vaddr and vaddr + size <= seg.vaddr + seg.filesz:
             elf.stream.seek(seg.offset + vaddr - seg.vaddr)

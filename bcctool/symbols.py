@@ -33,7 +33,9 @@ import os
 import sys
 import time
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from .demangle import demangle
 from .elfimage import (
@@ -42,6 +44,7 @@ from .elfimage import (
     SHT_DYNSYM,
     SHT_SYMTAB,
     VDSO,
+    ELFFile,
     ElfInfo,
     debug_file_for,
     load_per_file,
@@ -112,7 +115,7 @@ class SymbolTable:
         return None
 
     @classmethod
-    def from_elf(cls, elf) -> list[tuple[int, int, str | bytes]]:
+    def from_elf(cls, elf: ELFFile) -> list[tuple[int, int, str | bytes]]:
         """The function symbols of an open ELFFile's .symtab and .dynsym."""
         out: list[tuple[int, int, str | bytes]] = []
         table = sections(elf)
@@ -126,7 +129,7 @@ class SymbolTable:
         return out
 
 
-def _symbols(elf, data: bytes, strtab: bytes):
+def _symbols(elf: ELFFile, data: bytes, strtab: bytes) -> Iterator[tuple[int, int, bytes]]:
     for name_at, value, size, info, shndx in symbol_rows(elf, data):
         if (info & 0xF) in _FUNC_TYPES and value and shndx:
             end = strtab.find(b"\0", name_at)
@@ -400,7 +403,7 @@ class Symbolizer:
                               lambda path, _key: self._load_lines(path, mapping, obj.info))
         return table.lookup(vaddr) if table is not None else None
 
-    def _load_lines(self, path: str, mapping: Mapping, info: ElfInfo):
+    def _load_lines(self, path: str, mapping: Mapping, info: ElfInfo) -> Any:
         table = line_table(path)
         if table is None:
             debug = debug_file_for(info, mapping.path, path, self.debug_root)

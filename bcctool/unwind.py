@@ -51,7 +51,7 @@ from .cfi import (
     read_lazy_table,
     read_table,
 )
-from .elfimage import ElfInfo, debug_file_for, load_per_file, read_info, with_elf
+from .elfimage import ELFFile, ElfInfo, debug_file_for, load_per_file, read_info, with_elf
 from .lrucache import BoundedCache
 from .procmaps import Mapping, ProcessMaps
 
@@ -63,6 +63,7 @@ _U64 = struct.Struct("<Q")
 USTACK_HEADER = struct.Struct("<QQQQIi")
 _UNSET = object()
 _MISSING, _NO_MAPPING, _NO_CFI = object(), object(), object()
+_NOT_SAVED = frozenset((SAME, UNDEFINED, UNKNOWN))  # return-address rules that give no place to read it from
 _MAX_FRAME_SPAN = 8 << 20  # a frame pointer further above sp than a default stack is garbage
 
 
@@ -71,6 +72,44 @@ class Unwound:
     pcs: list[int] = field(default_factory=list)
     outcome: str = FAILED
     reason: str = ""
+
+
+class _End(Exception):  # noqa: N818 - not an error: how a step says the walk is over (once per walk)
+    def __init__(self, outcome: str, reason: str) -> None:
+        super().__init__(reason)
+        self.outcome, self.reason = outcome, reason
+
+
+def _frame_pointer_step(row: object, stack: bytes, base: int, limit: int, sp: int, bp: int,
+                        bp_known: bool) -> tuple[int, int, int]:
+    """No CFI for this pc: the frame-pointer chain, if bp points into the copy (stack[0] at base, up to
+    limit) above sp; (return address, the caller's sp and bp)."""
+    if row is _NO_MAPPING:
+        raise _End(FAILED, "pc in no executable mapping")
+    if not bp_known or not sp <= bp < sp + _MAX_FRAME_SPAN:
+        raise _End(FAILED, "no CFI, no frame pointer")
+    if bp + 16 > limit:
+        raise _End(TRUNCATED, "stack copy ended")
+    return _U64.unpack_from(stack, bp + 8 - base)[0], bp + 16, _U64.unpack_from(stack, bp - base)[0]
+
+
+def _cfa_otherwise(kind: int, off: int, ip: int, sp: int, bp: int, bp_known: bool) -> int:
+    """A CFA not at an offset from sp: from bp, or a PLT entry's expression."""
+    if kind == CFA_BP:
+        if not bp_known:
+            raise _End(FAILED, "CFA from a frame pointer not recovered")
+        return bp + off
+    if kind == CFA_PLT:
+        return sp + 8 + (8 if (ip & 15) >= off else 0)
+    raise _End(FAILED, "CFA expression")
+
+
+def _no_return_address(pcs: list[int], rule: int) -> Unwound:
+    """The walk's end where the return address has no saved place: the outermost frame, or a rule it
+    cannot follow."""
+    if rule == UNDEFINED:
+        return Unwound(pcs, COMPLETE, "outermost frame")
+    return Unwound(pcs, FAILED, "return address rule")
 
 
 @dataclass
@@ -171,65 +210,49 @@ class Unwinder:
         rows = maps.memo("cfi" if self.use_cfi else "fp")  # pc -> row, shared by every sample of the process
         pcs = [ip]
         bp_known = True
-        for depth in range(self.max_frames):
-            lookup = ip if depth == 0 else ip - 1  # a return address is just past its call
-            row = rows.get(lookup, _MISSING)
-            if row is _MISSING:
-                mapping = maps.find(lookup)
-                if mapping is None:
-                    row = _NO_MAPPING
+        # Per frame of every sample: the usual step (a CFA from sp, the return address and bp saved at
+        # offsets from it) stays inline, a call costs more than the step; the rest is in functions that
+        # raise _End when the walk is over.
+        try:
+            for depth in range(self.max_frames):
+                lookup = ip if depth == 0 else ip - 1  # a return address is just past its call
+                row = rows.get(lookup, _MISSING)
+                if row is _MISSING:
+                    row = rows[lookup] = self._row_of(maps, lookup)
+                if row is _NO_MAPPING or row is _NO_CFI:
+                    ra, new_sp, new_bp = _frame_pointer_step(row, stack, base, limit, sp, bp, bp_known)
                 else:
-                    row = (self._row(mapping, lookup) if self.use_cfi else None) or _NO_CFI
-                rows[lookup] = row
-            if row is _NO_MAPPING:
-                return Unwound(pcs, FAILED, "pc in no executable mapping")
-            if row is _NO_CFI:
-                # no CFI here: the frame-pointer chain, if bp points into the copy above sp
-                if not bp_known or not sp <= bp < sp + _MAX_FRAME_SPAN:
-                    return Unwound(pcs, FAILED, "no CFI, no frame pointer")
-                if bp + 16 > limit:
-                    return Unwound(pcs, TRUNCATED, "stack copy ended")
-                ra = _U64.unpack_from(stack, bp + 8 - base)[0]
-                new_sp, new_bp = bp + 16, _U64.unpack_from(stack, bp - base)[0]
-            else:
-                kind, off, ra_rule, bp_rule = row
-                if kind == CFA_SP:
-                    cfa = sp + off
-                elif kind == CFA_BP:
-                    if not bp_known:
-                        return Unwound(pcs, FAILED, "CFA from a frame pointer not recovered")
-                    cfa = bp + off
-                elif kind == CFA_PLT:
-                    cfa = sp + 8 + (8 if (ip & 15) >= off else 0)
-                else:
-                    return Unwound(pcs, FAILED, "CFA expression")
-                if ra_rule == UNDEFINED:
-                    return Unwound(pcs, COMPLETE, "outermost frame")
-                if ra_rule in (SAME, UNKNOWN):
-                    return Unwound(pcs, FAILED, "return address rule")
-                at = cfa + ra_rule
-                if at < sp:
-                    return Unwound(pcs, FAILED, "return address below the stack pointer")
-                if at + 8 > limit:
-                    return Unwound(pcs, TRUNCATED, "stack copy ended")
-                ra = _U64.unpack_from(stack, at - base)[0]
-                new_sp = cfa
-                new_bp = bp
-                if bp_rule == UNKNOWN:
-                    bp_known = False
-                elif bp_rule != SAME:
-                    at = cfa + bp_rule
-                    if base <= at and at + 8 <= limit:
-                        new_bp, bp_known = _U64.unpack_from(stack, at - base)[0], True
-                    else:
-                        bp_known = False
-            if ra == 0:
-                return Unwound(pcs, COMPLETE, "return address 0")
-            if new_sp <= sp:
-                return Unwound(pcs, FAILED, "stack pointer did not move up")
-            pcs.append(ra)
-            ip, sp, bp = ra, new_sp, new_bp
+                    kind, off, ra_rule, bp_rule = row
+                    cfa = sp + off if kind == CFA_SP else _cfa_otherwise(kind, off, ip, sp, bp, bp_known)
+                    if ra_rule in _NOT_SAVED:
+                        return _no_return_address(pcs, ra_rule)
+                    at = cfa + ra_rule
+                    if at < sp:
+                        return Unwound(pcs, FAILED, "return address below the stack pointer")
+                    if at + 8 > limit:
+                        return Unwound(pcs, TRUNCATED, "stack copy ended")
+                    ra, new_sp, new_bp = _U64.unpack_from(stack, at - base)[0], cfa, bp
+                    if bp_rule != SAME:
+                        at = cfa + bp_rule
+                        bp_known = bp_rule != UNKNOWN and base <= at and at + 8 <= limit
+                        if bp_known:
+                            new_bp = _U64.unpack_from(stack, at - base)[0]
+                if ra == 0:
+                    return Unwound(pcs, COMPLETE, "return address 0")
+                if new_sp <= sp:
+                    return Unwound(pcs, FAILED, "stack pointer did not move up")
+                pcs.append(ra)
+                ip, sp, bp = ra, new_sp, new_bp
+        except _End as end:
+            return Unwound(pcs, end.outcome, end.reason)
         return Unwound(pcs, TRUNCATED, "frame limit")
+
+    def _row_of(self, maps: ProcessMaps, pc: int) -> object:
+        """The CFI row that covers pc, or _NO_MAPPING / _NO_CFI (kept in the process's memo)."""
+        mapping = maps.find(pc)
+        if mapping is None:
+            return _NO_MAPPING
+        return (self._row(mapping, pc) if self.use_cfi else None) or _NO_CFI
 
     # --- CFI per object -----------------------------------------------------------------------
     def _row(self, mapping: Mapping, pc: int) -> tuple[int, int, int, int] | None:
@@ -249,7 +272,7 @@ class Unwinder:
         return load_per_file(self.objects, mapping.readable_paths(), lambda path, key: self._load(path, mapping, key))
 
     def _load(self, path: str, mapping: Mapping, key: tuple) -> _Object | None:
-        def read(elf) -> tuple:  # the file opened once: its segments and build-id, then a table
+        def read(elf: ELFFile) -> tuple:  # the file opened once: its segments and build-id, then a table
             info = read_info(elf)
             disk = os.path.join(self.cache_dir, cache_name(info, key)) if self.cache_dir else None
             # lazy first: a whole table read back from disk holds every row in memory (libLLVM's: 3 MB)

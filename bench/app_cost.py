@@ -38,7 +38,7 @@ import stats
 from app_servers import Nginx, PgBench
 from harness import Tracer
 from metric_footprint import TEN, smaps_rollup_mb
-from server_fixtures import private_pg_cluster
+from server_fixtures import PgCluster, private_pg_cluster
 from stats import BenchError
 
 import config
@@ -195,7 +195,7 @@ def machine_jiffies() -> tuple[int, int, int]:
 class AppCost:
     """The servers, the rows' commands, and one round of a row."""
 
-    def __init__(self, pg, workdir: str, nginx: Nginx, seconds: float, settle: float) -> None:
+    def __init__(self, pg: PgCluster, workdir: str, nginx: Nginx, seconds: float, settle: float) -> None:
         self.pgbench = PgBench(pg, workdir)
         self.nginx, self.seconds, self.settle = nginx, seconds, settle
         self.commands: dict[str, list[tuple[str, list[str], str]]] = {}

@@ -25,7 +25,7 @@ import time
 
 import harness  # noqa: F401 - puts tests/support (server_fixtures) on sys.path
 import stats
-from server_fixtures import free_port
+from server_fixtures import PgCluster, free_port
 from stats import BenchError
 
 PG_CLIENTS = 2
@@ -37,7 +37,7 @@ PAGE_BYTES = 1024
 class PgBench:
     """pgbench against a running private cluster (server_fixtures.PgCluster)."""
 
-    def __init__(self, cluster, workdir: str) -> None:
+    def __init__(self, cluster: PgCluster, workdir: str) -> None:
         self.cluster, self.workdir = cluster, workdir
         self.binary = shutil.which("pgbench")
         if not self.binary:

@@ -18,6 +18,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 
 import bpfwatch
 import harness
@@ -67,7 +68,7 @@ def relative(slowdown: dict[str, list[float]], name: str, peer: str) -> dict | N
 class Sampled:
     """One cpuprofile or peer run: the tracer, its samples counted from its summaries, its PSS."""
 
-    def __init__(self, argv: list[str], ready) -> None:
+    def __init__(self, argv: list[str], ready: str | Callable[[str], bool]) -> None:
         self.samples = 0
         self.first_data: float | None = None
         self.tracer = Tracer(argv, ready)
@@ -115,33 +116,59 @@ class Sampled:
 
 
 def run(quick: bool = False, reps: int | None = None) -> dict:
-    binary = harness.compile_c("mixed")
     reps = reps or (3 if quick else 5)
     # about 5 s of workload per run: a slowdown of a few per cent of one second was below the noise of
     # this machine, and the samplers' start (a first interval naming every process's objects) weighed
     # as much as their steady cost
     rounds, runs = (2000, 1) if quick else (2000, 2)
-    spec = config.get("cpuprofile")
     data_file = os.path.join(tempfile.gettempdir(), "bench-cpuprofile-perf.data")
-    others = peers(data_file)
-    configs = ["bare", *OURS, *others]
-    quiet = bpfwatch.Quiet(syscalls_only=False, retries=0)
-    ours: dict[str, list[dict]] = {name: [] for name in OURS}
+    session = _Session(harness.compile_c("mixed"), rounds, runs, peers(data_file))
+    harness.log(f"cpuprofile overhead: {reps} repetitions of {len(session.configs)} configurations, {rounds} rounds")
+    times = stats.alternate(session.configs, session.one, reps, harness.log)
+    # BPF run time varies by a fifth from pass to pass here: full mode takes the median of three
+    passes: dict[str, list[dict]] = {}
+    for _ in range(1 if quick else 3):
+        for name in [*OURS, FOLDED, GOAL] if GOAL in session.others else [*OURS, FOLDED]:
+            try:
+                passes.setdefault(name, []).append(session.bpf_pass(name))
+            except BenchError as exc:
+                harness.log(f"bpf stats pass of {name}: {exc}")
+    bpf = {name: {key: _median_of(got, key) for key in ("ns_per_sample", "cpu_ms_per_s", "samples_per_s")}
+           for name, got in passes.items() if got}
+    try:
+        os.unlink(data_file)
+    except OSError:
+        pass
+    rows = _rows(session, times, bpf)
+    by = {r["config"]: r for r in rows}
+    return {"title": "cpuprofile against BCC profile and perf record", "reps": reps, "rounds": rounds,
+            "runs": runs, "rows": rows, "interference": session.quiet.note(), "targets": targets_of(rows),
+            "slowdown_overlap": {peer: overlap(by, "cpuprofile -F 99", peer) for peer in (GOAL, PERF_DWARF)}}
 
-    def workload() -> float:
-        return min(float(harness.run_workload([binary, str(rounds), harness.BUILD]).split()[-1])
-                   for _ in range(runs))
 
-    tracer_cpu: dict[str, list] = {name: [] for name in configs}   # the sampler's CPU s per workload s
-    # the sampler's CPU from ready (loaded, attached) to its exit, per workload second: with what it
-    # does after the workload (profile names every stack at Ctrl-C) and before it (our first interval)
-    session_cpu: dict[str, list] = {name: [] for name in configs}
+class _Session:
+    """The runs of one benchmark: each configuration's workload runs and what was measured beside them."""
 
-    def start(name: str) -> Sampled:
+    def __init__(self, binary: str, rounds: int, runs: int, others: dict[str, tuple[list[str], str]]) -> None:
+        self.binary, self.rounds, self.runs, self.others = binary, rounds, runs, others
+        self.spec = config.get("cpuprofile")
+        self.configs = ["bare", *OURS, *others]
+        self.quiet = bpfwatch.Quiet(syscalls_only=False, retries=0)
+        self.ours: dict[str, list[dict]] = {name: [] for name in OURS}
+        self.tracer_cpu: dict[str, list] = {name: [] for name in self.configs}   # the sampler's CPU s per workload s
+        # the sampler's CPU from ready (loaded, attached) to its exit, per workload second: with what it
+        # does after the workload (profile names every stack at Ctrl-C) and before it (our first interval)
+        self.session_cpu: dict[str, list] = {name: [] for name in self.configs}
+
+    def workload(self) -> float:
+        return min(float(harness.run_workload([self.binary, str(self.rounds), harness.BUILD]).split()[-1])
+                   for _ in range(self.runs))
+
+    def start(self, name: str) -> Sampled:
         if name in OURS:
-            argv, ready = harness.metric_argv(spec, **OURS[name]), harness.is_meta
+            argv, ready = harness.metric_argv(self.spec, **OURS[name]), harness.is_meta
         else:
-            argv, ready = others[name]
+            argv, ready = self.others[name]
         run_ = Sampled(argv, ready)
         run_.ready_s = run_.tracer.wait_ready()
         run_.cpu_at_meta = run_.cpu_now()
@@ -157,18 +184,18 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
             time.sleep(0.5)   # perf opens its events after the shell's line
         return run_
 
-    def one(name: str, rep: int) -> float:
+    def one(self, name: str, rep: int) -> float:
         if name == "bare":
-            return quiet.run(workload)
-        run_ = start(name)
+            return self.quiet.run(self.workload)
+        run_ = self.start(name)
         wall = None
         try:
             run_.cpu_at_ready, run_.samples_at_ready = run_.cpu_now(), run_.samples
             ran_before, started = run_.run_time(), time.monotonic()
-            seconds = quiet.run(workload, [run_.tracer.proc.pid])
+            seconds = self.quiet.run(self.workload, [run_.tracer.proc.pid])
             wall, ran_after = time.monotonic() - started, run_.run_time()
             if ran_before is not None and ran_after is not None:
-                tracer_cpu[name].append((ran_after - ran_before) / wall)
+                self.tracer_cpu[name].append((ran_after - ran_before) / wall)
             if run_.tracer.exited():
                 raise BenchError(f"{name} exited during the workload: {list(run_.tracer.tail)[-2:]}")
             if name in OURS:
@@ -178,25 +205,20 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         finally:
             run_.tracer.stop()
         if wall and run_.tracer.cpu_s is not None and run_.cpu_at_meta is not None:
-            session_cpu[name].append((run_.tracer.cpu_s - run_.cpu_at_meta) / wall)
+            self.session_cpu[name].append((run_.tracer.cpu_s - run_.cpu_at_meta) / wall)
         if name in OURS:
-            first = run_.first_data - run_.tracer.started if run_.first_data else None
-            cpu_ms = (1000 * (cpu_end - run_.cpu_at_ready)
-                      if cpu_end is not None and run_.cpu_at_ready is not None else None)
-            ours[name].append({"ready_s": run_.ready_s, "first_data_s": first, "pss_mb": run_.pss_mb,
-                               "samples": samples, "cpu_ms_per_1000": 1000 * cpu_ms / samples
-                               if cpu_ms is not None and samples else None})
+            self.ours[name].append(_our_figures(run_, cpu_end, samples))
         return seconds
 
-    def bpf_pass(name: str) -> dict:
+    def bpf_pass(self, name: str) -> dict:
         """One workload run with kernel.bpf_stats_enabled: the sampler's BPF run time per program run (a
         sample; for cpuprofile also each fork and exec its tracepoints see) and per second of workload
         (a separate pass: the stats' clock reads are not in the timed runs)."""
-        run_ = start(name)
+        run_ = self.start(name)
         try:
             with bpfwatch.BpfStats(prog_ids_of(run_.tracer.proc.pid)) as st:
                 started = time.monotonic()
-                workload()
+                self.workload()
                 elapsed = time.monotonic() - started
         finally:
             run_.tracer.stop()
@@ -205,47 +227,42 @@ def run(quick: bool = False, reps: int | None = None) -> dict:
         return {"ns_per_sample": round(ns / runs_) if runs_ else None,
                 "cpu_ms_per_s": round(ns / 1e6 / elapsed, 3), "samples_per_s": round(runs_ / elapsed, 1)}
 
-    harness.log(f"cpuprofile overhead: {reps} repetitions of {len(configs)} configurations, {rounds} rounds")
-    times = stats.alternate(configs, one, reps, harness.log)
-    # BPF run time varies by a fifth from pass to pass here: full mode takes the median of three
-    passes: dict[str, list[dict]] = {}
-    for _ in range(1 if quick else 3):
-        for name in [*OURS, FOLDED, GOAL] if GOAL in others else [*OURS, FOLDED]:
-            try:
-                passes.setdefault(name, []).append(bpf_pass(name))
-            except BenchError as exc:
-                harness.log(f"bpf stats pass of {name}: {exc}")
 
-    def median_of(got: list[dict], key: str) -> float | None:
-        values = [p[key] for p in got if p[key] is not None]
-        return round(statistics.median(values), 3) if values else None
-    bpf = {name: {key: median_of(got, key) for key in ("ns_per_sample", "cpu_ms_per_s", "samples_per_s")}
-           for name, got in passes.items() if got}
-    try:
-        os.unlink(data_file)
-    except OSError:
-        pass
+def _our_figures(run_: Sampled, cpu_end: float | None, samples: int) -> dict:
+    """A cpuprofile run's start, memory and CPU per 1,000 samples while the workload ran."""
+    first = run_.first_data - run_.tracer.started if run_.first_data else None
+    cpu_ms = (1000 * (cpu_end - run_.cpu_at_ready)
+              if cpu_end is not None and run_.cpu_at_ready is not None else None)
+    return {"ready_s": run_.ready_s, "first_data_s": first, "pss_mb": run_.pss_mb,
+            "samples": samples, "cpu_ms_per_1000": 1000 * cpu_ms / samples
+            if cpu_ms is not None and samples else None}
+
+
+def _median_of(got: list[dict], key: str) -> float | None:
+    values = [p[key] for p in got if p[key] is not None]
+    return round(statistics.median(values), 3) if values else None
+
+
+def _rows(session: _Session, times: dict[str, list], bpf: dict[str, dict]) -> list[dict]:
+    """A row per configuration: its slowdown of the workload and its CPU, against the bare runs."""
     slowdown = {name: [r * 100 - 100 for r in ratios] for name, ratios in stats.paired(times, "bare", "ratio").items()}
     added = stats.paired(times, "bare", "diff")
     rows = []
-    for name in configs:
+    for name in session.configs:
         row = {"config": name, "seconds": stats.summary(times[name], 3), "slowdown_pct": stats.summary(slowdown[name]),
                "added_s": stats.summary(added[name], 3), "tracer_cpu_ms_per_s": stats.summary(
-                   [1000 * c for c in tracer_cpu.get(name, [])], 2), "bpf": bpf.get(name),
-               "session_cpu_ms_per_s": stats.summary([1000 * c for c in session_cpu.get(name, [])], 1)}
+                   [1000 * c for c in session.tracer_cpu.get(name, [])], 2), "bpf": bpf.get(name),
+               "session_cpu_ms_per_s": stats.summary([1000 * c for c in session.session_cpu.get(name, [])], 1)}
         cost = row["tracer_cpu_ms_per_s"]["median"]
         if cost is not None and bpf.get(name):
             cost += bpf[name]["cpu_ms_per_s"]
         row["cpu_cost_ms_per_s"] = None if cost is None else round(cost, 2)
         if name in OURS:
             row["vs_perf_dwarf"] = relative(slowdown, name, PERF_DWARF)
-            row.update({k: stats.summary([s[k] for s in ours[name]], 2)
+            row.update({k: stats.summary([s[k] for s in session.ours[name]], 2)
                         for k in ("cpu_ms_per_1000", "pss_mb", "first_data_s", "samples")})
         rows.append(row)
-    by = {r["config"]: r for r in rows}
-    return {"title": "cpuprofile against BCC profile and perf record", "reps": reps, "rounds": rounds,
-            "runs": runs, "rows": rows, "interference": quiet.note(), "targets": targets_of(rows),
-            "slowdown_overlap": {peer: overlap(by, "cpuprofile -F 99", peer) for peer in (GOAL, PERF_DWARF)}}
+    return rows
 
 
 def targets_of(rows: list[dict]) -> list[dict]:

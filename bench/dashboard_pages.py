@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 import harness  # noqa: F401 - puts tests/support on the path
 import stats
@@ -29,6 +30,9 @@ sys.path.insert(0, ROOT)
 
 from client.wire import batch_head  # noqa: E402 - the checkout's own packages
 from collector import create_app  # noqa: E402
+
+if TYPE_CHECKING:
+    from flask.testing import FlaskClient
 
 METRICS = ("sysnest", "tcpconnlat", "netpack", "pagefault", "cpuschedrun", "biopwise", "offcpu", "compmem",
            "schparm", "cacheraw")
@@ -55,7 +59,7 @@ def interval_records(metric: str) -> list[dict]:
     return [r for r in body if r.get("interval") == first][:PER_INTERVAL] or body[:PER_INTERVAL]
 
 
-def fill(client, hosts: int, start: float) -> int:
+def fill(client: FlaskClient, hosts: int, start: float) -> int:
     """Post the hour; returns the records stored."""
     n = 0
     intervals = int(HOUR_S / INTERVAL_S)
@@ -76,7 +80,7 @@ def fill(client, hosts: int, start: float) -> int:
     return n
 
 
-def timed(client, url: str, reps: int) -> dict:
+def timed(client: FlaskClient, url: str, reps: int) -> dict:
     times = []
     for _ in range(reps):
         started = time.perf_counter()

@@ -10,10 +10,10 @@ and for any BCC tool's start.
 
 import contextlib
 import os
-import signal
 import sys
 
 from bcc import BPF
+from hold import hold
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 cflags = ["-DCLOCK"] if "--clock" in sys.argv[1:] else []
@@ -27,10 +27,4 @@ if "--stub-kallsyms" in sys.argv[1:]:
     compiling = ksymstub.stub_kallsyms()
 with compiling:
     b = BPF(src_file=os.path.join(ROOT, "bench", "floor.c").encode(), cflags=cflags)
-signal.signal(signal.SIGTERM, signal.default_int_handler)
-print("ready", flush=True)
-try:
-    signal.pause()
-except KeyboardInterrupt:
-    pass
-b.cleanup()
+hold(b)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
@@ -27,6 +28,9 @@ for _path in (ROOT, os.path.join(ROOT, "tests", "support")):
 
 from helpers import PYTHON, prog_ids_of  # noqa: E402
 from stats import BenchError  # noqa: E402
+
+if TYPE_CHECKING:
+    from registry.spec import MetricSpec
 
 __all__ = ["PYTHON", "BenchError", "prog_ids_of"]
 
@@ -204,7 +208,7 @@ def log(text: str) -> None:
 
 
 # --- metrics and workloads ---------------------------------------------------------------------------
-def metric_argv(spec, **values) -> list[str]:
+def metric_argv(spec: MetricSpec, **values: Any) -> list[str]:
     """argv running a registry metric with --json: its defaults, a sample value for each required
     argument, then `values`."""
     chosen = {a.name: a.sample for a in spec.args if a.required and a.sample is not None}

@@ -14,7 +14,7 @@ import os
 import sys
 
 import waitress
-from flask import Flask, jsonify, request
+from flask import Flask, Response, jsonify, request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from collector.payload import parse_body  # noqa: E402 - the checkout's own package
@@ -29,7 +29,7 @@ if kind == "logonly":
 
 
 @app.post("/data")
-def data():
+def data() -> Response | tuple[Response, int]:
     if kind == "noop":
         request.get_data()
         return jsonify({"status": "ok"})
@@ -47,7 +47,7 @@ def data():
 
 
 @app.get("/healthz")
-def healthz():
+def healthz() -> Response:
     return jsonify({"status": "ok"})
 
 

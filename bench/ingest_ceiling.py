@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from sqlalchemy.engine import make_url
 
@@ -52,7 +52,7 @@ def batches(records: int) -> Iterator[tuple[int, int, float, list[tuple[float, s
         seq += 1
 
 
-def _streams(cur, p: str) -> list[int]:
+def _streams(cur: sqlite3.Cursor, p: str) -> list[int]:
     now = time.time()
     ids = []
     for n in range(STREAMS):
@@ -77,9 +77,8 @@ def sqlite_ceiling(path: str, seconds: float, records: int, group: int) -> float
     stream_ids = _streams(cur, "?")
     insert_records = ("INSERT INTO records (batch, stream, sequence, idx, ts, kind, metric, data)"
                       " VALUES (?, ?, ?, ?, ?, 'row', 'sysnest', ?)")
-    spent, done = 0.0, 0
-    for batch_group in groups(records, group):
-        started = time.perf_counter()
+
+    def write(batch_group: list) -> None:
         cur.execute("BEGIN IMMEDIATE")
         for stream, seq, t, rows in batch_group:
             sid = stream_ids[stream]
@@ -89,12 +88,10 @@ def sqlite_ceiling(path: str, seconds: float, records: int, group: int) -> float
             cur.executemany(insert_records, [(batch_id, sid, seq, i, ts, data) for i, (ts, data) in enumerate(rows)])
             cur.execute(STREAM_SQL.format(p="?"), (records, seq, time.time(), sid))
         cur.execute("COMMIT")
-        spent += time.perf_counter() - started
-        done += len(batch_group)
-        if spent >= seconds:
-            break
+
+    rate = _batches_per_second(records, group, seconds, write)
     conn.close()
-    return done / spent
+    return rate
 
 
 def postgres_ceiling(url: str, seconds: float, records: int, group: int) -> float:
@@ -108,9 +105,8 @@ def postgres_ceiling(url: str, seconds: float, records: int, group: int) -> floa
     stream_ids = _streams(cur, "%s")
     conn.commit()
     copy = "COPY records (batch, stream, sequence, idx, ts, kind, metric, data) FROM STDIN"
-    spent, done = 0.0, 0
-    for batch_group in groups(records, group):
-        started = time.perf_counter()
+
+    def write(batch_group: list) -> None:
         # a handful of round trips a group, as the collector makes: its batch rows in one INSERT, its
         # records in one COPY, one UPDATE per stream
         now = time.time()
@@ -129,11 +125,23 @@ def postgres_ceiling(url: str, seconds: float, records: int, group: int) -> floa
         for sid, (n, seq) in highest.items():
             cur.execute(STREAMS_SQL_PG, (n, n * records, n, seq, now, sid))
         conn.commit()
+
+    rate = _batches_per_second(records, group, seconds, write)
+    conn.close()
+    return rate
+
+
+def _batches_per_second(records: int, group: int, seconds: float, write: Callable[[list], None]) -> float:
+    """Batches written a second: `write` given `group` batches at a time until it has spent `seconds`
+    (the time making the batches not counted)."""
+    spent, done = 0.0, 0
+    for batch_group in groups(records, group):
+        started = time.perf_counter()
+        write(batch_group)
         spent += time.perf_counter() - started
         done += len(batch_group)
         if spent >= seconds:
             break
-    conn.close()
     return done / spent
 
 

@@ -13,6 +13,7 @@ kernel's rusage when it is reaped.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import bpfwatch
 import harness
@@ -46,7 +47,7 @@ class Run:
             tracer.on_line = self._watch(name)
             self.tracers[name] = tracer
 
-    def _watch(self, name: str):
+    def _watch(self, name: str) -> Callable[[str], None]:
         def on_line(line: str) -> None:
             record = config.parse_ndjson(line)
             if name not in self.first_data and record and record["kind"] != "meta":

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import threading
 import time
+from typing import TYPE_CHECKING
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -24,6 +25,9 @@ import harness  # noqa: E402 - sets sys.path for the project's modules
 import stats
 from server_fixtures import ServerProcess  # noqa: E402
 from stats import BenchError  # noqa: E402
+
+if TYPE_CHECKING:
+    from collector.store import Store
 
 TICK_MS = 10
 TARGET_RATE, TARGET_STALL_MS = 50_000, 50.0
@@ -43,7 +47,7 @@ class StoredCounter(threading.Thread):
     """Polls the collector's database (off the GUI thread, through its own Store) until it holds
     `want` flood records."""
 
-    def __init__(self, store, want: int, timeout: float) -> None:
+    def __init__(self, store: Store, want: int, timeout: float) -> None:
         super().__init__(daemon=True)
         self.store, self.want, self.timeout = store, want, timeout
         self.done_at: float | None = None

@@ -13,10 +13,10 @@ the price of being attached where the metrics are, without any of their work.
 
 import os
 import re
-import signal
 import sys
 
 from bcc import BPF
+from hold import hold
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -65,13 +65,7 @@ def main() -> None:
             attach(b, fn, kind, name)
     except Exception as exc:  # noqa: BLE001 - BCC raises bare Exception when an attach fails
         fail(f"could not attach: {str(exc).splitlines()[0]}")
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    print("ready", flush=True)
-    try:
-        signal.pause()
-    except KeyboardInterrupt:
-        pass
-    b.cleanup()
+    hold(b)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+from types import ModuleType
 
 import harness
 import stats
@@ -56,7 +57,7 @@ def targets_table(results: dict) -> str:
     return stats.md_table(["target", "goal", "measured (median)", "verdict", "margin"], rows) if rows else "(none yet)"
 
 
-def section_blocks(name: str, module, section: dict | None) -> dict[str, str]:
+def section_blocks(name: str, module: ModuleType, section: dict | None) -> dict[str, str]:
     """marker -> markdown for one benchmark (a module with MARKERS and tables() fills several)."""
     markers = getattr(module, "MARKERS", [name])
     if not section:

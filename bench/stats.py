@@ -34,16 +34,22 @@ def alternate(configs: list[str], run_one: Callable[[str, int], float | dict | N
     for rep in range(reps):
         shift = rep % len(configs)
         for name in configs[shift:] + configs[:shift]:
-            try:
-                value = run_one(name, rep)
-            except BenchError as exc:
-                value = None
-                if log:
-                    log(f"  {name} rep {rep + 1}: {exc}")
+            value = _attempt(run_one, name, rep, log)
             out[name].append(value)
             if log and value is not None and not isinstance(value, dict):
                 log(f"  rep {rep + 1}/{reps} {name}: {value:g}")
     return out
+
+
+def _attempt(run_one: Callable[[str, int], float | dict | None], name: str, rep: int,
+             log: Callable[[str], None] | None) -> float | dict | None:
+    """One run of a configuration; None, said in the log, when it failed with a BenchError."""
+    try:
+        return run_one(name, rep)
+    except BenchError as exc:
+        if log:
+            log(f"  {name} rep {rep + 1}: {exc}")
+        return None
 
 
 def bracketed(configs: list[str], base: str, run_one: Callable[[str, int], float | dict | None], reps: int,
@@ -59,12 +65,7 @@ def bracketed(configs: list[str], base: str, run_one: Callable[[str, int], float
     around: dict[str, list] = {name: [] for name in configs}
 
     def one(name: str, rep: int) -> float | dict | None:
-        try:
-            value = run_one(name, rep)
-        except BenchError as exc:
-            value = None
-            if log:
-                log(f"  {name} rep {rep + 1}: {exc}")
+        value = _attempt(run_one, name, rep, log)
         values[name].append(value)
         return value
 

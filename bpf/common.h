@@ -60,24 +60,6 @@ static __always_inline int skip_ids(u32 tgid, u32 tid)
     return 0;
 }
 
-/* 1 when the current command does not equal --comm (FILTER_COMM, a string literal). */
-static __always_inline int skip_comm(void)
-{
-#ifdef FILTER_COMM
-    char want[TASK_COMM_LEN] = FILTER_COMM;
-    char comm[TASK_COMM_LEN];
-    bpf_get_current_comm(&comm, sizeof(comm));
-#pragma unroll
-    for (int i = 0; i < TASK_COMM_LEN; i++) {
-        if (comm[i] != want[i])
-            return 1;
-        if (want[i] == 0)
-            break;
-    }
-#endif
-    return 0;
-}
-
 /* BCC's rewriter cannot see map methods inside macros or helper functions, so lookup-or-init and
  * lost counters are written out in each probe; a map of lost events is a one-slot per-CPU array. */
 #define LOST_COUNTER(name) BPF_PERCPU_ARRAY(name, u64, 1)

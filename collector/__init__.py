@@ -9,7 +9,7 @@ import itertools
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, request
 from sqlalchemy.exc import SQLAlchemyError
@@ -19,6 +19,9 @@ from collector import api, compare, dashboard, guard, ingest, profile_api, query
 from collector import settings as settings_mod
 from collector.state import EXTENSION, JSON_PATHS, Collector, error
 from collector.store import Store
+
+if TYPE_CHECKING:
+    from flask.typing import ResponseReturnValue
 
 _app_numbers = itertools.count(1)
 
@@ -50,20 +53,20 @@ def create_app(settings: Mapping[str, Any] | None = None) -> Flask:
     guard.install(app, app_settings)
 
     @app.before_request
-    def _refuse_nul_in_query():
+    def _refuse_nul_in_query() -> ResponseReturnValue | None:
         # PostgreSQL text cannot hold NUL: refuse it here rather than fail in the database
         if any("\x00" in key or "\x00" in value for key, value in request.args.items(multi=True)):
             return error(400, "bad_query", "NUL in the query string")
         return query_params.refuse_unknown()
 
     @app.errorhandler(HTTPException)
-    def _http_error(e: HTTPException):
+    def _http_error(e: HTTPException) -> ResponseReturnValue:
         if request.path.startswith(JSON_PATHS):
             return error(e.code, (e.name or "error").lower().replace(" ", "_"), e.description)
         return dashboard.error_page(e)
 
     @app.errorhandler(SQLAlchemyError)
-    def _storage_error(e: SQLAlchemyError):
+    def _storage_error(e: SQLAlchemyError) -> ResponseReturnValue:
         app.extensions[EXTENSION].log.error("storage error on %s: %s", request.path, type(e).__name__)
         return error(503, "storage_unavailable", type(e).__name__)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -15,6 +17,10 @@ from collector.measurements import Measurements
 from collector.payload import MAX_RECORDS
 from collector.state import ACCEPTS, error, state
 from collector.store import Cursor, RecordFilters
+
+if TYPE_CHECKING:
+    from flask.typing import ResponseReturnValue
+    from werkzeug.datastructures import MultiDict
 
 bp = Blueprint("api", __name__)
 
@@ -50,7 +56,7 @@ CGROUP_MATCHES = ("exact", "tree")
 CGROUP_MAX = 4096  # PATH_MAX
 
 
-def cgroup_filter(args) -> dict:
+def cgroup_filter(args: MultiDict[str, str]) -> dict:
     """cgroup=PATH (a v2 path as records carry it, '/' first) and cgroup_match=exact (default: that group
     only) or tree (that group and every group below it), as RecordFilters fields."""
     path, match = args.get("cgroup") or None, args.get("cgroup_match") or "exact"
@@ -91,12 +97,12 @@ def _limit(fmt: str) -> int:
 
 
 @bp.get("/api/streams")
-def streams():
+def streams() -> ResponseReturnValue:
     return jsonify({"streams": [s.as_dict() for s in state().store.streams(**_stream_filters())]})
 
 
 @bp.get("/api/records")
-def records():
+def records() -> ResponseReturnValue:
     """A page of records: at most `limit` of them and PAGE_BYTES of their text, written as they are read;
     when more may follow, the next_cursor (in the X-Next-Cursor header, a Link header and, in JSON, the
     body) asks for the next page."""
@@ -119,7 +125,7 @@ def records():
     if fmt != "json":
         headers["Content-Disposition"] = f"attachment; filename=records.{fmt}"
 
-    def rows():
+    def rows() -> Iterator[dict]:
         return store.iter_records(filters, after, page.last) if page.last else iter(())
 
     body = {"json": lambda: export.json_page(page.rows, next_cursor, rows()),
@@ -128,7 +134,7 @@ def records():
 
 
 @bp.get("/metrics")
-def metrics():
+def metrics() -> ResponseReturnValue:
     store = state().store
     batches, records_n = store.totals()
     text = prometheus.render(batches, records_n, store.counters(), store.streams())
@@ -146,7 +152,7 @@ def _measurements() -> CollectorRegistry:
 
 
 @bp.get("/healthz")
-def healthz():
+def healthz() -> ResponseReturnValue:
     app = state()
     try:
         app.store.ping()

@@ -9,11 +9,14 @@ import math
 import time
 from dataclasses import dataclass
 from html import escape
+from typing import TYPE_CHECKING
 
 try:
     import config  # the metric registry, beside server.py
 except ImportError:  # the collector can run without the profiler's files
     config = None
+if TYPE_CHECKING:
+    from registry.spec import MetricSpec
 
 ENVELOPE_KEYS = {"ts", "interval", "schema", "pid"}  # numbers that are not the measurement
 WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 860, 280, 76, 16, 16, 36
@@ -67,7 +70,7 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def registered(source: str):
+def registered(source: str) -> MetricSpec | None:
     """The registry's entry for a stream's source (config.MetricSpec), or None."""
     if config is None:
         return None

@@ -5,6 +5,7 @@ every host at once (Store.field_values); the chart is the stream page's inline S
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from flask import Blueprint, abort, render_template, request, url_for
 from markupsafe import Markup
@@ -13,6 +14,9 @@ from collector import chart
 from collector.dashboard import PAGE_RANGES, RECORD_SHOWN, stream_url
 from collector.profiles import BadRange, parse_range
 from collector.state import error, state
+
+if TYPE_CHECKING:
+    from flask.typing import ResponseReturnValue
 
 bp = Blueprint("compare", __name__)
 
@@ -34,7 +38,7 @@ def _plot(source: str, streams: list) -> chart.Plot | None:
 
 
 @bp.get("/compare")
-def page():
+def page() -> ResponseReturnValue:
     source = request.args.get("source", "")
     chosen = [h for h in request.args.getlist("host") if h]
     if not source:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from flask import Blueprint, abort, current_app, jsonify, render_template, request, send_from_directory, url_for
@@ -20,6 +21,11 @@ from collector.rejections import REASONS
 from collector.state import error, state
 from profile_data import flame_svg
 from profile_data.display import weight_text
+
+if TYPE_CHECKING:
+    from flask.typing import ResponseReturnValue
+
+    from collector.store import Store
 
 bp = Blueprint("dashboard", __name__)
 
@@ -69,7 +75,7 @@ def ranges_text(gaps: list[tuple[int, int]], limit: int = 8) -> str:
 
 
 @bp.get("/")
-def index():
+def index() -> ResponseReturnValue:
     store = state().store
     streams = store.streams()
     batches, records = store.totals()
@@ -85,7 +91,7 @@ def index():
 
 
 @bp.get("/api/overview")
-def overview():
+def overview() -> ResponseReturnValue:
     """The lab overview as JSON: every host, its last contact, its newest run's metrics and their trends."""
     return jsonify({"now": time.time(), "quiet_after_s": QUIET_S, "hosts": overview_hosts(state().store.streams())})
 
@@ -152,7 +158,7 @@ def _trends(source: str, shown: list, stored: dict) -> dict[tuple[str, str], dic
     return found
 
 
-def _trend_of(plot, values: list[float]) -> dict | None:
+def _trend_of(plot: chart.Plot, values: list[float]) -> dict | None:
     if not values:
         return None
     return {"label": plot.title, "unit": plot.unit, "values": values, "last": chart.si(values[-1], plot.unit),
@@ -179,17 +185,17 @@ def _trend(host: str, run_id: str, source: str) -> dict | None:
     return _trend_of(plot, [v for pts in list(lines.values())[:1] for _t, v in pts][-TREND_POINTS:])
 
 
-def error_page(e: HTTPException):
+def error_page(e: HTTPException) -> ResponseReturnValue:
     """An HTML page for an HTTP error on a dashboard page (the JSON paths answer JSON)."""
     return render_template("error.html", code=e.code, name=e.name, description=e.description), e.code
 
 
 @bp.get("/favicon.ico")
-def favicon():
+def favicon() -> ResponseReturnValue:
     return send_from_directory(current_app.static_folder, "favicon.svg", mimetype="image/svg+xml", max_age=86400)
 
 
-def _page_window(store, key: dict[str, str]) -> tuple[str, float | None, float | None]:
+def _page_window(store: Store, key: dict[str, str]) -> tuple[str, float | None, float | None]:
     """The page's range (range=5m|1h|run|..., or since/until for a custom one) as (name, since, until)."""
     args = request.args
     since, until = bound("since", args.get("since")), bound("until", args.get("until"))
@@ -212,7 +218,7 @@ def _page_number() -> int:
 
 
 @bp.get("/stream")
-def stream():
+def stream() -> ResponseReturnValue:
     host, run_id, source = (request.args.get(k, "") for k in ("host", "run_id", "source"))
     kind = request.args.get("kind") or None
     store = state().store
@@ -320,7 +326,7 @@ def _flame(key: dict[str, str], kind: str | None, of_cgroup: dict, cgroup_args: 
              **({"function": args["function"][:500]} if shown_as == "sandwich" and args.get("function") else {}),
              **{k: "on" for k in ("interpreter", "scheduler") if args.get(k) == "on"}}
 
-    def zoom(path: list[str], search: str | None = search or None, **changed) -> str:
+    def zoom(path: list[str], search: str | None = search or None, **changed: Any) -> str:
         return url_for("dashboard.stream", **page, **view, **{**shape, **changed}, search=search,
                        focus=flame_svg.PATH_SEP.join(path) or None, _anchor="flame")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from profile_data import Frame, Functions, Node, bottom_up, call_tree, functions_in, sandwich, simplified
 from profile_data.display import format_weight
@@ -31,7 +32,7 @@ class Shown:
     timed: bool = False  # samples with a known period: time columns
 
 
-def show(profile, unit: str, period_ns: float, view: str, focus: list[str], search: str, function: str,
+def show(profile: Any, unit: str, period_ns: float, view: str, focus: list[str], search: str, function: str,
          frames: dict[str, bool], zoom: Callable[[list[str]], str], sandwich_of: Callable[[str], str],
          title: str) -> Shown:
     """The view asked for (a bad view name is the flame graph); frames: interpreter, scheduler shown."""
@@ -54,7 +55,7 @@ def show(profile, unit: str, period_ns: float, view: str, focus: list[str], sear
                  timed=rows.timed)
 
 
-def _sandwich(tree: Node, shaped, unit: str, period_ns: float, search: str, function: str,
+def _sandwich(tree: Node, shaped: Any, unit: str, period_ns: float, search: str, function: str,
               sandwich_of: Callable[[str], str], rows: _Rows) -> Shown:
     whole = Functions(shaped)
     by_text = {frame_text(f): f for f in whole.weights}

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from flask import Flask, request
+from flask import Flask, Response, request
 
 from collector.settings import Settings
 from collector.state import error
 from collector.tokens import TOKEN_QUERY_PARAM, authenticate
+
+if TYPE_CHECKING:
+    from flask.typing import ResponseReturnValue
 
 # /data checks its own (upload) token; /healthz is every client's probe; the stylesheet is no data
 OPEN_ENDPOINTS = frozenset({"ingest.receive", "api.healthz", "static"})
@@ -61,7 +65,7 @@ def install(app: Flask, settings: Settings) -> None:
     readers = {**settings.read_tokens, **settings.tokens}  # an upload token may read too
 
     @app.before_request
-    def _guard():
+    def _guard() -> ResponseReturnValue | None:
         if not host_allowed(request.host, names):
             return error(400, "bad_host", "the Host header is not a name of this collector (see --allowed-host)")
         if settings.read_tokens or settings.tokens:
@@ -74,7 +78,7 @@ def install(app: Flask, settings: Settings) -> None:
         return None
 
     @app.after_request
-    def _headers(response):
+    def _headers(response: Response) -> Response:
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
         if request.endpoint in VIEWER_ENDPOINTS:  # speedscope's own app: its scripts, from here only

@@ -12,6 +12,7 @@ from __future__ import annotations
 import resource
 import socket
 import time
+from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
@@ -151,7 +152,7 @@ class _Channel(HTTPChannel):
 class _Server(TcpWSGIServer):
     channel_class = _Channel
 
-    def __init__(self, app: Flask, **kw) -> None:
+    def __init__(self, app: Flask, **kw: Any) -> None:
         self.collector: Collector = app.extensions[EXTENSION]
         super().__init__(app, **kw)
 

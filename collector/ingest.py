@@ -6,6 +6,7 @@ otherwise (gunicorn, a test client), it is authorized here."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import orjson
@@ -20,6 +21,9 @@ from collector.settings import Settings
 from collector.state import ACCEPTS, Collector, error, state
 from collector.tokens import TOKEN_QUERY_PARAM, authenticate
 from collector.writer import Ingest, IngestResult
+
+if TYPE_CHECKING:
+    from flask.typing import ResponseReturnValue
 
 bp = Blueprint("ingest", __name__)
 
@@ -71,7 +75,7 @@ def _read(app: Collector) -> tuple[Batch, str | None]:
 
 
 @bp.post("/data")
-def receive():
+def receive() -> ResponseReturnValue:
     app = state()
     remote = request.remote_addr or "unknown"
     try:

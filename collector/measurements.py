@@ -27,12 +27,16 @@ import math
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from collector.chart import registered
 from collector.store import Store
+
+if TYPE_CHECKING:
+    from registry.spec import Chart
 
 SERIES_TOP = 10  # label values kept per family and host; the rest are summed into "other"
 OTHER = "other"
@@ -195,7 +199,7 @@ class Measurements(Collector):
                         self._per_process(families, s.spec.name, s.spec.chart, s.host, found[0], found[2])
         yield from families.values()
 
-    def _timeseries(self, families: dict[str, Metric], metric: str, chart, host: str, ts: float, newest: dict,
+    def _timeseries(self, families: dict[str, Metric], metric: str, chart: Chart, host: str, ts: float, newest: dict,
                     interval: list[dict]) -> None:
         # one record per series value in an interval: its interval's records; else the newest alone
         records = interval if chart.series else [newest]
@@ -215,7 +219,7 @@ class Measurements(Collector):
         for key, value in (top_n(values) if chart.series else values).items():
             family.add_metric([host, key] if chart.series else [host], value, timestamp=ts)
 
-    def _per_process(self, families: dict[str, Metric], metric: str, chart, host: str, ts: float,
+    def _per_process(self, families: dict[str, Metric], metric: str, chart: Chart, host: str, ts: float,
                      interval: list[dict]) -> None:
         scale = unit_scale(chart.y, chart.unit)
         values: dict[str, float] = {}
@@ -261,7 +265,7 @@ class Measurements(Collector):
                     self._add_events(hist, s.spec.chart, [_json_number(data) for _id, _ts, data in rows])
             pending = {i: p for i, p in pending.items() if len(found.get(i, ())) == READ_CHUNK}
 
-    def _histograms(self, families: dict[str, Metric], metric: str, chart, host: str, run_id: str) -> None:
+    def _histograms(self, families: dict[str, Metric], metric: str, chart: Chart, host: str, run_id: str) -> None:
         hist = self._hists.get((host, run_id, metric))
         if hist is None:
             return
@@ -291,7 +295,7 @@ class Measurements(Collector):
                 slots[slot] = slots.get(slot, 0) + count
 
     @staticmethod
-    def _add_events(hist: _Hist, chart, values: list[float | None]) -> None:
+    def _add_events(hist: _Hist, chart: Chart, values: list[float | None]) -> None:
         name = chart.y
         for suffix in ("_ns", "_us", "_ms"):
             name = name.removesuffix(suffix)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 import orjson
 from flask import Blueprint, Response, request, send_from_directory
@@ -19,6 +20,10 @@ from profile_data import to_folded
 from profile_data.pprof import to_pprof
 from profile_data.speedscope import to_speedscope
 
+if TYPE_CHECKING:
+    from flask.typing import ResponseReturnValue
+    from werkzeug.datastructures import MultiDict
+
 bp = Blueprint("profile_api", __name__)
 
 FORMATS = ("folded", "speedscope", "pprof")
@@ -29,7 +34,7 @@ PARAMS = frozenset({"host", "run_id", "source", "range", "since", "until", "form
 _FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def read_profile(args) -> tuple[RangeProfile, dict[str, str]]:
+def read_profile(args: MultiDict[str, str]) -> tuple[RangeProfile, dict[str, str]]:
     """The profile a query asks for and its stream key; BadRange for a bad query, LookupError for a
     stream that does not exist."""
     unknown = sorted(set(args) - PARAMS)
@@ -50,7 +55,7 @@ def read_profile(args) -> tuple[RangeProfile, dict[str, str]]:
 
 
 @bp.get("/api/profile")
-def profile():
+def profile() -> ResponseReturnValue:
     fmt = request.args.get("format", "folded")
     try:
         if fmt not in FORMATS:
@@ -81,7 +86,7 @@ def speedscope_available() -> bool:
 
 
 @bp.get("/vendor/speedscope/<path:name>")
-def speedscope_file(name: str):
+def speedscope_file(name: str) -> ResponseReturnValue:
     if not speedscope_available():
         return error(404, "not_found", "speedscope is not installed (scripts/setup.sh installs collector/vendor)")
     return send_from_directory(SPEEDSCOPE_DIR, name, max_age=3600)

@@ -8,12 +8,16 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from collector.chart import registered
 from profile_data import Profile, stack_of
 from profile_data.records import profile_unit, weight_of
+
+if TYPE_CHECKING:
+    from collector.store import Store
 
 MAX_RECORDS = 200_000  # stack records read for one profile at most (the newest)
 INTERVAL_SPREAD_S = 10.0  # "latest": the newest interval's records are read from this far before the newest
@@ -79,7 +83,7 @@ def bound(name: str, value: str | None) -> float | None:
     return number
 
 
-def range_profile(store, host: str, run_id: str, source: str, range_text: str | None = None,
+def range_profile(store: Store, host: str, run_id: str, source: str, range_text: str | None = None,
                   since: float | None = None, until: float | None = None, cgroup: str | None = None,
                   cgroup_tree: bool = False) -> RangeProfile:
     """The profile of the stream's stack records in the range: since/until (unix seconds) if given,
@@ -120,7 +124,7 @@ def range_profile(store, host: str, run_id: str, source: str, range_text: str | 
                         truncated, sample_period_ns(store, host, run_id, source, until) if w.unit == "samples" else 0.0)
 
 
-def sample_period_ns(store, host: str, run_id: str, source: str, until: float | None) -> float:
+def sample_period_ns(store: Any, host: str, run_id: str, source: str, until: float | None) -> float:
     """1e9 / the frequency_hz of the stream's newest summary (up to `until`), or 0."""
     newest = store.records(host, run_id, source, kind="summary", until=until, limit=1, newest=True, max_text=65536)
     data = orjson.loads(newest[0]["data"]) if newest and newest[0]["data"] else {}

@@ -3,10 +3,15 @@ refused with a 400 that names it, instead of being silently ignored."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from flask import request
 
 from collector.state import error
 from collector.tokens import TOKEN_QUERY_PARAM
+
+if TYPE_CHECKING:
+    from flask.typing import ResponseReturnValue
 
 STREAM_KEY = ("host", "run_id", "source")
 KNOWN = {
@@ -23,7 +28,7 @@ KNOWN = {
 }
 
 
-def refuse_unknown():
+def refuse_unknown() -> ResponseReturnValue | None:
     """A before_request hook: 400 bad_query naming the unknown parameters of a known endpoint."""
     known = KNOWN.get(request.endpoint or "")
     if known is None:

@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import orjson
 from sqlalchemy import (
@@ -40,6 +41,11 @@ from collector.rejections import Rejections
 from collector.schema import ID, batches, counters, gaps, records, stacks, streams
 from collector.stream import MISSING_LISTED, TOTALS, Stream
 from collector.writer import BUSY_TIMEOUT_MS, BatchWriter
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from sqlalchemy.engine import Row
 
 __all__ = ["MISSING_LISTED", "Store", "Stream", "make_engine"]
 
@@ -84,7 +90,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 60})
 
         @event.listens_for(engine, "connect")
-        def _sqlite_connect(dbapi_conn, _record) -> None:
+        def _sqlite_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
             dbapi_conn.isolation_level = None  # let the "begin" hook below open transactions
             # wal_autocheckpoint=0: the writer checkpoints, outside any commit (writer._Checkpoints)
             for pragma in ("journal_mode=WAL", f"busy_timeout={BUSY_TIMEOUT_MS}", "synchronous=NORMAL",
@@ -473,7 +479,7 @@ def _records_query(where: list, max_text: int | None = None) -> Select:
             .where(*where))
 
 
-def _record_row(row) -> dict:
+def _record_row(row: Row) -> dict:
     """A row of _records_query as a dict, the record's stack frames put back into its data."""
     item = dict(row._mapping)
     frames = item.pop("frames")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -105,7 +106,7 @@ class MetricChart(LiveChart):
         self.view_box.setXRange(x0, x1, padding=0)
         self._show_range()
 
-    def _moved_by_hand(self, *_) -> None:
+    def _moved_by_hand(self, *_: object) -> None:
         self._show_range()
         if self.time_link is not None and self.zoomed:
             (x0, x1), _ = self.view_box.viewRange()
@@ -118,7 +119,7 @@ class MetricChart(LiveChart):
         self.pause_button.setText("Resume" if paused else "Pause")
         self._show_range()
 
-    def add_records(self, records) -> None:
+    def add_records(self, records: Sequence[dict]) -> None:
         super().add_records(records)
         if self.paused:
             self._show_range()

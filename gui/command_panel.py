@@ -2,8 +2,9 @@
 start limited to a new cgroup made for the command (their `cgroup` argument), the command waits at a
 gate until each metric's meta record has arrived (it is printed once its probes are attached), then
 runs; when it exits the metrics are stopped, its group removed, and the box shows its exit status and
-wall time. The command's process and group are handled by a CommandRun thread: nothing here forks,
-waits or touches the cgroup filesystem on the GUI thread.
+wall time. The command's process and group are handled by a CommandRun (monitor/command_run.py, a plain
+thread): nothing here forks, waits or touches the cgroup filesystem on the GUI thread, and its callbacks
+reach the panel through a GuiThreadRelay, so they run on the GUI thread.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from PySide6.QtWidgets import QLabel, QLineEdit, QPushButton
 
 from gui.host_window import HostWindow
 from gui.style import BAD, GOOD
-from monitor.command_run import CommandRun
+from gui.thread_relay import GuiThreadRelay
+from monitor.command_run import CommandCallbacks, CommandRun
 
 RUN_TEXT, STOP_TEXT = "Run", "Stop command"
 SETTING = "command/line"  # the last command run, offered again next time
@@ -37,10 +39,11 @@ class CommandPanel(QObject):
     stop_metric, log); the panel lives as long as its button."""
 
     def __init__(self, window: HostWindow, line: QLineEdit, button: QPushButton, status: QLabel,
-                 make_run: Callable[[str], CommandRun] = CommandRun) -> None:
+                 make_run: Callable[[str, CommandCallbacks], CommandRun] = CommandRun) -> None:
         super().__init__(button)
         self.window, self.line, self.button, self.status = window, line, button, status
         self.make_run = make_run
+        self.relay = GuiThreadRelay(self)   # the run's callbacks, from its thread to this one
         self.run: CommandRun | None = None
         self.names: list[str] = []          # the metrics watching the command
         self.values: dict[str, dict] = {}
@@ -98,11 +101,8 @@ class CommandPanel(QObject):
         self.running_pid, self.last_outcome, self.reason = None, None, ""
         self.window.settings.setValue(SETTING, text)
         self.window.save_settings()
-        self.run = self.make_run(text)
-        self.run.spawned.connect(self._on_spawned)
-        self.run.released.connect(self._on_released)
-        self.run.exited.connect(self._on_exited)
-        self.run.finished_run.connect(self._on_finished)
+        callbacks = CommandCallbacks(self._on_spawned, self._on_released, self._on_exited, self._on_finished)
+        self.run = self.make_run(text, callbacks.through(self.relay))
         self.button.setText(STOP_TEXT)
         self.line.setEnabled(False)
         self._show(f"starting {', '.join(names)} on a new cgroup…")
@@ -172,8 +172,7 @@ class CommandPanel(QObject):
         self.button.setText(RUN_TEXT)
         self.line.setEnabled(True)
         if run is not None:
-            run.wait(5000)
-            run.deleteLater()
+            run.wait(5)
 
     def _give_up(self, reason: str) -> None:
         self.reason = reason
@@ -188,12 +187,12 @@ class CommandPanel(QObject):
             self._show("stopping the command…")
             self.run.abort()
 
-    def shutdown(self, timeout_ms: int = 15000) -> None:
+    def shutdown(self, timeout: float = 15.0) -> None:
         """The window closes: kill the command, remove its group, and wait for that."""
         run = self.run
         if run is not None:
             run.abort()
-            run.wait(timeout_ms)
+            run.wait(timeout)
 
     def _show(self, text: str, colour: str = "") -> None:
         self.status.setText(text)

@@ -10,6 +10,7 @@ from collections import deque
 
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from gui.chart_axes import ClockAxis, CompactAxis
@@ -62,6 +63,6 @@ class CostChart(QWidget):
         for key, (xs, ys) in self.points.items():
             self.lines[key].setData(list(xs), list(ys))
 
-    def showEvent(self, event) -> None:  # noqa: N802 - drawn when the overhead tab is shown
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 - drawn when the overhead tab is shown
         self.draw()
         super().showEvent(event)

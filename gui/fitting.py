@@ -5,6 +5,8 @@ tests/gui/test_text_fits.py measures each against its widget's width."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtCore import (
     QAbstractItemModel,
     QEvent,
@@ -57,7 +59,7 @@ class ElidedLabel(QLabel):
         """What the label shows at its width now."""
         return self.fontMetrics().elidedText(self._whole, Qt.TextElideMode.ElideRight, self.contentsRect().width())
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802
         super().resizeEvent(event)
         self._fit()
 
@@ -69,7 +71,7 @@ class TwoLineHeaders(QSortFilterProxyModel):
     """A sorting proxy whose horizontal headers of several words break onto two lines, so a column of
     narrow numbers is not as wide as its header's words ("BPF CPU of one core (%)")."""
 
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole):  # noqa: N802
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
         text = super().headerData(section, orientation, role)
         if role != Qt.ItemDataRole.DisplayRole or orientation != Qt.Orientation.Horizontal:
             return text

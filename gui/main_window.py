@@ -15,6 +15,7 @@ import gc
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QSettings, QTimer
 from PySide6.QtGui import QCloseEvent
@@ -317,7 +318,7 @@ class MainWindow(QMainWindow):
         self.transport_panel.checking(base)
         self.connection_check.start(base)
 
-    def _connection_checked(self, url: str, verdict) -> None:
+    def _connection_checked(self, url: str, verdict: Any) -> None:
         self.transport_panel.show_check(url, verdict.ok, verdict.text)
         self.log(f"collector test: {url}: {verdict.text}")
 

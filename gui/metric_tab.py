@@ -15,7 +15,7 @@ import os
 from collections import deque
 from collections.abc import Callable
 
-from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -322,7 +322,7 @@ class MetricTab(QWidget):
         self.export_note = message if ok else f"<span style='color:{BAD}'>{message}</span>"
         self._update_labels()
 
-    def _drill(self, index) -> None:
+    def _drill(self, index: QModelIndex) -> None:
         column = self._pid_column()
         if column is not None:
             pid = self.proxy.index(index.row(), column).data(SORT_ROLE)
@@ -366,7 +366,7 @@ class MetricTab(QWidget):
     def _fill_cgroups(self) -> None:
         self.cgroup_model.set_rows(cgroup_groups.aggregate(self.model.rows, self.model.columns))
 
-    def _open_cgroup(self, index) -> None:
+    def _open_cgroup(self, index: QModelIndex) -> None:
         """A cgroup's own rows: the filter box holds its path, the grouping is off."""
         path = self.cgroup_proxy.index(index.row(), 0).data()
         if path:

@@ -3,13 +3,13 @@ number, so 185 does not also keep 1850), on top of the filter box's text over ev
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel
+from PySide6.QtCore import QModelIndex, QObject, QPersistentModelIndex, QSortFilterProxyModel
 
 from gui.models import SORT_ROLE
 
 
 class PidFilterProxy(QSortFilterProxyModel):
-    def __init__(self, parent=None) -> None:
+    def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.pid: int | None = None
         self.pid_column: int | None = None

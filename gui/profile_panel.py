@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -273,7 +274,7 @@ class ProfilePanel(LiveChart):
         self.views.draw(view.tree, self.unit, self.store.period_ns, frame)
         self._fill_butterfly(view)
 
-    def _picked(self, index) -> None:
+    def _picked(self, index: Any) -> None:
         row = self.top_table.model().mapToSource(index).row()
         if 0 <= row < len(self._top_frames):
             self.set_function(self._top_frames[row])

@@ -8,6 +8,7 @@ spread again; the `spreading` flag keeps that true even if a chart's own handler
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import shiboken6
@@ -52,7 +53,7 @@ class TimeLink:
         self.range = None
         self._each_other(source, lambda chart: chart.follow_live())
 
-    def _each_other(self, source: Any, apply) -> None:
+    def _each_other(self, source: Any, apply: Callable[[Any], object]) -> None:
         self.charts = [c for c in self.charts if shiboken6.isValid(c)]     # a closed tab's charts are gone
         self.spreading = True
         try:

@@ -33,7 +33,10 @@ import stat
 import subprocess
 import sys
 import tempfile
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:   # at run time the registry is imported where a metric is looked up (metric_argv)
+    from registry.spec import MetricSpec
 
 HELPER = os.path.abspath(__file__)
 ROOT = os.path.dirname(os.path.dirname(HELPER))
@@ -60,7 +63,7 @@ class _MetricParser(argparse.ArgumentParser):
         raise Refused(f"{self.prog}: {message}")
 
 
-def parse_metric_args(spec, tokens: list[str]) -> tuple[dict, bool]:
+def parse_metric_args(spec: MetricSpec, tokens: list[str]) -> tuple[dict, bool]:
     """(values by argument name, --json given) from a metric's command line in the form
     config.MetricSpec.command writes it (declared long flags, `--flag VALUE`, positionals, --json),
     parsed as the script's own parser parses it (bcctool.arguments.add_argument: each value through

@@ -14,10 +14,11 @@ import os
 import struct
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import ExitedKeys, Tool, human_bytes, percpu_totals, process_name, procmem
+from bcctool import ExitedKeys, Tool, all_items, human_bytes, percpu_totals, print_stack, process_name, procmem
 from bcctool.cgroups import by_cgroup
 
 EXAMPLES = [
@@ -131,7 +132,7 @@ class UserStacks:
     def next_interval(self) -> None:
         self.parse_mark = self.unwinder.parse_seconds
 
-    def key(self, a) -> object:
+    def key(self, a: Any) -> object:   # a: the ring buffer's struct alloc_t
         """dwarf: the copy's pcs (a tuple); fp, or dwarf when the ring buffer had no room: the stack id."""
         if dwarf and a.ucopy:
             return self.copies.get(a.ucopy, (self.GONE,))[0]
@@ -211,10 +212,7 @@ def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
     min_age_ns = int((args.min_age or 0) * 1e9)
     groups: dict[tuple, dict] = {}
     mark = user.arrived
-    try:
-        items = list(allocs.items_lookup_batch())
-    except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
-        items = list(allocs.items())
+    items = all_items(allocs)
     if dwarf:   # the copies the allocations just read refer to are in the ring, if not unwound yet
         b.ring_buffer_consume()
         user.unwind_pending()
@@ -277,12 +275,7 @@ def print_report(summary: dict, top: list[dict], groups: list[dict], sysmem: dic
     for g in groups:
         print(f"  {g['pid']} {g['comm']}: {g['active_allocs']} allocations, {human_bytes(g['outstanding_bytes'])}, "
               f"oldest {g['oldest_age_s']:.1f} s [stack {g['stack_id']}]")
-        for frame in g["kernel_frames"]:
-            print(f"      {frame}")
-        if g["user_frames"]:
-            print("      --")
-            for frame in g["user_frames"][: args.stack_depth]:
-                print(f"      {frame}")
+        print_stack(g["kernel_frames"], g["user_frames"][: args.stack_depth], "      ")
 
 
 # --- loop ------------------------------------------------------------------------------------------

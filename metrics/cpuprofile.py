@@ -15,6 +15,8 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Iterable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
@@ -79,7 +81,7 @@ def ring_pages(sample_bytes: int) -> int:
     return pages
 
 
-def load(mode: str):
+def load(mode: str) -> Any:   # BCC's BPF object
     cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
     cflags += ["-DINCLUDE_IDLE"] * args.include_idle + ["-DUSER_ONLY"] * args.user_only
     cflags += ["-DKERNEL_ONLY"] * args.kernel_only
@@ -323,7 +325,7 @@ def counted_stacks() -> dict[tuple, int]:
     reader.stop()
     traces = b["stack_traces"]
 
-    def stack(stack_id: int):
+    def stack(stack_id: int) -> int | list[int]:
         if stack_id < 0:
             return stack_id
         try:
@@ -373,7 +375,7 @@ def counted_lost() -> None:
         tool.set_lost_total(source, sum(b[source][b[source].Key(0)]))
 
 
-def meet(tgids) -> None:
+def meet(tgids: Iterable[int]) -> None:
     """Each process's maps read at its first sample, or its parent's for a fork child gone before."""
     for tgid in tgids:
         if tgid and tgid not in seen:

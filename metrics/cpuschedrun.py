@@ -12,6 +12,7 @@ interval is split across the intervals it spans, so a thread never exceeds 100 %
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
@@ -50,7 +51,7 @@ tool.meta(per_thread=args.per_process, hist_unit=hist_unit, group_by=args.group_
 tool.say("Tracing run time and run-queue latency... Hit Ctrl-C to end.")
 
 
-def identity(tid: int, exited) -> tuple[int, str, int]:
+def identity(tid: int, exited: Any) -> tuple[int, str, int]:   # exited: BCC's table, or None
     """(tgid, comm, cgroup id) of a thread: /proc and its last switch out while it lives, else what the
     probe kept at its exit."""
     tgid, comm = taskinfo.tgid_of(tid), taskinfo.comm_of(tid)
@@ -81,12 +82,8 @@ def open_runs(began_ns: int, now_ns: int) -> tuple[dict[int, dict[str, int]], se
     """The part since began_ns of every run still in progress at the cut now_ns (map `tasks`), keyed like
     read_stats(); runs 0: a run is counted in the interval in which it ends. With them, the (tid, start)
     of each: a run that ended after the cut and before this read left its part in `crossed`."""
-    try:
-        in_progress = list(tasks_map.items_lookup_batch())
-    except Exception:  # noqa: BLE001 - kernels without batch ops
-        in_progress = list(tasks_map.items())
     out, open_keys = {}, set()
-    for key, t in in_progress:
+    for key, t in bcctool.all_items(tasks_map):
         if t.state != S_RUNNING or t.ts >= now_ns:
             continue
         tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint

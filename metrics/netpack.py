@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
@@ -127,7 +128,7 @@ def reused_since_last() -> int:
 first_ts: list[int] = []
 
 
-def on_event(data) -> None:
+def on_event(data: Any) -> None:   # the ring buffer's pointer to a struct event_t
     ev = events.event(data)
     if not first_ts:
         first_ts.append(ev.ts_ns)

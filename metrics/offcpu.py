@@ -15,6 +15,7 @@ import os
 import struct
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
@@ -52,6 +53,7 @@ blocked, stacks = b["blocked"], b["stacks"]
 dwarf = "USER_DWARF" in tool.variant
 
 
+from bcctool.procmaps import ProcessMaps  # noqa: E402
 from bcctool.pyframes import KIND as PYTHON_KIND  # noqa: E402
 from bcctool.pyframes import PYSTACK_HEAD, PythonFrames  # noqa: E402
 from bcctool.symbols import UNKNOWN, Frame, Symbolizer  # noqa: E402 - pyelftools; --help works without it
@@ -83,7 +85,7 @@ class Symbols:
                 self.seen.add(pid)
                 self.watch_python(pid, snap)
 
-    def watch_python(self, pid: int, snap) -> None:
+    def watch_python(self, pid: int, snap: ProcessMaps | None) -> None:
         """A CPython process of a known version goes into py_procs: its long blocks carry its frames."""
         value = self.python.register(pid, snap) if self.python is not None else None
         if value is not None:
@@ -168,12 +170,8 @@ def open_blocks(began_ns: int, now_ns: int) -> tuple[dict[tuple, dict[str, int]]
     like read_blocks(); count 0: the block is counted in the interval in which it ends. With them, the
     (tid, start) of each: a block that ended after the cut and before this read left its part in
     `crossed` (blocks_crossed), charged there unless it is among these."""
-    try:
-        in_progress = list(start_map.items_lookup_batch())
-    except Exception:  # noqa: BLE001 - kernels without batch ops
-        in_progress = list(start_map.items())
     out, open_keys = {}, set()
-    for key, st in in_progress:
+    for key, st in bcctool.all_items(start_map):
         tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint
         if now_ns - st.ts < args.min_block_us * 1000 or st.ts >= now_ns:
             continue
@@ -195,7 +193,7 @@ def one_block(charged: int, length: int) -> dict[str, int]:
     return {"total_ns": charged, "length_ns": length, "count": 1, "min_ns": length, "max_ns": length}
 
 
-def block_key(key) -> tuple:
+def block_key(key: Any) -> tuple:   # BCC's struct key_t
     """A struct key_t as read_blocks() keys it."""
     return key.tgid, key.tid, key.comm.decode(errors="replace"), key.kstack, key.ustack, key.cgid
 
@@ -354,12 +352,7 @@ def print_tables(summary: dict, threads: list[dict], top_stacks: list[dict]) -> 
     for s in top_stacks:
         print(f"\n  {s['total_ms']:.3f} ms in {s['count']} blocks ({s['percentage']:.1f}%) "
               f"{s['comm']} ({s['pid']}/{s['tid']})")
-        for frame in s["kernel_frames"][: args.stack_depth]:
-            print(f"    {frame}")
-        if s["user_frames"]:
-            print("    --")
-            for frame in s["user_frames"][: args.stack_depth]:
-                print(f"    {frame}")
+        bcctool.print_stack(s["kernel_frames"][: args.stack_depth], s["user_frames"][: args.stack_depth], "    ")
 
 
 # --- loop ------------------------------------------------------------------------------------------

@@ -9,12 +9,13 @@ which); each interval prints the top groups (processes or syscalls) with their t
 import os
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 from bcc.utils import get_possible_cpus
 
-from bcctool import ExitedKeys, Tool, kernelfeatures, process_name
+from bcctool import ExitedKeys, Tool, all_items, kernelfeatures, process_name
 from bcctool.cgroups import CGROUP_FIELDS
 
 EXAMPLES = [
@@ -71,7 +72,7 @@ except ImportError:  # pragma: no cover - bcc always ships it
         return b"sys_%d" % nr
 
 
-def _int(v) -> int:
+def _int(v: Any) -> int:
     """A u32 leaf as BCC hands it back: a ctypes value from a lookup, an int from a batch."""
     return v if isinstance(v, int) else v.value
 
@@ -80,11 +81,7 @@ def read_totals(min_epoch: int) -> dict[tuple[int, int, int], tuple[int, int, in
     """(tgid, nr, cgroup id) -> (count, total_ns, errors, timed, max_ns in windows >= min_epoch), summed over CPUs;
     timed: the syscalls in total_ns (all of them unless sampling)."""
     totals = {}
-    try:
-        items = slots.items_lookup_batch()
-    except Exception:  # noqa: BLE001 - kernels without batch ops: walk the map
-        items = slots.items()
-    for key, slot in items:
+    for key, slot in all_items(slots):
         try:
             per_cpu = stats.getvalue(stats.Key(_int(slot)))
         except KeyError:

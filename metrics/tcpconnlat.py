@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
@@ -60,13 +61,13 @@ interval_failed = [0]
 last_tick = [time.monotonic()]
 
 
-def address(family_id: int, raw) -> str:
+def address(family_id: int, raw: Any) -> str:   # raw: the event's address, a ctypes array
     data = bytes(raw)
     return socket.inet_ntop(socket.AF_INET, data[:4]) if family_id == socket.AF_INET else \
         socket.inet_ntop(socket.AF_INET6, data)
 
 
-def on_event(data) -> None:
+def on_event(data: Any) -> None:   # the perf buffer's pointer to a struct event_t
     ev = events.event(data)
     if not first_ts:
         first_ts.append(ev.ts_ns)

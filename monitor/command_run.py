@@ -1,9 +1,11 @@
-"""A gated command (monitor/command.py) driven from a thread of its own, for the window: making its
-cgroup, forking it, waiting for it and removing its group all happen off the GUI thread, which only
-calls release(), abort() and done() (each sets an event) and receives the signals.
+"""A gated command (monitor/command.py) driven from a plain thread of its own, for the window's "Run a
+command" box: making its cgroup, forking it, waiting for it and removing its group all happen off the
+owner's thread, which only calls release(), abort() and done() (each sets an event) and is told what
+happened through callbacks (run on its own thread when handed over through a relay, as the window does
+with gui/thread_relay.py). No Qt here: monitor/ runs headless too.
 
-    spawned(cgroup) -> the window starts the metrics on that group -> release() once each has said it
-    is attached (its meta record) -> released(pid) -> the command exits -> exited(outcome) -> the window
+    spawned(cgroup) -> the owner starts the metrics on that group -> release() once each has said it
+    is attached (its meta record) -> released(pid) -> the command exits -> exited(outcome) -> the owner
     stops the metrics -> done() -> the group is emptied and removed -> finished(outcome)
 
 abort() at any point kills the command (still gated: it never runs) and ends the same way.
@@ -12,27 +14,46 @@ abort() at any point kills the command (still gated: it never runs) and ends the
 from __future__ import annotations
 
 import threading
-
-from PySide6.QtCore import QThread, Signal
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from monitor.command import CommandError, GatedCommand, parse
+from monitor.events import Relay, relayed
 
 POLL_S = 0.01  # how often the thread looks for the command's exit (waitpid WNOHANG)
 
 
-class CommandRun(QThread):
-    spawned = Signal(str)        # the command's cgroup directory; it waits at the gate
-    released = Signal(int)       # its pid: running now
-    exited = Signal(dict)        # outcome(): the command has exited (its group not removed yet)
-    finished_run = Signal(dict)  # outcome(), once its group is removed; {"error": line} when it never started
+@dataclass(frozen=True)
+class CommandCallbacks:
+    """What a run reports, each called on the run's thread (or, through(relay), on the relay owner's)."""
 
-    def __init__(self, text: str, parent=None) -> None:
-        super().__init__(parent)
+    spawned: Callable[[str], None]       # the command's cgroup directory; it waits at the gate
+    released: Callable[[int], None]      # its pid: running now
+    exited: Callable[[dict], None]       # outcome(): the command has exited (its group not removed yet)
+    finished: Callable[[dict], None]     # outcome(), once its group is removed; {"error": line} when it never started
+
+    def through(self, relay: Relay) -> CommandCallbacks:
+        return relayed(self, relay)
+
+
+class CommandRun:
+    def __init__(self, text: str, callbacks: CommandCallbacks) -> None:
         self.text = text
+        self.callbacks = callbacks
         self.cgroup = ""
         self._go = threading.Event()
         self._abort = threading.Event()
         self._done = threading.Event()
+        # a daemon: a run the owner forgot cannot hold the interpreter's exit (shutdown() aborts and waits)
+        self.thread = threading.Thread(target=self.run, name="command-run", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the run's thread to end (its group removed); True when it has."""
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
 
     def release(self) -> None:
         """Every metric is attached: the command may run."""
@@ -48,33 +69,34 @@ class CommandRun(QThread):
         self._done.set()
 
     def run(self) -> None:
+        report = self.callbacks
         try:
             command = GatedCommand(parse(self.text))
         except CommandError as exc:   # headless's words name its option; the window has none
-            self.finished_run.emit({"error": str(exc).removeprefix("--command: ").removeprefix("--command ")})
+            report.finished({"error": str(exc).removeprefix("--command: ").removeprefix("--command ")})
             return
         try:
             command.spawn()
         except OSError as exc:
             command.finish()
-            self.finished_run.emit({"error": f"cannot start the command: {exc.strerror or exc}"})
+            report.finished({"error": f"cannot start the command: {exc.strerror or exc}"})
             return
         self.cgroup = command.cgroup
         try:
-            self.spawned.emit(command.cgroup)
+            report.spawned(command.cgroup)
             while not (self._go.wait(POLL_S) or self._abort.is_set()):
                 pass
             if not self._abort.is_set():
                 command.release()
-                self.released.emit(command.pid)
+                report.released(command.pid)
                 while not command.poll() and not self._abort.wait(POLL_S):
                     pass
             if command.ended:
-                self.exited.emit(self._outcome(command))
+                report.exited(self._outcome(command))
                 self._done.wait()
         finally:
             command.finish()      # kills what is left in the group (the command itself, on abort)
-        self.finished_run.emit(self._outcome(command))
+        report.finished(self._outcome(command))
 
     @staticmethod
     def _outcome(command: GatedCommand) -> dict:

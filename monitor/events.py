@@ -7,9 +7,12 @@ on it; gui/thread_relay.py's for the window, whose event loop runs the calls.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+Callbacks = TypeVar("Callbacks")
 
 
 class Hook:
@@ -30,6 +33,16 @@ class Relay(Protocol):
 
     def process(self) -> None:
         """Run what has been posted so far, now (on the owner's thread)."""
+
+
+def relayed(callbacks: Callbacks, relay: Relay) -> Callbacks:
+    """A dataclass of callbacks (a worker's, a command run's) whose every callback posts its call to the
+    relay: it runs on the relay owner's thread, in the order the thread called them."""
+    def hop(handler: Callable[..., None]) -> Callable[..., None]:
+        return lambda *args: relay.post(lambda: handler(*args))
+
+    return dataclasses.replace(callbacks, **{f.name: hop(getattr(callbacks, f.name))
+                                             for f in dataclasses.fields(callbacks)})
 
 
 class EventQueue:

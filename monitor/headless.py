@@ -41,6 +41,33 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str, Any]]]:
     """Arguments, and the raw values per metric from --arg (exits 2 with one line when bad)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    known = {s.name: s for s in config.METRICS}
+    for name in args.metric:
+        if name not in known:
+            parser.error(f"unknown metric {name!r} (known: {', '.join(known)})")
+    if len(set(args.metric)) != len(args.metric):
+        parser.error("a metric is given twice")
+    values: dict[str, dict[str, Any]] = {name: {} for name in args.metric}
+    for item in args.arg:
+        name, key, value = _metric_value(parser, item, values, known)
+        values[name][key] = value
+    if args.command is not None:
+        for name in args.metric:
+            if not any(a.name == "cgroup" for a in known[name].args):
+                parser.error(f"--command: {name} cannot be limited to a cgroup")
+            if values[name].get("cgroup"):
+                parser.error(f"--command: {name}.cgroup is set by --command")
+    for name, raw in values.items():
+        try:
+            known[name].command(raw)
+        except ValueError as exc:
+            parser.error(f"{name}: {exc}")
+    return args, values
+
+
+def _parser() -> _Parser:
     parser = _Parser(prog=PROG, description="Run metrics without a window and send their records to a collector.",
                      epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--metric", action="append", required=True, metavar="NAME",
@@ -62,44 +89,28 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str,
     parser.add_argument("--command", metavar="'CMD ARGS'",
                         help="run this command in a cgroup of its own, every metric limited to it from its first "
                              "instruction; the run ends when it exits, with its exit status")
-    args = parser.parse_args(argv)
+    return parser
 
-    known = {s.name: s for s in config.METRICS}
-    for name in args.metric:
-        if name not in known:
-            parser.error(f"unknown metric {name!r} (known: {', '.join(known)})")
-    if len(set(args.metric)) != len(args.metric):
-        parser.error("a metric is given twice")
-    values: dict[str, dict[str, Any]] = {name: {} for name in args.metric}
-    for item in args.arg:
-        name, dot, rest = item.partition(".")
-        key, eq, value = rest.partition("=")
-        if not (dot and eq and key):
-            parser.error(f"--arg {item!r}: expected NAME.key=value")
-        if name not in values:
-            parser.error(f"--arg {item!r}: {name!r} is not one of the --metric names")
-        arg = next((a for a in known[name].args if a.name == key.replace("-", "_")), None)
-        if arg is None:
-            parser.error(f"--arg {item!r}: {name} has no argument {key!r} "
-                         f"(it has: {', '.join(a.name for a in known[name].args)})")
-        if arg.type == "flag":
-            flag = value.strip().lower()
-            if flag not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
-                parser.error(f"--arg {item!r}: {key} is a flag: true or false")
-            value = flag in ("1", "true", "yes", "on")
-        values[name][arg.name] = value
-    if args.command is not None:
-        for name in args.metric:
-            if not any(a.name == "cgroup" for a in known[name].args):
-                parser.error(f"--command: {name} cannot be limited to a cgroup")
-            if values[name].get("cgroup"):
-                parser.error(f"--command: {name}.cgroup is set by --command")
-    for name, raw in values.items():
-        try:
-            known[name].command(raw)
-        except ValueError as exc:
-            parser.error(f"{name}: {exc}")
-    return args, values
+
+def _metric_value(parser: _Parser, item: str, values: dict[str, dict[str, Any]],
+                  known: dict[str, config.MetricSpec]) -> tuple[str, str, Any]:
+    """(metric, argument name, raw value) of one --arg NAME.key=value; a flag's value as a bool."""
+    name, dot, rest = item.partition(".")
+    key, eq, value = rest.partition("=")
+    if not (dot and eq and key):
+        parser.error(f"--arg {item!r}: expected NAME.key=value")
+    if name not in values:
+        parser.error(f"--arg {item!r}: {name!r} is not one of the --metric names")
+    arg = next((a for a in known[name].args if a.name == key.replace("-", "_")), None)
+    if arg is None:
+        parser.error(f"--arg {item!r}: {name} has no argument {key!r} "
+                     f"(it has: {', '.join(a.name for a in known[name].args)})")
+    if arg.type != "flag":
+        return name, arg.name, value
+    flag = value.strip().lower()
+    if flag not in ("1", "true", "yes", "on", "0", "false", "no", "off", ""):
+        parser.error(f"--arg {item!r}: {key} is a flag: true or false")
+    return name, arg.name, flag in ("1", "true", "yes", "on")
 
 
 def _positive(text: str) -> float:

@@ -23,14 +23,14 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import config
 from client.wire import is_record
 from host import procs
 from host.elevation import elevated_argv, missing_message, refused_message, said_by_elevation
-from monitor.events import Relay
+from monitor.events import Relay, relayed
 
 STOP_WAITS = (3.0, 2.0, 2.0)       # seconds after SIGINT, after SIGTERM, after SIGKILL
 CLEAN_EXITS = (0, -signal.SIGINT, -signal.SIGTERM, 128 + signal.SIGINT, 128 + signal.SIGTERM)
@@ -58,10 +58,7 @@ class WorkerCallbacks:
 
     def through(self, relay: Relay) -> WorkerCallbacks:
         """These callbacks, each run on the relay owner's thread (in the order the worker called them)."""
-        def hop(handler: Callable[..., None]) -> Callable[..., None]:
-            return lambda *args: relay.post(lambda: handler(*args))
-
-        return WorkerCallbacks(*(hop(getattr(self, f.name)) for f in fields(self)))
+        return relayed(self, relay)
 
 
 class MetricWorker:

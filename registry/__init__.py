@@ -1,9 +1,9 @@
 """The registry: one entry per metric script — what it is, its arguments, and how to show its output.
 
 A student adding a metric writes bpf/NAME.c, metrics/NAME.py, one entry registry/entries/NAME.py (a
-module holding SPEC = MetricSpec(...)), one line in registry/catalog.py and its doc page
-(docs/metrics/NAME.md); the contract test (tests/test_registry_contract.py) checks every entry against
-the real script and the page. The GUI builds argument forms, tables and charts from these declarations,
+module holding SPEC = MetricSpec(...)), one line in registry/catalog.py, its doc page
+(docs/metrics/NAME.md) and a recorded sample (docs/adding-a-metric.md counts every file); the contract
+test (tests/test_registry_contract.py) checks every entry against the real script, the sample and the page. The GUI builds argument forms, tables and charts from these declarations,
 and the collector stores any metric's records, so neither needs code per metric (docs/adding-a-metric.md).
 
     args.py      Arg (one argument, declared once; Arg.convert parses its value, everywhere) and the shared

@@ -2,6 +2,8 @@
 # One idempotent setup for `make run` and `make test`: distro packages (BCC included), kernel headers
 # (the running kernel's, else the distro's nearest generic ones, linked), tracefs/debugfs, and a venv
 # made from the system Python so the distro's `bcc` imports. A second run does nothing, quickly.
+# Root (or `sudo -n`) is needed only for what is missing: as any other user, with everything in place,
+# it checks and says "ready"; what it would have to install it names, with the command that does it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -10,7 +12,11 @@ SYS_PY=/usr/bin/python3
 say()  { echo "setup: $*"; }
 warn() { echo "setup: WARNING: $*" >&2; }
 
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi; }
+# root here: we are root, or sudo runs without a password; otherwise what needs root is named instead
+if [ "$(id -u)" = 0 ]; then ROOT_BY=(); elif sudo -n true 2>/dev/null; then ROOT_BY=(sudo -n); else ROOT_BY=(none); fi
+can_root() { [ "${ROOT_BY[*]}" != none ]; }
+as_root() { "${ROOT_BY[@]}" "$@"; }
+needs_root() { echo "setup: $1 needs root: run \`sudo make setup\` once (or $2)" >&2; }
 
 # --- distro packages -------------------------------------------------------------------------------
 wanted=$(grep -hv '^\s*#' scripts/apt-packages.txt | awk 'NF{print $1}' | sort -u)
@@ -18,6 +24,16 @@ missing=()
 for p in $wanted; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+required=$(sed -n '/^# required/,/^# optional/p' scripts/apt-packages.txt | grep -v '^\s*#' | awk 'NF{print $1}')
+if [ ${#missing[@]} -gt 0 ] && ! can_root; then
+  # as a user: the profiler's own packages missing is the end; the tests' and benchmarks' only a warning
+  lacking=$(printf '%s\n' "${missing[@]}" | grep -xF "$required" || true)
+  if [ -n "$lacking" ]; then
+    needs_root "installing $(echo $lacking)" "sudo apt-get install $(echo $lacking)"; exit 1
+  fi
+  warn "not installed (for tests or benchmarks only; installing needs root): ${missing[*]}"
+  missing=()
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -25,7 +41,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   if ! as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
     # A name this distro lacks (Ubuntu names some differently) must not block the rest: install one
     # by one, and stop only when a package the profiler itself needs is missing.
-    required=$(sed -n '/^# required/,/^# optional/p' scripts/apt-packages.txt | grep -v '^\s*#' | awk 'NF{print $1}')
     for p in "${missing[@]}"; do
       as_root apt-get install -y -qq --no-install-recommends "$p" >/dev/null 2>&1 && continue
       if grep -qx "$p" <<<"$required"; then
@@ -39,7 +54,10 @@ fi
 # --- kernel headers ----------------------------------------------------------------------------------
 KREL=$(uname -r)
 MODDIR=/lib/modules/$KREL
-if [ ! -e "$MODDIR/build/Makefile" ]; then
+if [ ! -e "$MODDIR/build/Makefile" ] && ! can_root; then
+  # only the metrics (run as root) compile against them: a user's setup goes on without
+  warn "no kernel headers in $MODDIR/build: the metrics cannot compile until \`sudo make setup\` installs them"
+elif [ ! -e "$MODDIR/build/Makefile" ]; then
   if apt-cache show "linux-headers-$KREL" >/dev/null 2>&1; then
     say "installing linux-headers-$KREL"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "linux-headers-$KREL" >/dev/null
@@ -58,18 +76,22 @@ if [ ! -e "$MODDIR/build/Makefile" ]; then
   as_root ln -sfn "$generic" "$MODDIR/build"
   [ -d "$common" ] && as_root ln -sfn "$common" "$MODDIR/source"
 fi
-if [ "$(basename "$(readlink -f "$MODDIR/build")")" != "linux-headers-$KREL" ]; then
+if [ -e "$MODDIR/build/Makefile" ] && [ "$(basename "$(readlink -f "$MODDIR/build")")" != "linux-headers-$KREL" ]; then
   warn "no headers for kernel $KREL; linked $(readlink "$MODDIR/build") instead."
   warn "struct layouts in those headers do not match this kernel: only tracepoint-based probes are trustworthy."
 fi
 
 # --- tracefs / debugfs -------------------------------------------------------------------------------
-if [ ! -d /sys/kernel/tracing/events ]; then
-  as_root mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || warn "could not mount tracefs"
-fi
-if [ ! -d /sys/kernel/debug/tracing ] && ! mountpoint -q /sys/kernel/debug; then
-  as_root mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null || warn "could not mount debugfs"
-fi
+# asked of the mount table: a user cannot look inside them (0700), so their contents tell nothing
+for fs in tracefs:/sys/kernel/tracing debugfs:/sys/kernel/debug; do
+  type=${fs%%:*} dir=${fs#*:}
+  mountpoint -q "$dir" && continue
+  if can_root; then
+    as_root mount -t "$type" "$type" "$dir" 2>/dev/null || warn "could not mount $type on $dir"
+  else
+    warn "$type is not mounted on $dir: the metrics need it; mounting it needs root (\`sudo make setup\`)"
+  fi
+done
 
 # --- virtualenv --------------------------------------------------------------------------------------
 if [ ! -x "$VENV/bin/python" ]; then
@@ -90,7 +112,9 @@ VENDOR="$ROOT/collector/vendor"
 npm_stamp="$VENDOR/node_modules/.lock.sha256"
 npm_want=$(sha256sum "$VENDOR/package-lock.json" | cut -d' ' -f1)
 if [ "$(cat "$npm_stamp" 2>/dev/null)" != "$npm_want" ]; then
-  if ! command -v npm >/dev/null; then
+  if ! command -v npm >/dev/null && ! can_root; then
+    needs_root "installing npm (for collector/vendor's packages)" "sudo apt-get install npm"; exit 1
+  elif ! command -v npm >/dev/null; then
     say "installing npm"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
   fi

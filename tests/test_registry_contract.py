@@ -1,10 +1,13 @@
 """The registry contract: every entry's script exists, --help works without root, the script's parser
 is built from the entry alone (one declaration per argument) and accepts what the form sends, the doc
-page's options are the entry's, and its parser turns the script's recorded real output into records. A wrong entry fails here with a message naming the entry and the problem."""
+page's options are the entry's and the page shows the script's captured output, and its parser turns
+the script's recorded real output (a sample the tool itself wrote: its meta record first) into records.
+A wrong entry fails here with a message naming the entry and the problem."""
 
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -14,8 +17,12 @@ import pytest
 from helpers import SAMPLES
 
 import config
+from client.wire import RECORD_SCHEMA
 
 IDS = [spec.name for spec in config.METRICS]
+# what bcctool.Tool.meta() writes into every meta record besides metric, kind and interval
+HARNESS_META = ("ts", "schema", "kernel", "pid", "probes", "filters", "variant", "args")
+PROBE_TYPES = ("tracepoint", "raw_tracepoint", "kprobe", "perf_event")   # Tool.attached_probes()'s
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +62,7 @@ def test_entry_is_complete(spec):
                 arg.convert(arg.default)
             except config.BadValue as exc:
                 pytest.fail(f"{spec.name}.{arg.name}: its default is invalid: {exc}")
-    if spec.doc:
-        assert os.path.isfile(os.path.join(config.ROOT, spec.doc)), f"{spec.name}: doc {spec.doc} missing"
+    assert spec.doc and os.path.isfile(os.path.join(config.ROOT, spec.doc)), f"{spec.name}: doc page {spec.doc!r} missing"
 
 
 @pytest.mark.parametrize("spec", config.METRICS, ids=IDS)
@@ -127,6 +133,102 @@ def test_doc_pages_and_readme_say_what_the_registry_declares():
     result = subprocess.run([sys.executable, os.path.join(config.ROOT, "scripts", "gen_docs.py"), "--check"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def not_recorded_by_the_tool(spec, first_line: str) -> list[str]:
+    """Why a sample's first line is not the meta record the harness writes for this metric ([] when it
+    is): a hand-written sample lacks the running kernel, the probes attached and their types, the
+    script's pid and the arguments it ran with, which bcctool.Tool.meta() always writes."""
+    try:
+        meta = json.loads(first_line)
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or meta.get("kind") != "meta" or meta.get("metric") != spec.name:
+        return [f"the first line is not a meta record of {spec.name}"]
+    problems = []
+    missing = [key for key in HARNESS_META if key not in meta]
+    if missing:
+        problems.append(f"the meta record lacks {', '.join(missing)}")
+    if meta.get("schema") not in range(1, RECORD_SCHEMA + 1):
+        problems.append(f"schema {meta.get('schema')!r} is no record schema (1..{RECORD_SCHEMA})")
+    if not re.fullmatch(r"\d+\.\d+\S*", str(meta.get("kernel", ""))):
+        problems.append(f"kernel {meta.get('kernel')!r} is not a kernel release")
+    if not (isinstance(meta.get("pid"), int) and meta["pid"] > 0):
+        problems.append(f"pid {meta.get('pid')!r} is not a process id")
+    probes = meta.get("probes")
+    if not (isinstance(probes, list) and probes and all(
+            isinstance(p, dict) and isinstance(p.get("name"), str) and p["name"] and p.get("type") in PROBE_TYPES
+            for p in probes)):
+        problems.append(f"probes {probes!r} is not a list of the probes attached ({{name, type}}, type one of "
+                        f"{', '.join(PROBE_TYPES)})")
+    args, declared = meta.get("args"), {arg.name for arg in spec.args}
+    # an option added since the sample was recorded is absent from it; one the entry lacks is not the tool's
+    if not (isinstance(args, dict) and args and set(args) <= declared):
+        problems.append(f"args {args!r} are not arguments the entry declares")
+    return problems
+
+
+def captured_runs(spec, page: str) -> list[list[str]]:
+    """The page's fenced blocks that open with a command running the metric's script (`sudo .venv/bin/python
+    metrics/NAME.py 1 3`, `$ ` before it or not) and go on with at least two lines it printed."""
+    command = re.compile(rf"^(\$ )?(sudo )?(\S*python3? )?(\./)?metrics/{re.escape(spec.name)}\.py\b")
+    runs = []
+    for block in re.findall(r"^```[^\n]*\n(.*?)^```", page, re.S | re.M):
+        lines = [line for line in block.splitlines() if line.strip()]
+        if lines and command.match(lines[0]) and len(lines) >= 3:
+            runs.append(lines)
+    return runs
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=IDS)
+def test_the_sample_was_recorded_by_the_tool(spec):
+    path = os.path.join(SAMPLES, f"{spec.name}.ndjson")
+    assert os.path.isfile(path), f"{spec.name}: record real output into tests/samples/{spec.name}.ndjson"
+    with open(path) as f:
+        first = f.readline()
+    problems = not_recorded_by_the_tool(spec, first)
+    assert not problems, (f"{spec.name}: tests/samples/{spec.name}.ndjson is not the tool's own output "
+                          f"({'; '.join(problems)}): record it with `sudo .venv/bin/python {spec.file} 1 2 --json`")
+
+
+@pytest.mark.parametrize("spec", config.METRICS, ids=IDS)
+def test_the_doc_page_shows_captured_output(spec):
+    with open(os.path.join(config.ROOT, spec.doc)) as f:
+        page = f.read()
+    assert captured_runs(spec, page), (f"{spec.name}: {spec.doc} shows no captured run: a fenced block with the "
+                                       f"command (`sudo .venv/bin/python {spec.file} 1 3`) and what it printed")
+
+
+def test_a_hand_written_sample_is_refused():
+    spec = config.get("sysnest")
+    with open(os.path.join(SAMPLES, "sysnest.ndjson")) as f:
+        real = json.loads(f.readline())
+    assert not_recorded_by_the_tool(spec, json.dumps(real)) == []
+    written = {"metric": "sysnest", "ts": 1.0, "kind": "meta", "interval": 0}
+    assert not_recorded_by_the_tool(spec, json.dumps(written)) == [
+        "the meta record lacks schema, kernel, pid, probes, filters, variant, args",
+        "schema None is no record schema (1..1)", "kernel None is not a kernel release",
+        "pid None is not a process id", "probes None is not a list of the probes attached ({name, type}, type one "
+        "of tracepoint, raw_tracepoint, kprobe, perf_event)", "args None are not arguments the entry declares"]
+    for bad, why in [({"kernel": "linux"}, "kernel 'linux'"), ({"pid": 0}, "pid 0"), ({"probes": []}, "probes []"),
+                     ({"probes": [{"name": "raw_syscalls:sys_enter"}]}, "probes [{'name'"),
+                     ({"args": {"interval": 1.0, "verbose": True}}, "args {'interval': 1.0, 'verbose': True}"),
+                     ({"metric": "offcpu"}, "the first line is not a meta record of sysnest")]:
+        problems = not_recorded_by_the_tool(spec, json.dumps({**real, **bad}))
+        assert len(problems) == 1 and problems[0].startswith(why), (bad, problems)
+    summary = '{"metric":"sysnest","ts":1.0,"kind":"summary","interval":1,"syscalls":3}'
+    assert not_recorded_by_the_tool(spec, summary) == ["the first line is not a meta record of sysnest"]
+    assert not_recorded_by_the_tool(spec, "sysnest output\n") == ["the first line is not a meta record of sysnest"]
+
+
+def test_a_page_without_captured_output_is_refused():
+    spec = config.get("sysnest")
+    run = "```\nsudo .venv/bin/python metrics/sysnest.py 1 1\nTracing syscalls...\nPID  COMM  COUNT\n```\n"
+    assert captured_runs(spec, f"# sysnest\n\nProse.\n\n{run}") == [run.splitlines()[1:4]]
+    assert captured_runs(spec, "# sysnest\n\n$ sudo .venv/bin/python metrics/sysnest.py 1 1\n") == []  # not a block
+    assert captured_runs(spec, "```\nsudo .venv/bin/python metrics/sysnest.py 1 1\n```\n") == []  # no output
+    assert captured_runs(spec, run.replace("sysnest.py", "offcpu.py")) == []     # another metric's run
+    assert captured_runs(spec, "```\nPID  COMM  COUNT\n1  init  3\n4  sh  5\n```\n") == []   # output of no command
 
 
 @pytest.mark.parametrize("spec", config.METRICS, ids=IDS)

@@ -31,6 +31,16 @@ def summaries(n: int, start: int = 0) -> list[dict]:
     return [{"kind": "summary", "interval": i + 1, "ts": T0 + i, "per_sec": 100.0 + (i % 7) * 10} for i in range(start, start + n)]
 
 
+def fed_tab(qtbot, name: str, records: list[dict]) -> MetricTab:
+    """The metric's window tab, shown, with the records fed and drawn."""
+    tab = MetricTab(config.get(name))
+    qtbot.addWidget(tab)
+    tab.show()
+    tab.feed(records)
+    tab.refresh()
+    return tab
+
+
 def shown_chart(qtbot, chart):
     qtbot.addWidget(chart)
     chart.resize(800, 400)
@@ -118,13 +128,8 @@ def test_a_paused_chart_does_not_change_while_records_arrive_and_catches_up_on_r
 
 
 def test_biopwise_charts_read_and_write_rates_iops_and_latency_with_units_in_the_legend(qtbot):
-    spec = config.get("biopwise")
     records = sample("biopwise")
-    tab = MetricTab(spec)
-    qtbot.addWidget(tab)
-    tab.show()
-    tab.feed(records)
-    tab.refresh()
+    tab = fed_tab(qtbot, "biopwise", records)
     labels = [tab.chart_area.tabText(i) for i in range(tab.chart_area.count())]
     assert labels == ["block I/O bytes/s", "read and write", "IOPS", "average latency", "latency over time"]
     by_label = dict(zip(labels, tab.charts, strict=True))
@@ -216,13 +221,8 @@ def test_tcpconnlat_heatmap_counts_each_intervals_connects_per_log2_bucket(qtbot
 
 
 def test_cpuschedrun_heatmaps_hold_each_hist_record_bucket_for_bucket(qtbot):
-    spec = config.get("cpuschedrun")
     records = sample("cpuschedrun")
-    tab = MetricTab(spec)
-    qtbot.addWidget(tab)
-    tab.show()
-    tab.feed(records)
-    tab.refresh()
+    tab = fed_tab(qtbot, "cpuschedrun", records)
     heatmaps = [c for c in tab.charts if isinstance(c, HeatmapChart)]
     assert [h.chart.series for h in heatmaps] == ["runq_latency", "run_time"]
     for heat in heatmaps:
@@ -237,14 +237,9 @@ def test_cpuschedrun_heatmaps_hold_each_hist_record_bucket_for_bucket(qtbot):
 
 
 def test_drilling_into_a_process_filters_an_event_chart_and_says_when_a_chart_cannot(qtbot):
-    spec = config.get("tcpconnlat")
-    tab = MetricTab(spec)
-    qtbot.addWidget(tab)
-    tab.show()
     events = [{"kind": "event", "interval": 1, "ts": T0 + i, "latency_ms": 0.1 * (i + 1), "status": "ok",
                "pid": 111 if i % 2 else 222} for i in range(10)]
-    tab.feed(events)
-    tab.refresh()
+    tab = fed_tab(qtbot, "tcpconnlat", events)
     scatter = tab.chart
     assert len(scatter.items["ok"].getData()[1]) == 10
     tab.show_process(111)

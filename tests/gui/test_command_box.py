@@ -1,4 +1,4 @@
-"""The window's "Run a command" box (gui/command_panel.py, monitor/command_run.py): the checked metrics
+"""The window's "Run a command" box (gui/command_panel.py; its thread, monitor/command_run.py): the checked metrics
 start limited to a new cgroup, the command waits until each has sent its meta record, runs in that
 group, and its exit status is shown; the metrics are stopped and the group removed when it ends.
 A fake controller stands in for the metrics (no BPF); the command, its fork, gate and cgroup are real."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import tracemalloc
 
+import pytest
+
 from bcctool.procmaps import ProcessMaps
 from bcctool.symbols import Symbolizer, SymbolTable
 from bcctool.unwind import Unwinder
@@ -24,21 +26,15 @@ def _file_mappings() -> list:
     return out[:12]  # enough to evict; bigger CFI parses only slow the test
 
 
-def test_symbolizer_cache_honours_its_bounds() -> None:
-    sym = Symbolizer(max_objects=3, max_bytes=300_000)
+@pytest.mark.parametrize("make, load", [
+    (lambda: Symbolizer(max_objects=3, max_bytes=300_000), "object_symbols"),
+    (lambda: Unwinder(cache_dir=None, max_objects=3, max_bytes=300_000), "object_for"),
+], ids=["symbolizer", "unwinder"])
+def test_the_cache_of_objects_honours_its_bounds(make, load) -> None:
+    reader = make()
     for m in _file_mappings():
-        sym.object_symbols(m)
-        cache = sym.objects
-        assert len(cache) <= 3
-        assert len(cache) == 1 or cache.bytes <= 300_000
-    assert cache.evictions > 0
-
-
-def test_unwinder_cache_honours_its_bounds() -> None:
-    unwinder = Unwinder(cache_dir=None, max_objects=3, max_bytes=300_000)
-    for m in _file_mappings():
-        unwinder.object_for(m)
-        cache = unwinder.objects
+        getattr(reader, load)(m)
+        cache = reader.objects
         assert len(cache) <= 3
         assert len(cache) == 1 or cache.bytes <= 300_000
     assert cache.evictions > 0

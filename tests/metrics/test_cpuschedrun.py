@@ -11,6 +11,7 @@ from helpers import (
     run_workload,
     settle_and_stop,
 )
+from workloads import one_thread_child
 
 # Two threads pinned to one CPU, busy for ~2 s, so each waits on the run queue while the other runs.
 # hashlib releases the GIL while it hashes a large buffer, so both are runnable at once. The threads
@@ -103,15 +104,7 @@ def test_missing_pid_is_one_line_error():
 # One thread busy half of every 20 ms for ~3 s: run/(run+wait) is near 100 (it rarely queues), its
 # share of the wall time near 50. The thread reports its own schedstat run time over the busy phase
 # and the phase's wall time.
-HALF_BUSY_CHILD = """
-import json, os, sys, threading, time
-sys.stdin.readline()
-out = {}
-
-def run_ns():
-    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
-        return int(f.read().split()[0])
-
+HALF_BUSY_CHILD = one_thread_child("""
 def half_busy():
     out["tid"] = threading.get_native_id()
     start, run0 = time.monotonic(), run_ns()
@@ -121,13 +114,7 @@ def half_busy():
             pass
         time.sleep(0.010)
     out["run_ns"], out["wall_ns"] = run_ns() - run0, (time.monotonic() - start) * 1e9
-
-t = threading.Thread(target=half_busy)
-t.start()
-t.join()
-print(json.dumps(out), flush=True)
-sys.stdin.readline()
-"""
+""", "half_busy")
 
 
 def test_cpu_share_is_of_the_interval_wall_time():
@@ -152,15 +139,7 @@ def test_cpu_share_is_of_the_interval_wall_time():
 # ~1 s, longer than the tool's 1 s intervals. It reports its own schedstat run time over the phase.
 # 6 s, not 3.5: at load 6 the tool's own intervals stretched to 1.46-1.95 s (the tool waits for the other
 # CPU), and 3.5 s then held one whole interval, not the two the test needs; 6 s holds two of 2 s.
-PINNED_HOG_CHILD = """
-import json, os, sys, threading, time
-sys.stdin.readline()
-out = {}
-
-def run_ns():
-    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
-        return int(f.read().split()[0])
-
+PINNED_HOG_CHILD = one_thread_child("""
 def hog():
     os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
@@ -170,13 +149,7 @@ def hog():
         pass
     out["run_ns"], out["wall_ns"] = run_ns() - run0, (time.monotonic() - start) * 1e9
     os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-
-t = threading.Thread(target=hog)
-t.start()
-t.join()
-print(json.dumps(out), flush=True)
-sys.stdin.readline()
-"""
+""", "hog")
 
 
 def test_a_run_longer_than_the_interval_is_split_across_intervals():

@@ -4,7 +4,7 @@ the kernel's own books on itself (schedstat, voluntary context switches) while i
 
 import pytest
 from helpers import MetricProcess, end_workload, human_output, metric_on_report, next_line, run_workload
-from workloads import SLEEPER_CHILD, offcpu_on_sleeper
+from workloads import SLEEPER_CHILD, offcpu_on_sleeper, one_thread_child
 
 pytestmark = pytest.mark.bpf
 
@@ -87,11 +87,7 @@ def test_stack_depth_over_limit_is_one_line_error():
 
 
 # One thread blocked once for 3 s, its own books over the block (wall time less schedstat run and wait).
-LONG_SLEEP_CHILD = """
-import json, sys, threading, time
-sys.stdin.readline()
-out = {}
-
+LONG_SLEEP_CHILD = one_thread_child("""
 def books():
     with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
         run, wait = (int(x) for x in f.read().split()[:2])
@@ -102,13 +98,7 @@ def sleeper():
     before = books()
     time.sleep(3.0)
     out["blocked_ms"] = (books() - before) / 1e6
-
-t = threading.Thread(target=sleeper)
-t.start()
-t.join()
-print(json.dumps(out), flush=True)
-sys.stdin.readline()
-"""
+""", "sleeper")
 
 
 def test_long_block_is_split_across_the_intervals_it_spans():

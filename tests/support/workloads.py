@@ -33,6 +33,32 @@ sys.stdin.readline()
 """
 
 
+# A run_workload child whose work runs on one thread of its own (one_thread_child): past its first stdin
+# line it runs the target, which fills `out`, prints `out` as JSON and waits for a last line. run_ns() is
+# the calling thread's CPU time from its schedstat.
+_THREAD_CHILD_HEAD = """
+import json, os, sys, threading, time
+sys.stdin.readline()
+out = {}
+
+def run_ns():
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as f:
+        return int(f.read().split()[0])
+"""
+_THREAD_CHILD_TAIL = """
+t = threading.Thread(target=%s)
+t.start()
+t.join()
+print(json.dumps(out), flush=True)
+sys.stdin.readline()
+"""
+
+
+def one_thread_child(body: str, target: str) -> str:
+    """The child's code: `body` defines the function named `target`."""
+    return _THREAD_CHILD_HEAD + body + _THREAD_CHILD_TAIL % target
+
+
 def offcpu_on_sleeper(*options: str) -> tuple[MetricProcess, int, int, dict, dict]:
     """offcpu -p on SLEEPER_CHILD for one interval after its sleeps: (the stopped tool, the child's pid,
     the sleeping thread's tid, the thread's own books, offcpu's meta record)."""
