@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass
 from html import escape
 
+from registry import units
+
 try:
     import config  # the metric registry, beside server.py
 except ImportError:  # the collector can run without the profiler's files
@@ -60,7 +62,9 @@ class Plot:
 
     @property
     def title(self) -> str:
-        return self.label + (f" ({self.unit})" if self.unit and self.unit not in self.label else "")
+        """Its label with its declared unit: "connect latency (ms)", "block I/O (B/s)"."""
+        shown = units.symbol(self.unit)
+        return self.label + (f" ({shown})" if shown and not self.label.endswith(shown) else "")
 
 
 def _is_number(value: object) -> bool:
@@ -87,7 +91,7 @@ def declared(source: str) -> Plot | None:
     if c.kind == "histogram":
         return Plot("count", c.record_kind, f"{c.label or c.series} events", "", registered=True, hist=c.series,
                     hist_unit=c.unit)
-    return Plot(c.y, c.record_kind, c.label or c.y, c.unit, c.series if c.kind == "timeseries" else None,
+    return Plot(c.y, c.record_kind, c.label or units.guess(c.y)[0], c.unit, c.series if c.kind == "timeseries" else None,
                 registered=True, dots=c.kind != "timeseries", split=c.series if c.kind == "scatter" else None)
 
 
@@ -103,7 +107,7 @@ def choose(source: str, sample: list[dict]) -> Plot | None:
             continue
         for key, value in record.items():
             if key not in ENVELOPE_KEYS and _is_number(value):
-                return Plot(key, kind, key)
+                return Plot(key, kind, *units.guess(key))   # its label in words, its unit from its name
     return None
 
 
@@ -137,28 +141,36 @@ def thin(pts: list[tuple[float, float]], most: int) -> list[tuple[float, float]]
     return [pts[int(i * step)] for i in range(most)] + [pts[-1]]
 
 
-SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
-UNIT_SUFFIX = {"bytes": "B", "/s": "/s", "pct": "%", "count": ""}
-SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3}
 Y_TICKS = 6  # about this many labelled values on the Y axis
 X_TICKS = 6  # and times on the X axis
 TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
 
 
 def si(value: float, unit: str = "") -> str:
-    """A short, whole axis label: 3 significant digits with an SI prefix (103k, 1.5M, 250µ), and the
-    unit's symbol; times in seconds. (A label like 1.034e+05 lost its first digit off the chart's edge.)"""
-    if unit in SECONDS:
-        value, unit = value * SECONDS[unit], "s"
-    suffix = UNIT_SUFFIX.get(unit, unit)
-    text = "0"
-    if value != 0:
-        size, prefix = next(((size, p) for size, p in SI_PREFIXES if abs(value) >= size * 0.9995), SI_PREFIXES[-1])
-        number = f"{value / size:.3g}"
-        text = (number if "e" not in number else f"{value / size:.0f}") + prefix
-    if not suffix:
+    """A short, whole label for a value with its unit, scaled to its size (registry/units.py): 103k/s,
+    1.5 KiB, 250 µs, 12%. (A label like 1.034e+05 lost its first digit off the chart's edge.)"""
+    factor, shown = units.axis(unit, value)
+    text = units.compact(value * factor)
+    if not shown:
         return text
-    return text + suffix if suffix[0] in "/%" or text[-1].isalpha() or text[-1] == "µ" else f"{text} {suffix}"
+    return text + shown if shown[0] in "/%" else f"{text} {shown}"
+
+
+def value_scale(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> tuple[float, str]:
+    """(factor, unit text) of the chart's value axis: the plot's unit scaled to the largest value its
+    ticks reach, so a latency axis up to 0.1 ms reads 0-100 µs and its title says µs."""
+    values = [v for pts in lines.values() for _t, v in pts]
+    if not values:
+        return 1.0, units.symbol(plot.unit)
+    ticks = nice_ticks(min(0.0, min(values)), max(values))
+    return units.axis(plot.unit, max(abs(ticks[0]), abs(ticks[-1])))
+
+
+def heading(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> str:
+    """The chart's title with the unit its axis is in: "connect latency (µs)", "syscalls/s"."""
+    _factor, shown = value_scale(plot, lines)
+    return plot.label if not shown or plot.label.endswith(shown) or f"({shown})" in plot.label \
+        else f"{plot.label} ({shown})"
 
 
 def nice_ticks(lo: float, hi: float, count: int = Y_TICKS) -> list[float]:
@@ -202,6 +214,7 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = 
         t0, t1 = t0 - 1, t1 + 1
     yticks = nice_ticks(y0, y1)
     y0, y1 = yticks[0], yticks[-1]
+    factor, _shown = value_scale(plot, lines)
     plot_w, plot_h = WIDTH - PAD_L - PAD_R, HEIGHT - PAD_T - PAD_B
 
     def x(t: float) -> float:
@@ -210,7 +223,7 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = 
     def y(v: float) -> float:
         return PAD_T + plot_h - (v - y0) / (y1 - y0) * plot_h
 
-    title = plot.title
+    title = heading(plot, lines)
     parts = [f'<svg class="chart" data-field="{escape(plot.field)}" xmlns="http://www.w3.org/2000/svg" '
              f'viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" '
              f'aria-label="{escape(title)} over time">',
@@ -219,7 +232,7 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = 
         parts.append(f'<line class="grid" x1="{PAD_L}" x2="{PAD_L + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
                      f'stroke="#e4e4e4"/>')
         parts.append(f'<text class="ytick" x="{PAD_L - 6}" y="{y(value) + 4:.1f}" text-anchor="end" font-size="11">'
-                     f'{escape(si(value, plot.unit))}</text>')
+                     f'{escape(units.compact(value * factor))}</text>')
     for t in time_ticks(t0, t1):
         label = time.strftime("%H:%M:%S", time.gmtime(t))
         anchor = "start" if x(t) < PAD_L + 30 else "end" if x(t) > WIDTH - PAD_R - 30 else "middle"  # inside the box

@@ -71,6 +71,7 @@ def page():
         lines = {s.host: values[(s.host, s.run_id)] for s in shown if (s.host, s.run_id) in values}
         drawn = {host: chart.thin(pts, max(50, POINTS_DRAWN // len(lines))) for host, pts in lines.items()}
     svg = chart.svg(plot, drawn, legend=False) if plot is not None else ""
+    title = chart.heading(plot, drawn) if plot is not None else ""
     legend = [{"host": s.host, "run_id": s.run_id, "colour": chart.colour(i, len(lines)), "url":
                stream_url(s.host, s.run_id, source), "points": len(lines.get(s.host, ())),
                "last": chart.si(lines[s.host][-1][1], plot.unit) if lines.get(s.host) else ""}
@@ -78,6 +79,7 @@ def page():
     missing = [s.host for s in shown if s.host not in lines]
     base = {"source": source, **({"host": chosen} if chosen else {})}
     ranges = [(r, None if r == range_name else url_for("compare.page", **base, range=r)) for r in PAGE_RANGES]
-    return render_template("compare.html", source=source, plot=plot, chart_svg=Markup(svg), legend=legend,
+    return render_template("compare.html", source=source, plot=plot, chart_svg=Markup(svg), chart_title=title,
+                           legend=legend,
                            every_host=sorted(newest), chosen=set(hosts), unknown=unknown, missing=missing,
                            ranges=ranges, range_name=range_name, points_per_host=POINTS_PER_HOST)

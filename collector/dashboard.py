@@ -235,19 +235,21 @@ def stream():
     more = len(shown) > PAGE_ROWS * page
     rows = shown[PAGE_ROWS * (page - 1):PAGE_ROWS * page]
     plot = chart.choose(source, [r for r in sample if r["data"] is not None])
-    svg = heat = ""
+    svg = heat = title = ""
     if plot is not None:
-        charted = store.records(**key, kind=plot.kind, **window, limit=CHART_ROWS, newest=True, max_text=RECORD_SHOWN)
-        svg = chart.svg(plot, chart.points(plot, [r for r in charted if r["data"] is not None]))
+        charted = [r for r in store.records(**key, kind=plot.kind, **window, limit=CHART_ROWS, newest=True,
+                                            max_text=RECORD_SHOWN) if r["data"] is not None]
+        lines = chart.points(plot, charted)
+        svg, title = chart.svg(plot, lines), chart.heading(plot, lines)
         if plot.hist is not None:  # the declared histogram's heatmap, then any other the records carry
             heat = "".join(heatmap.svg(*heatmap.grid(charted, name), name, unit)
                            for name, unit in heatmap.names(charted, plot.hist, plot.hist_unit))
     records = [json.loads(r["data"]) if r["data"] is not None else {"record": TOO_LARGE} for r in rows]
     all_columns = table.columns_of(source, records)
     asked = table.asked_columns(request.args.getlist("columns"))
-    columns = table.shown_columns(all_columns, asked)
+    columns = table.fields_of(source, table.shown_columns(all_columns, asked), records)
     cells = [{"ts": r["ts"], "sequence": r["sequence"], "kind": r["kind"],
-              "cells": [table.cell(c, rec[c]) if c in rec else table.Cell() for c in columns]}
+              "cells": [table.cell(c.name, rec[c.name], c) if c.name in rec else table.Cell() for c in columns]}
              for r, rec in zip(rows, records, strict=True)]
     chosen = {"columns": ",".join(asked)} if asked else {}   # kept as asked: another kind may carry other fields
     kinds = sorted({r["kind"] for r in sample} | ({kind} if kind else set()))
@@ -267,8 +269,9 @@ def stream():
     kind_links = [(k or "all", url_for("dashboard.stream", **key, **view, **({"kind": k} if k else {})))
                   for k in [None, *kinds]]
     return render_template("stream.html", stream=found, key=key, kind=kind, kind_links=kind_links, plot=plot,
-                           chart_svg=Markup(svg), heatmap_svg=Markup(heat), columns=columns, table=cells,
-                           chooser={"columns": all_columns, "asked": bool(asked),
+                           chart_svg=Markup(svg), chart_title=title, heatmap_svg=Markup(heat), columns=columns, table=cells,
+                           chooser={"columns": [(c, table.declared(source, c).label) for c in all_columns],
+                                    "shown": {c.name for c in columns}, "asked": bool(asked),
                                     "hidden": {k: v for k, v in page_args.items() if k != "columns"}},
                            chosen=chosen, ranges_text=ranges_text,
                            flame=flame, ranges=ranges, range_name=range_name, window=window, view=view,

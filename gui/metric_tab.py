@@ -40,29 +40,12 @@ from gui import cgroup_groups, group_tree
 from gui.charts import MetricChart, make_charts
 from gui.export import Exporter, csv_header, shown_rows, write_csv, write_png
 from gui.live import LiveChart
-from gui.models import SORT_ROLE, ColumnsModel, RecordTableModel, format_value
+from gui.models import SORT_ROLE, ColumnsModel, RecordTableModel
 from gui.pid_filter import PidFilterProxy
 from gui.style import BAD, ERROR_BANNER_STYLE, QUIET_STYLE, STATE_STYLE
 from gui.time_link import TimeLink
 
-ENVELOPE = ("metric", "ts", "kind", "interval")
 FEW = ("meta", "summary", "lost")         # beside the many rows, events, hists and stacks: pid, summary, lost
-
-
-def summary_text(record: dict, limit: int = 7) -> str:
-    """'syscalls 742 · per sec 741 · ...' from a summary record's own fields, nanoseconds as ms."""
-    parts = []
-    for key, value in record.items():
-        if key in ENVELOPE or isinstance(value, (dict, list)):
-            continue
-        if key.endswith("_ns") and isinstance(value, (int, float)):   # offcpu's totals: ns -> ms
-            key, value = key[:-3], value / 1e6
-            parts.append(f"{key.replace('_', ' ')} {format_value(value)} ms")
-        else:
-            parts.append(f"{key.replace('_', ' ')} {format_value(value, '', key)}")
-        if len(parts) == limit:
-            break
-    return "  ·  ".join(parts)
 
 
 class MetricTab(QWidget):
@@ -381,8 +364,9 @@ class MetricTab(QWidget):
 
     def _update_labels(self) -> None:
         if self.last_summary:
-            self.summary_label.setText(summary_text(self.last_summary))
-            self.summary_label.setToolTip(summary_text(self.last_summary, limit=100).replace("  ·  ", "\n"))
+            # labels and scaled units as the registry declares them (MetricSpec.summary_text)
+            self.summary_label.setText(self.spec.summary_text(self.last_summary))
+            self.summary_label.setToolTip(self.spec.summary_text(self.last_summary, limit=100).replace("  ·  ", "\n"))
         parts = []
         if self.model.kind == "row" and self.model.interval is not None:
             parts.append(f"interval {self.model.interval}")

@@ -1,7 +1,7 @@
 """The cpuprofile entry: what metrics/cpuprofile.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, PID, TID, Arg, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="cpuprofile",
@@ -56,5 +56,15 @@ SPEC = MetricSpec(
     ),
     chart=Chart("stacks", y="count", record_kind="stack", label="samples", unit="count"),
     doc="docs/metrics/cpuprofile.md",
-    key_figure=("samples", "samples", 1),
+    key_figure=Figure("samples", "pct", "CPU", per=("frequency_hz", "interval_s"), scale=100),
+    summary=(
+        Field("samples", "Samples", "count"),
+        Field("processes", "Processes", "count"),
+        Field("cgroups", "Cgroups", "count"),
+        Field("lost", "Lost", "count"),
+        Field("frequency_hz", "Frequency", "hz"),
+        Field("interval_s", "Interval length", "s"),
+        Field("unnamed", "Unnamed frames", "count"),
+        Field("perf_map_lines_skipped", "Perf map lines skipped", "count"),
+    ),
 )

@@ -18,8 +18,9 @@ KEY = "host=lab-pc-01&run_id=run-a&source=sysnest"
 
 
 @pytest.mark.parametrize(("value", "unit", "text"), [
-    (103400, "/s", "103k/s"), (1.034e5, "", "103k"), (0, "/s", "0/s"), (1536, "bytes", "1.54kB"),
-    (2.5e6, "", "2.5M"), (12, "pct", "12%"), (1.5, "ms", "1.5ms"), (250, "us", "250µs"), (-2000, "", "-2k")])
+    (103400, "/s", "103k/s"), (1.034e5, "", "103k"), (0, "/s", "0/s"), (1536, "bytes", "1.5 KiB"),
+    (2.5e6, "", "2.5M"), (12, "pct", "12%"), (1.5, "ms", "1.5 ms"), (250, "us", "250 µs"), (-2000, "", "-2k"),
+    (0.1, "ms", "100 µs"), (150e6, "bytes/s", "143 MiB/s"), (2.5e9, "ns", "2.5 s")])
 def test_si_labels(value, unit, text):
     assert chart.si(value, unit) == text
 
@@ -44,8 +45,9 @@ def test_the_1034e05_case_is_labelled_whole(collector_client):
     _summaries(collector_client, [98_000.0, 103_400.0, 101_000.0])
     page = collector_client.get(f"/stream?{KEY}").get_data(as_text=True)
     labels = re.findall(r'<text class="ytick"[^>]*>([^<]*)</text>', page)
-    assert len(labels) >= 4 and all(re.fullmatch(r"-?[0-9.]+[kMGT]?/s", label) for label in labels), labels
-    top = float(labels[-1][:-3]) * 1000
+    assert len(labels) >= 4 and all(re.fullmatch(r"-?[0-9.]+[kMGT]?", label) for label in labels), labels
+    assert "<h2>syscalls/s <small>" in page          # the unit once, in the title, as the ticks are in it
+    top = float(labels[-1][:-1]) * 1000
     assert top >= 103_400 and "e+" not in page.split('<svg class="chart"')[1].split("</svg>")[0]
     assert len(re.findall(r'class="xtick"', page)) >= 3
 
@@ -78,7 +80,7 @@ def test_records_newest_first_numbers_right_aligned_paged(collector_client):
     body = page.split('<table id="records"')[1].split("</table>")[0]
     seqs = [int(s) for s in re.findall(r'<tr><td class="time"[^>]*>[^<]*</td><td class="num">(\d+)</td>', body)]
     assert len(seqs) == dashboard.PAGE_ROWS and seqs == sorted(seqs, reverse=True) and seqs[0] == dashboard.PAGE_ROWS + 19
-    assert '<td class="num">119.0</td>' in body                          # per_sec, a number: right-aligned
+    assert '<td class="num" data-value="119.0">119.0</td>' in body      # per_sec, a number: right-aligned
     older = re.search(r'<a href="([^"]+)" id="older">', page).group(1).replace("&amp;", "&")
     second = collector_client.get(older).get_data(as_text=True)
     body = second.split('<table id="records"')[1].split("</table>")[0]
