@@ -109,7 +109,12 @@ class Chart:
     shows the newest interval instead of a sum.
     lines (timeseries): several fields of one record, each its own line: ((field, legend name), ...).
     per: a record field each value is divided by (interval_s: an interval's total becomes a rate).
-    scale (heatmap of events): y times scale is binned (latency_ms x 1000: log2 buckets of us)."""
+    scale (heatmap of events): y times scale is binned (latency_ms x 1000: log2 buckets of us); (a
+    timeseries summed per interval) each point is multiplied by it.
+    where: only records whose fields have these values ((("level", "stack"),): offcpu's stack rows).
+    summed (timeseries): the records of one interval summed per series, a point per interval and series
+    (a process's stacks make its CPU time), each divided by the fields per_interval names of that
+    interval's summary record (frequency_hz and interval_s make samples a share of one CPU)."""
 
     kind: str
     y: str
@@ -121,6 +126,9 @@ class Chart:
     lines: tuple[tuple[str, str], ...] = ()
     per: str = ""
     scale: float = 1.0
+    where: tuple[tuple[str, Any], ...] = ()
+    summed: bool = False
+    per_interval: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,9 @@ class MetricSpec:
     more_charts: tuple[Chart, ...] = ()
     # the summary record's fields, in the order its headline reads them (the rest follow, guessed)
     summary: tuple[Field, ...] = ()
+    # the dashboard's chart over time of a metric whose own chart is a flame graph (which has no time
+    # axis): CPU or blocked time per process, a range picked on it showing that range's flame graph
+    timeline: Chart | None = None
 
     @property
     def charts(self) -> tuple[Chart, ...]:

@@ -65,6 +65,8 @@ SPEC = MetricSpec(
     # rows: level "process" and level "stack" (leak suspects: kernel_frames and user_frames innermost first)
     chart=Chart("stacks", y="outstanding_bytes", record_kind="row", label="outstanding kernel bytes",
                 unit="bytes", snapshot=True),
+    timeline=Chart("timeseries", y="outstanding_bytes", record_kind="row", label="outstanding kernel memory per "
+                   "process", unit="bytes", series="pid", where=(("level", "process"),), summed=True),
     doc="docs/metrics/compmem.md",
     key_figure=Figure("outstanding_bytes", "bytes", "outstanding"),
     summary=(

@@ -55,6 +55,9 @@ SPEC = MetricSpec(
         Field("total_pct", "Total %", "pct"),
     ),
     chart=Chart("stacks", y="count", record_kind="stack", label="samples", unit="count"),
+    # each process's samples of an interval, over the frequency and the interval's length: % of one CPU
+    timeline=Chart("timeseries", y="count", record_kind="stack", label="CPU per process", unit="pct", series="pid",
+                   summed=True, per_interval=("frequency_hz", "interval_s"), scale=100),
     doc="docs/metrics/cpuprofile.md",
     key_figure=Figure("samples", "pct", "CPU", per=("frequency_hz", "interval_s"), scale=100),
     summary=(

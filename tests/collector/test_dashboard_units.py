@@ -44,4 +44,4 @@ def test_bytes_per_second_in_mib_per_second_and_the_overview_says_per_second(col
     assert float(ticks[-1]) >= 145 and all(re.fullmatch(r"[\d.]+", t) for t in ticks), ticks
     assert re.search(r'data-value="61997056">59\.1 MiB</td>', page)
     (host,) = collector_client.get("/api/overview").get_json()["hosts"]
-    assert host["metrics"][0]["trend"]["last"] == "145 MiB/s"
+    assert host["metrics"][0]["trend"]["last"] == "145.0 MiB/s of block I/O"   # the key figure, per second
