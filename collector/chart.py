@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING
+
+from registry import units
+from registry.spec import Figure
 
 try:
     import config  # the metric registry, beside server.py
@@ -22,6 +26,7 @@ ENVELOPE_KEYS = {"ts", "interval", "schema", "pid"}  # numbers that are not the 
 WIDTH, HEIGHT, PAD_L, PAD_R, PAD_T, PAD_B = 860, 280, 76, 16, 16, 36
 MAX_POINTS = 2000  # per series; more only blurs the line
 MAX_SERIES = 8
+HOVER_POINTS = 600  # a line of up to this many points gets a hover target on each
 USUAL = ("ok",)  # a scatter's split value drawn first, as plain dots; any other (failed) stands apart
 MARKERS = ("circle", "cross", "square", "triangle", "diamond")  # a scatter's series' shapes, in order
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf")
@@ -39,6 +44,14 @@ class Plot:
     hist: str | None = None  # draw the event count of the hist records with this name
     hist_unit: str = ""  # the unit of its buckets' bounds
     split: str | None = None  # a scatter's field whose value makes each event's marker (tcpconnlat's status)
+    where: tuple[tuple[str, object], ...] = ()  # only records with these field values
+    summed: bool = False  # an interval's records summed per series (collector/timeline.py)
+    per: tuple[str, ...] = ()  # summary fields each summed point is divided by
+    scale: float = 1.0  # and multiplied by
+    figure: Figure | None = None  # the registry's key figure of summary records: what value() reads
+
+    def wants(self, record: dict) -> bool:
+        return all(record.get(k) == v for k, v in self.where)
 
     @property
     def field_sql(self) -> tuple[str, str | None]:
@@ -47,6 +60,11 @@ class Plot:
         return ("total", self.hist) if self.hist is not None else (self.field, None)
 
     def value(self, record: dict) -> float | None:
+        if self.figure is not None:
+            try:
+                return self.figure.value(record)
+            except OverflowError:
+                return None
         if self.hist is not None:
             buckets = record.get("buckets")
             if record.get("name") != self.hist or not isinstance(buckets, list):
@@ -63,7 +81,9 @@ class Plot:
 
     @property
     def title(self) -> str:
-        return self.label + (f" ({self.unit})" if self.unit and self.unit not in self.label else "")
+        """Its label with its declared unit: "connect latency (ms)", "block I/O (B/s)"."""
+        shown = units.symbol(self.unit)
+        return self.label + (f" ({shown})" if shown and not self.label.endswith(shown) else "")
 
 
 def _is_number(value: object) -> bool:
@@ -81,17 +101,33 @@ def registered(source: str) -> MetricSpec | None:
 
 
 def declared(source: str) -> Plot | None:
-    """The chart the registry declares for a source (None: not registered); a stacks chart's points
-    are its records' weights."""
+    """The chart the registry declares for a source (None: not registered): a flame graph's metric's
+    timeline (CPU or blocked time per process over time), else its chart (a stacks chart without a
+    timeline: its records' weights)."""
     spec = registered(source)
     if spec is None:
         return None
     c = spec.chart
+    if c.kind == "stacks" and spec.timeline is not None:
+        t = spec.timeline
+        return Plot(t.y, t.record_kind, t.label, t.unit, t.series, registered=True, where=t.where, summed=t.summed,
+                    per=t.per_interval, scale=t.scale)
     if c.kind == "histogram":
         return Plot("count", c.record_kind, f"{c.label or c.series} events", "", registered=True, hist=c.series,
                     hist_unit=c.unit)
-    return Plot(c.y, c.record_kind, c.label or c.y, c.unit, c.series if c.kind == "timeseries" else None,
+    return Plot(c.y, c.record_kind, c.label or units.guess(c.y)[0], c.unit, c.series if c.kind == "timeseries" else None,
                 registered=True, dots=c.kind != "timeseries", split=c.series if c.kind == "scatter" else None)
+
+
+def figure_plot(source: str) -> Plot | None:
+    """The registry's key figure of a source as a plot of its summary records (None: not registered, or
+    none declared): the lab overview's trend, and the compare page's line for a profile's metric."""
+    spec = registered(source)
+    if spec is None or spec.key_figure is None:
+        return None
+    f = spec.key_figure
+    return Plot(f.field, "summary", f.noun or spec.field(f.field, "summary").label, f.unit, registered=True,
+                figure=f)
 
 
 def choose(source: str, sample: list[dict]) -> Plot | None:
@@ -99,14 +135,14 @@ def choose(source: str, sample: list[dict]) -> Plot | None:
     records = [(row["kind"], json.loads(row["data"])) for row in sample]
     plot = declared(source)
     if plot is not None:
-        if any(k == plot.kind and plot.value(r) is not None for k, r in records):
+        if any(k == plot.kind and plot.wants(r) and plot.value(r) is not None for k, r in records):
             return plot
     for kind, record in records:
         if kind == "meta":
             continue
         for key, value in record.items():
             if key not in ENVELOPE_KEYS and _is_number(value):
-                return Plot(key, kind, key)
+                return Plot(key, kind, *units.guess(key))   # its label in words, its unit from its name
     return None
 
 
@@ -116,11 +152,11 @@ def points(plot: Plot, rows: list[dict], split: bool = True) -> dict[str, list[t
     lines: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
         record = json.loads(row["data"])
-        value = plot.value(record)
+        value = plot.value(record) if plot.wants(record) else None
         if value is None:
             continue
         if plot.series:
-            name = str(record.get(plot.series, ""))
+            name = series_name(plot, record)
         elif plot.split and split:
             name = str(record[plot.split]) if record.get(plot.split) is not None else plot.label
         else:
@@ -132,6 +168,14 @@ def points(plot: Plot, rows: list[dict], split: bool = True) -> dict[str, list[t
     return {name: thin(pts, MAX_POINTS) for name, pts in lines.items()}
 
 
+def series_name(plot: Plot, record: dict) -> str:
+    """A line's name: its series field's value; a process by its command and pid ("python (4242)")."""
+    value = record.get(plot.series or "", "")
+    if plot.series == "pid" and record.get("comm"):
+        return f"{record['comm']} ({value})"
+    return str(value)
+
+
 def thin(pts: list[tuple[float, float]], most: int) -> list[tuple[float, float]]:
     """At most about `most` of the points, evenly spread, the newest kept."""
     if len(pts) <= most:
@@ -140,28 +184,42 @@ def thin(pts: list[tuple[float, float]], most: int) -> list[tuple[float, float]]
     return [pts[int(i * step)] for i in range(most)] + [pts[-1]]
 
 
-SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
-UNIT_SUFFIX = {"bytes": "B", "/s": "/s", "pct": "%", "count": ""}
-SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3}
 Y_TICKS = 6  # about this many labelled values on the Y axis
 X_TICKS = 6  # and times on the X axis
 TIME_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
 
 
 def si(value: float, unit: str = "") -> str:
-    """A short, whole axis label: 3 significant digits with an SI prefix (103k, 1.5M, 250µ), and the
-    unit's symbol; times in seconds. (A label like 1.034e+05 lost its first digit off the chart's edge.)"""
-    if unit in SECONDS:
-        value, unit = value * SECONDS[unit], "s"
-    suffix = UNIT_SUFFIX.get(unit, unit)
-    text = "0"
-    if value != 0:
-        size, prefix = next(((size, p) for size, p in SI_PREFIXES if abs(value) >= size * 0.9995), SI_PREFIXES[-1])
-        number = f"{value / size:.3g}"
-        text = (number if "e" not in number else f"{value / size:.0f}") + prefix
-    if not suffix:
+    """A short, whole label for a value with its unit, scaled to its size (registry/units.py): 103k/s,
+    1.5 KiB, 250 µs, 12%. (A label like 1.034e+05 lost its first digit off the chart's edge.)"""
+    factor, shown = units.axis(unit, value)
+    text = units.compact(value * factor)
+    if not shown:
         return text
-    return text + suffix if suffix[0] in "/%" or text[-1].isalpha() or text[-1] == "µ" else f"{text} {suffix}"
+    return text + shown if shown[0] in "/%" else f"{text} {shown}"
+
+
+def value_text(plot: Plot, value: float) -> str:
+    """A plot's newest value as the overview and the compare page show it: a key figure in its words
+    ("33,374 syscalls/s", "96.8% CPU"), any other value short with its unit (103k/s, 250 µs)."""
+    return plot.figure.text(value) if plot.figure is not None else si(value, plot.unit)
+
+
+def value_scale(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> tuple[float, str]:
+    """(factor, unit text) of the chart's value axis: the plot's unit scaled to the largest value its
+    ticks reach, so a latency axis up to 0.1 ms reads 0-100 µs and its title says µs."""
+    values = [v for pts in lines.values() for _t, v in pts]
+    if not values:
+        return 1.0, units.symbol(plot.unit)
+    ticks = nice_ticks(min(0.0, min(values)), max(values))
+    return units.axis(plot.unit, max(abs(ticks[0]), abs(ticks[-1])))
+
+
+def heading(plot: Plot, lines: dict[str, list[tuple[float, float]]]) -> str:
+    """The chart's title with the unit its axis is in: "connect latency (µs)", "syscalls/s"."""
+    _factor, shown = value_scale(plot, lines)
+    return plot.label if not shown or plot.label.endswith(shown) or f"({shown})" in plot.label \
+        else f"{plot.label} ({shown})"
 
 
 def nice_ticks(lo: float, hi: float, count: int = Y_TICKS) -> list[float]:
@@ -193,9 +251,27 @@ def colour(i: int, n: int) -> str:
     return f"hsl({round(i * 360 / n)}, 70%, 40%)"
 
 
-def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = True) -> str:
+def _pick_columns(spans: dict[float, tuple[float, float]], pick: Callable[[float, float], str] | None,
+                  x: Callable[[float], float], bounds: tuple[float, float], plot_h: float) -> list[str]:
+    """A link over each interval's column (spans) of the chart: pick(since, until) is where a click goes."""
+    t0, t1 = bounds
+    parts = []
+    for since, until in spans.values():
+        left, right = x(max(since, t0)), x(min(until, t1))
+        parts.append(f'<a class="pick" href="{escape(pick(since, until))}"><rect x="{left:.1f}" y="{PAD_T}" '
+                     f'width="{max(right - left, 1.0):.1f}" height="{plot_h}" fill="#1f77b4" fill-opacity="0">'
+                     f'<title>{time.strftime("%H:%M:%S", time.gmtime(since))} – '
+                     f'{time.strftime("%H:%M:%S", time.gmtime(until))}: show this range</title></rect></a>')
+    return parts
+
+
+def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = True,
+        pick: Callable[[float, float], str] | None = None) -> str:
     """The chart as an <svg> element (escaped; safe to embed). legend: each line's name in the chart
-    (the page draws its own otherwise)."""
+    (the page draws its own otherwise). Each point names its time, series and value on hover; its
+    time range (data-t0, data-t1 between x data-x0 and data-x1) lets a script turn a range dragged on
+    it into times. pick(since, until): a link for each interval's column (a point's time halfway to
+    its neighbours'), so a click shows that interval (the flame graph of its stacks)."""
     all_pts = [p for pts in lines.values() for p in pts]
     if not all_pts:
         return ""
@@ -205,6 +281,7 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = 
         t0, t1 = t0 - 1, t1 + 1
     yticks = nice_ticks(y0, y1)
     y0, y1 = yticks[0], yticks[-1]
+    factor, _shown = value_scale(plot, lines)
     plot_w, plot_h = WIDTH - PAD_L - PAD_R, HEIGHT - PAD_T - PAD_B
 
     def x(t: float) -> float:
@@ -213,16 +290,22 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = 
     def y(v: float) -> float:
         return PAD_T + plot_h - (v - y0) / (y1 - y0) * plot_h
 
-    title = plot.title
+    def tip(name: str, t: float, v: float) -> str:
+        return f"<title>{time.strftime('%H:%M:%S', time.gmtime(t))}  {escape(name)}: {escape(units.quantity(v, plot.unit))}</title>"
+
+    title = heading(plot, lines)
     parts = [f'<svg class="chart" data-field="{escape(plot.field)}" xmlns="http://www.w3.org/2000/svg" '
              f'viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" role="img" '
-             f'aria-label="{escape(title)} over time">',
+             f'aria-label="{escape(title)} over time" data-t0="{t0!r}" data-t1="{t1!r}" data-x0="{PAD_L}" '
+             f'data-x1="{PAD_L + plot_w}">',
              f'<rect x="{PAD_L}" y="{PAD_T}" width="{plot_w}" height="{plot_h}" fill="#fafafa" stroke="#ccc"/>']
+    spans = columns_of(sorted({t for t, _v in all_pts})) if pick is not None else {}
+    parts.extend(_pick_columns(spans, pick, x, (t0, t1), plot_h))
     for value in yticks:
         parts.append(f'<line class="grid" x1="{PAD_L}" x2="{PAD_L + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
                      f'stroke="#e4e4e4"/>')
         parts.append(f'<text class="ytick" x="{PAD_L - 6}" y="{y(value) + 4:.1f}" text-anchor="end" font-size="11">'
-                     f'{escape(si(value, plot.unit))}</text>')
+                     f'{escape(units.compact(value * factor))}</text>')
     for t in time_ticks(t0, t1):
         label = time.strftime("%H:%M:%S", time.gmtime(t))
         anchor = "start" if x(t) < PAD_L + 30 else "end" if x(t) > WIDTH - PAD_R - 30 else "middle"  # inside the box
@@ -236,7 +319,8 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = 
             shape = MARKERS[i % len(MARKERS)]
             parts.append(f'<g class="series" data-series="{escape(name)}" data-marker="{shape}" fill="{paint}" '
                          f'stroke="{paint}"><title>{escape(name)}</title>'
-                         + "".join(_marker(shape, x(t), y(v), f' data-t="{t!r}" data-v="{v!r}"') for t, v in pts)
+                         + "".join(_marker(shape, x(t), y(v), f' data-t="{t!r}" data-v="{v!r}"', tip=tip(name, t, v))
+                                   for t, v in pts)
                          + "</g>")
             if legend:
                 lx, ly = WIDTH - PAD_R - 120, PAD_T + 14 + 14 * i
@@ -247,12 +331,17 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = 
             continue
         if plot.dots:
             parts.append(f'<g class="series" fill="{paint}"><title>{escape(name)}</title>'
-                         + "".join(f'<circle class="point" cx="{x(t):.1f}" cy="{y(v):.1f}" r="2.5"/>' for t, v in pts)
+                         + "".join(f'<circle class="point" cx="{x(t):.1f}" cy="{y(v):.1f}" r="2.5">{tip(name, t, v)}'
+                                   '</circle>' for t, v in pts)
                          + "</g>")
         else:
             coords = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
             parts.append(f'<polyline class="series" fill="none" stroke="{paint}" stroke-width="1.5" '
                          f'points="{coords}"><title>{escape(name)}</title></polyline>')
+            if len(pts) <= HOVER_POINTS:  # an invisible dot on each point names it on hover (a click: its range)
+                parts.append(f'<g class="hover" fill="{paint}">' + "".join(
+                    _linked(f'<circle class="point" cx="{x(t):.1f}" cy="{y(v):.1f}" r="4" fill-opacity="0">'
+                            f'{tip(name, t, v)}</circle>', pick, spans.get(t)) for t, v in pts) + "</g>")
         if len(pts) == 1 and not plot.dots:
             parts.append(f'<circle cx="{x(pts[0][0]):.1f}" cy="{y(pts[0][1]):.1f}" r="3" fill="{paint}"/>')
         if len(lines) > 1 and legend:
@@ -262,18 +351,34 @@ def svg(plot: Plot, lines: dict[str, list[tuple[float, float]]], legend: bool = 
     return "".join(parts)
 
 
-def _marker(shape: str, cx: float, cy: float, data: str, cls: str = "point") -> str:
-    """One scatter point drawn as its series' shape, centred on (cx, cy)."""
+def columns_of(times: list[float]) -> dict[float, tuple[float, float]]:
+    """Each point time's column: from halfway to the time before to halfway to the time after (the
+    first and last reach as far on their outer side; a lone time, a second either way)."""
+    spans = {}
+    for i, t in enumerate(times):
+        half_before = (t - times[i - 1]) / 2 if i else (times[1] - t) / 2 if len(times) > 1 else 1.0
+        half_after = (times[i + 1] - t) / 2 if i + 1 < len(times) else half_before
+        spans[t] = (t - half_before, t + half_after)
+    return spans
+
+
+def _linked(element: str, pick: Callable[[float, float], str] | None, span: tuple[float, float] | None) -> str:
+    return f'<a href="{escape(pick(*span))}">{element}</a>' if pick is not None and span is not None else element
+
+
+def _marker(shape: str, cx: float, cy: float, data: str, cls: str = "point", tip: str = "") -> str:
+    """One scatter point drawn as its series' shape, centred on (cx, cy); tip: its <title>."""
+    end = f">{tip}</{'circle' if shape == 'circle' else 'rect' if shape == 'square' else 'path'}>" if tip else "/>"
     if shape == "circle":
-        return f'<circle class="{cls}" cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" stroke="none"{data}/>'
+        return f'<circle class="{cls}" cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" stroke="none"{data}{end}'
     if shape == "cross":
         return (f'<path class="{cls}" d="M{cx - 3:.1f},{cy - 3:.1f}l6,6m0,-6l-6,6" fill="none" '
-                f'stroke-width="1.5"{data}/>')
+                f'stroke-width="1.5"{data}{end}')
     if shape == "square":
-        return f'<rect class="{cls}" x="{cx - 2.5:.1f}" y="{cy - 2.5:.1f}" width="5" height="5" stroke="none"{data}/>'
+        return f'<rect class="{cls}" x="{cx - 2.5:.1f}" y="{cy - 2.5:.1f}" width="5" height="5" stroke="none"{data}{end}'
     if shape == "triangle":
-        return f'<path class="{cls}" d="M{cx:.1f},{cy - 3.5:.1f}l3.5,6h-7z" stroke="none"{data}/>'
-    return f'<path class="{cls}" d="M{cx:.1f},{cy - 3.5:.1f}l3.5,3.5l-3.5,3.5l-3.5,-3.5z" stroke="none"{data}/>'
+        return f'<path class="{cls}" d="M{cx:.1f},{cy - 3.5:.1f}l3.5,6h-7z" stroke="none"{data}{end}'
+    return f'<path class="{cls}" d="M{cx:.1f},{cy - 3.5:.1f}l3.5,3.5l-3.5,3.5l-3.5,-3.5z" stroke="none"{data}{end}'
 
 
 def sparkline(values: list[float], width: int = 120, height: int = 24) -> str:

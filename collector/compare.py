@@ -26,8 +26,12 @@ MAX_HOSTS = 100
 
 
 def _plot(source: str, streams: list) -> chart.Plot | None:
-    """The registry's chart for the metric, else the first numeric field of the newest stream's records."""
+    """The registry's chart for the metric (for a profile's metric, whose chart is a line per process:
+    its key figure, % of a CPU or blocked time per second), else the first numeric field of the newest
+    stream's records."""
     plot = chart.declared(source)
+    if plot is not None and plot.summed:
+        plot = chart.figure_plot(source)
     if plot is not None and plot.series is None:
         return dataclasses.replace(plot, split=None)  # a point per host's event: hosts are the series here
     s = streams[0]
@@ -66,22 +70,25 @@ def page() -> ResponseReturnValue:
     drawn = lines
     if plot is not None:
         field, hist = plot.field_sql
+        figure = {"per": plot.figure.per, "scale": plot.figure.scale} if plot.figure is not None else {}
         keys = [(s.host, s.run_id) for s in shown]
         since = None
         if seconds is not None:
-            last = store.field_values(source, keys, plot.kind, field, hist, limit=1)
+            last = store.field_values(source, keys, plot.kind, field, hist, limit=1, **figure)
             since = max((pts[-1][0] for pts in last.values()), default=0.0) - seconds
-        values = store.field_values(source, keys, plot.kind, field, hist, since=since, limit=POINTS_PER_HOST)
+        values = store.field_values(source, keys, plot.kind, field, hist, since=since, limit=POINTS_PER_HOST, **figure)
         lines = {s.host: values[(s.host, s.run_id)] for s in shown if (s.host, s.run_id) in values}
         drawn = {host: chart.thin(pts, max(50, POINTS_DRAWN // len(lines))) for host, pts in lines.items()}
     svg = chart.svg(plot, drawn, legend=False) if plot is not None else ""
+    title = chart.heading(plot, drawn) if plot is not None else ""
     legend = [{"host": s.host, "run_id": s.run_id, "colour": chart.colour(i, len(lines)), "url":
                stream_url(s.host, s.run_id, source), "points": len(lines.get(s.host, ())),
-               "last": chart.si(lines[s.host][-1][1], plot.unit) if lines.get(s.host) else ""}
+               "last": chart.value_text(plot, lines[s.host][-1][1]) if lines.get(s.host) else ""}
               for i, s in enumerate(s for s in shown if s.host in lines)]
     missing = [s.host for s in shown if s.host not in lines]
     base = {"source": source, **({"host": chosen} if chosen else {})}
     ranges = [(r, None if r == range_name else url_for("compare.page", **base, range=r)) for r in PAGE_RANGES]
-    return render_template("compare.html", source=source, plot=plot, chart_svg=Markup(svg), legend=legend,
+    return render_template("compare.html", source=source, plot=plot, chart_svg=Markup(svg), chart_title=title,
+                           legend=legend,
                            every_host=sorted(newest), chosen=set(hosts), unknown=unknown, missing=missing,
                            ranges=ranges, range_name=range_name, points_per_host=POINTS_PER_HOST)

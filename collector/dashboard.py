@@ -13,7 +13,7 @@ from flask import Blueprint, abort, current_app, jsonify, render_template, reque
 from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
-from collector import chart, flame_views, heatmap, table, trend
+from collector import chart, flame_views, heatmap, table, timeline, trend
 from collector.api import BadQuery, cgroup_filter
 from collector.profile_api import speedscope_available
 from collector.profiles import RANGES, BadRange, bound, parse_range, range_profile
@@ -129,20 +129,17 @@ def overview_hosts(streams: list) -> list[dict]:
 
 
 def _trends(source: str, shown: list, stored: dict) -> dict[tuple[str, str], dict | None]:
-    """The trend of each of a metric's streams: for a registered metric, the newest values of its chart's
-    field as the writer keeps them in the stream's row (trend.py); a stream whose row holds fewer (young,
-    or stored before that), read by the database from its records for every such host at once; one
-    whose records lack the field, or of a metric the registry does not know, the slower way (its newest
-    records parsed here)."""
-    spec = chart.registered(source)
-    if spec is not None and spec.chart.kind == "stacks":
-        return {}  # a flame graph has no trend
+    """The trend of each of a metric's streams: for a registered metric, the newest values of its key
+    figure as the writer keeps them in the stream's row (trend.py); a stream whose row holds fewer
+    (young, or stored before that), read by the database from its records for every such host at once;
+    one whose records lack the figure's fields, or of a metric the registry does not know, the slower
+    way (its newest records parsed here)."""
     plot = trend.declared(source)
     found: dict[tuple[str, str], dict | None] = {}
     if plot is not None:
         short = []
         for s in shown:
-            values = trend.values(stored.get((s.host, s.run_id, source)))
+            values = trend.values(stored.get((s.host, s.run_id, source)), source)
             if len(values) >= TREND_POINTS:
                 found[(s.host, s.run_id)] = _trend_of(plot, values[-TREND_POINTS:])
             else:
@@ -150,7 +147,7 @@ def _trends(source: str, shown: list, stored: dict) -> dict[tuple[str, str], dic
         if short:
             field, hist = plot.field_sql
             values = state().store.field_values(source, [(s.host, s.run_id) for s in short], plot.kind, field, hist,
-                                                limit=TREND_POINTS)
+                                                limit=TREND_POINTS, per=plot.figure.per, scale=plot.figure.scale)
             found.update((key, _trend_of(plot, [v for _t, v in pts])) for key, pts in values.items())
     for s in shown:
         if (s.host, s.run_id) not in found:
@@ -161,26 +158,22 @@ def _trends(source: str, shown: list, stored: dict) -> dict[tuple[str, str], dic
 def _trend_of(plot: chart.Plot, values: list[float]) -> dict | None:
     if not values:
         return None
-    return {"label": plot.title, "unit": plot.unit, "values": values, "last": chart.si(values[-1], plot.unit),
+    return {"label": plot.title, "unit": plot.unit, "values": values, "last": chart.value_text(plot, values[-1]),
             "svg": chart.sparkline(values)}
 
 
 def _trend(host: str, run_id: str, source: str) -> dict | None:
-    """The stream's key figure over its newest records, parsed here: one query for a registered metric
-    (the records its chart declares), two otherwise; none for a stacks chart (a flame graph has no trend)."""
+    """The stream's first numeric field over its newest records, parsed here (a metric the registry
+    does not know, or whose records lack its key figure's fields); none when it is a summed timeline
+    (a profile's metric: its per-process lines are no one figure)."""
     store = state().store
-    spec = chart.registered(source)
-    if spec is not None and spec.chart.kind == "stacks":
-        return None
-    kind = spec.chart.record_kind if spec is not None else None
-    sample = [r for r in store.records(host, run_id, source, kind=kind, limit=TREND_POINTS * 2 if kind else 50,
-                                       newest=True, max_text=RECORD_SHOWN) if r["data"] is not None]
+    sample = [r for r in store.records(host, run_id, source, limit=50, newest=True, max_text=RECORD_SHOWN)
+              if r["data"] is not None]
     plot = chart.choose(source, sample)
-    if plot is None:
+    if plot is None or plot.summed:
         return None
-    rows = sample if plot.kind == kind else [
-        r for r in store.records(host, run_id, source, kind=plot.kind, limit=TREND_POINTS * 2, newest=True,
-                                 max_text=RECORD_SHOWN) if r["data"] is not None]
+    rows = [r for r in store.records(host, run_id, source, kind=plot.kind, limit=TREND_POINTS * 2, newest=True,
+                                     max_text=RECORD_SHOWN) if r["data"] is not None]
     lines = chart.points(plot, rows, split=False)  # the trend follows every event, failed or not
     return _trend_of(plot, [v for pts in list(lines.values())[:1] for _t, v in pts][-TREND_POINTS:])
 
@@ -241,24 +234,37 @@ def stream() -> ResponseReturnValue:
     more = len(shown) > PAGE_ROWS * page
     rows = shown[PAGE_ROWS * (page - 1):PAGE_ROWS * page]
     plot = chart.choose(source, [r for r in sample if r["data"] is not None])
-    svg = heat = ""
+    svg = heat = title = ""
+    cgroup_args = {k: request.args[k] for k in ("cgroup", "cgroup_match")
+                   if request.args.get(k) and request.args.get("cgroup")}
+    asked = table.asked_columns(request.args.getlist("columns"))
+    chosen = {"columns": ",".join(asked)} if asked else {}   # kept as asked: another kind may carry other fields
     if plot is not None:
-        charted = store.records(**key, kind=plot.kind, **window, limit=CHART_ROWS, newest=True, max_text=RECORD_SHOWN)
-        svg = chart.svg(plot, chart.points(plot, [r for r in charted if r["data"] is not None]))
+        charted = [r for r in store.records(**key, kind=plot.kind, **window, limit=CHART_ROWS, newest=True,
+                                            max_text=RECORD_SHOWN) if r["data"] is not None]
+        pick = None
+        if plot.summed:   # a profile's metric per process: each interval a link to its range's flame graph
+            summaries = timeline.summary_of([r for r in store.records(
+                **key, kind="summary", **window, limit=CHART_ROWS, newest=True, max_text=RECORD_SHOWN)
+                if r["data"] is not None]) if plot.per else {}
+            lines = timeline.points(plot, charted, summaries)
+            here = {**key, **({"kind": kind} if kind else {}), **cgroup_args, **chosen}
+
+            def pick(since: float, until: float) -> str:
+                return url_for("dashboard.stream", **here, since=f"{since:.3f}", until=f"{until:.3f}", _anchor="flame")
+        else:
+            lines = chart.points(plot, charted)
+        svg, title = chart.svg(plot, lines, pick=pick), chart.heading(plot, lines)
         if plot.hist is not None:  # the declared histogram's heatmap, then any other the records carry
             heat = "".join(heatmap.svg(*heatmap.grid(charted, name), name, unit)
                            for name, unit in heatmap.names(charted, plot.hist, plot.hist_unit))
     records = [json.loads(r["data"]) if r["data"] is not None else {"record": TOO_LARGE} for r in rows]
     all_columns = table.columns_of(source, records)
-    asked = table.asked_columns(request.args.getlist("columns"))
-    columns = table.shown_columns(all_columns, asked)
+    columns = table.fields_of(source, table.shown_columns(all_columns, asked), records)
     cells = [{"ts": r["ts"], "sequence": r["sequence"], "kind": r["kind"],
-              "cells": [table.cell(c, rec[c]) if c in rec else table.Cell() for c in columns]}
+              "cells": [table.cell(c.name, rec[c.name], c) if c.name in rec else table.Cell() for c in columns]}
              for r, rec in zip(rows, records, strict=True)]
-    chosen = {"columns": ",".join(asked)} if asked else {}   # kept as asked: another kind may carry other fields
     kinds = sorted({r["kind"] for r in sample} | ({kind} if kind else set()))
-    cgroup_args = {k: request.args[k] for k in ("cgroup", "cgroup_match")
-                   if request.args.get(k) and request.args.get("cgroup")}
     try:
         flame = _flame(key, kind, of_cgroup, cgroup_args) if store.newest_stack_ts(**key) is not None else None
     except BadRange as e:
@@ -273,8 +279,9 @@ def stream() -> ResponseReturnValue:
     kind_links = [(k or "all", url_for("dashboard.stream", **key, **view, **({"kind": k} if k else {})))
                   for k in [None, *kinds]]
     return render_template("stream.html", stream=found, key=key, kind=kind, kind_links=kind_links, plot=plot,
-                           chart_svg=Markup(svg), heatmap_svg=Markup(heat), columns=columns, table=cells,
-                           chooser={"columns": all_columns, "asked": bool(asked),
+                           chart_svg=Markup(svg), chart_title=title, heatmap_svg=Markup(heat), columns=columns, table=cells,
+                           chooser={"columns": [(c, table.declared(source, c).label) for c in all_columns],
+                                    "shown": {c.name for c in columns}, "asked": bool(asked),
                                     "hidden": {k: v for k, v in page_args.items() if k != "columns"}},
                            chosen=chosen, ranges_text=ranges_text,
                            flame=flame, ranges=ranges, range_name=range_name, window=window, view=view,

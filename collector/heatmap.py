@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from html import escape
 
 from collector import chart
+from registry import units
 
 WIDTH, ROW_H, PAD_L, PAD_R, PAD_T, PAD_B = 860, 14, 76, 96, 10, 36
 MAX_COLUMNS = 180  # 4.7 px each; more only makes the page heavier
@@ -125,7 +126,7 @@ def svg(columns: list[Column], bounds: dict[int, int], name: str, unit: str) -> 
         parts.append(f'<text class="xtick" x="{x(t):.1f}" y="{height - 20}" text-anchor="{anchor}" font-size="11">'
                      f'{label}</text>')
     parts.append(f'<text x="{PAD_L + plot_w / 2:.0f}" y="{height - 4}" text-anchor="middle" font-size="12">'
-                 f'{escape(name)}: events per bucket over time (UTC); bucket lower bounds at left</text>')
+                 f'{escape(units.guess(name)[0])}: events per bucket over time (UTC); bucket lower bounds at left</text>')
     # the colour key: fewest to most events in one cell
     key_x, key_h = WIDTH - PAD_R + 30, ROW_H * len(los)
     for i in range(10):

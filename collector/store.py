@@ -41,6 +41,7 @@ from collector.rejections import Rejections
 from collector.schema import ID, batches, counters, gaps, records, stacks, streams
 from collector.stream import MISSING_LISTED, TOTALS, Stream
 from collector.writer import BUSY_TIMEOUT_MS, BatchWriter
+from registry.spec import divided
 
 if TYPE_CHECKING:
     import sqlite3
@@ -195,12 +196,14 @@ class Store:
                     conn.execute(select(s.host, s.run_id, s.source, s.trend).where(s.trend.is_not(None)))}
 
     def field_values(self, source: str, keys: list[tuple[str, str]], kind: str, field: str, name: str | None = None,
-                     since: float | None = None, until: float | None = None,
-                     limit: int = 40) -> dict[tuple[str, str], list[tuple[float, float]]]:
+                     since: float | None = None, until: float | None = None, limit: int = 40,
+                     per: tuple[str, ...] = (), scale: float = 1.0) -> dict[tuple[str, str], list[tuple[float, float]]]:
         """Per (host, run_id) stream of `source`, the numeric `field` of its newest `limit` records of `kind`
-        (of the hist records called `name`) in [since, until], oldest first. One query for all the streams:
-        a UNION ALL of one walk down each stream's (stream, kind, ts) index, the numbers read out of the
-        JSON by the database (the overview's trend lines once took a query and a JSON parse per record)."""
+        (of the hist records called `name`) in [since, until], oldest first; times scale, divided by each
+        `per` field of the same record (a key figure: registry/spec.py Figure), a record lacking one left
+        out. One query for all the streams: a UNION ALL of one walk down each stream's (stream, kind, ts)
+        index, the numbers read out of the JSON by the database (the overview's trend lines once took a
+        query and a JSON parse per record)."""
         s = streams.c
         wanted = set(keys)
         found: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -211,11 +214,12 @@ class Store:
             stream_ids = sorted(ids)
             for start in range(0, len(stream_ids), STREAMS_PER_QUERY):
                 chunk = stream_ids[start:start + STREAMS_PER_QUERY]
-                query = _walks(self.dialect, len(chunk), kind, field, name, since is not None, until is not None)
+                query = _walks(self.dialect, len(chunk), kind, (field, *per), name, since is not None, until is not None)
                 params = {f"s{i}": stream_id for i, stream_id in enumerate(chunk)}
                 params.update(since=since, until=until, limit=limit)
-                for stream_id, ts, value in conn.execute(query, params):
-                    number = _float(value)
+                for stream_id, ts, *read in conn.execute(query, params):
+                    numbers = [_float(v) for v in read]
+                    number = divided(numbers, scale) if None not in numbers else None
                     if number is not None:
                         found.setdefault(ids[stream_id], []).append((float(ts), number))
         return {key: pts[::-1] for key, pts in found.items()}
@@ -426,7 +430,7 @@ def _after_walks(dialect: str, n: int, field: str | None) -> Select:
 
 
 @functools.lru_cache(maxsize=128)
-def _walks(dialect: str, n: int, kind: str, field: str, name: str | None, since: bool, until: bool) -> Select:
+def _walks(dialect: str, n: int, kind: str, fields: tuple[str, ...], name: str | None, since: bool, until: bool) -> Select:
     """field_values' query for n streams (bound as s0..s{n-1}, since, until, limit), built once per shape:
     building 50 subqueries took longer than running them."""
     r = records.c
@@ -437,11 +441,11 @@ def _walks(dialect: str, n: int, kind: str, field: str, name: str | None, since:
         where.append(r.ts >= bindparam("since"))
     if until:
         where.append(r.ts <= bindparam("until"))
-    value = json_sql.field_json(dialect, r.data, field).label("v")
+    values = [json_sql.field_json(dialect, r.data, field).label(f"v{i}") for i, field in enumerate(fields)]
     walks = []
     for i in range(n):
         stream_id = bindparam(f"s{i}", type_=ID)
-        walks.append(select(stream_id.label("stream"), r.ts, value).where(r.stream == stream_id, *where)
+        walks.append(select(stream_id.label("stream"), r.ts, *values).where(r.stream == stream_id, *where)
                      .order_by(r.ts.desc(), r.id.desc()).limit(bindparam("limit")).subquery())
     return union_all(*(select(w) for w in walks))
 

@@ -3,9 +3,12 @@
 Columns: the fields the registry declares for the metric (config.py, in its order) that the page's
 records carry, then every other field in the order the records first carry it. The first TABLE_COLUMNS
 are shown unless the page asks for others (`columns=a,b` or one `columns=` per field, as the page's
-column chooser sends them): every field is reachable. A cell is the value as text, cut at CELL_CHARS;
-a stack's frames read innermost first, each called by the next (`a ← b ← c`), its first few on the
-line and all of them listed when the cell is opened."""
+column chooser sends them): every field is reachable. A column is headed by its label in words, never
+its raw name (the registry's declaration, or one made from the name: registry/spec.py field_of), with
+the unit its cells are in: a column of times in the one unit that suits its largest value (registry/
+units.py), sizes in KiB, MiB with their own unit. A cell is the value as text, cut at CELL_CHARS (its
+raw value kept for sorting); a stack's frames read innermost first, each called by the next (`a ← b ←
+c`), its first few on the line and all of them listed when the cell is opened."""
 
 from __future__ import annotations
 
@@ -14,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from collector.chart import registered
+from registry import units
+from registry.spec import Field, field_of
 
 TABLE_COLUMNS = 16  # shown when the page asks for none
 CELL_CHARS = 80
@@ -27,6 +32,34 @@ class Cell:
     text: str = ""
     numeric: bool = False
     frames: tuple[str, ...] = ()  # a stack's, innermost first
+    value: object = None  # a number's raw value, which the page sorts by
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str  # the records' field (what the column chooser sends)
+    label: str  # its heading, with the unit its cells are in
+    unit: str  # the declared unit of its values
+    shown: str  # the unit its cells are in
+
+
+def fields_of(source: str, names: list[str], records: list[Mapping]) -> list[Column]:
+    """The columns' declarations, each in the unit that suits its values in these records; a label two
+    fields share (a table field's and a summary field's) is the second one's own words."""
+    out, taken = [], set()
+    for name in names:
+        field = declared(source, name)
+        label = field.label if field.label not in taken else units.guess(name)[0]   # offcpu's two "Blocked"
+        taken.add(label)
+        shown = units.column_unit(field.unit, (r.get(name) for r in records))
+        out.append(Column(name, units.heading(label, shown), field.unit, shown))
+    return out
+
+
+def declared(source: str, name: str) -> Field:
+    """A field's declaration (its label in words and its unit), registered or not."""
+    spec = registered(source)
+    return spec.field(name) if spec is not None else field_of(name)
 
 
 def columns_of(source: str, records: Iterable[Mapping]) -> list[str]:
@@ -74,12 +107,17 @@ def _cut(text: str) -> str:
     return text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…"
 
 
-def cell(field: str, value: object) -> Cell:
+def cell(field: str, value: object, column: Column | None = None) -> Cell:
+    """A value as its column shows it: a number in the column's unit, a stack as frames, anything
+    else as text (nested values as compact JSON)."""
     frames = frames_of(field, value)
     if frames:
         line = _cut(CALLED_BY.join(frames[:STACK_LINE]))
         if len(frames) > STACK_LINE:
             line += f"{CALLED_BY}… ({len(frames)} frames)"
         return Cell(line, frames=tuple(frames))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        unit, shown = (column.unit, column.shown) if column is not None else ("", None)
+        return Cell(units.cell(value, unit, field, shown), True, value=value)
     text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-    return Cell(_cut(text), isinstance(value, (int, float)) and not isinstance(value, bool))
+    return Cell(_cut(text))

@@ -1,8 +1,11 @@
-"""A stream's trend line for the lab overview: its key figure (the field its registry entry charts)
-over its newest POINTS records, kept in the stream's row (streams.trend, JSON [[ts, value], ...]). The
-request thread picks a batch's figures out of the records it has just parsed; the writer merges them
-into the row in the batch's transaction. So the overview reads one column per stream instead of
-walking 40 records of each of 500 streams (50 hosts x 10 metrics: 16,000 records read per refresh)."""
+"""A stream's trend line for the lab overview: its key figure (the registry's MetricSpec.key_figure, read
+from its summary records: syscalls/s, MiB/s of block I/O, % of a CPU, blocked time per second) over its
+newest POINTS intervals, kept in the stream's row (streams.trend, JSON {"of": the figure, "points": [[ts,
+value], ...]}). The request thread picks a batch's figures out of the records it has just parsed; the
+writer merges them into the row in the batch's transaction. So the overview reads one column per stream
+instead of walking 40 records of each of 500 streams (50 hosts x 10 metrics: 16,000 records read per
+refresh). A row holding another figure's points (an older collector charted the chart's field, untagged)
+is taken as empty: the overview reads that stream's figures from its records instead."""
 
 from __future__ import annotations
 
@@ -17,17 +20,20 @@ POINTS = 40
 
 @functools.lru_cache(maxsize=512)
 def declared(source: str) -> chart.Plot | None:
-    """The plot whose figure a source's trend follows: the registry's chart, unless it is a flame graph
-    or splits lines by a field (the overview shows one line)."""
-    spec = chart.registered(source)
-    if spec is None or spec.chart.kind == "stacks":
-        return None
-    plot = chart.declared(source)
-    return plot if plot is not None and plot.series is None else None
+    """The plot whose figure a source's trend follows: its registry entry's key figure, if it has one."""
+    return chart.figure_plot(source)
+
+
+def tag(source: str) -> str:
+    """What a stored trend's points are: the figure's fields and scale ('' for a source without one)."""
+    plot = declared(source)
+    if plot is None or plot.figure is None:
+        return ""
+    return "/".join(plot.figure.fields) + f"*{plot.figure.scale:g}"
 
 
 def figures(source: str, kinds: list[str], records: list, ts: list[float]) -> list[tuple[float, float]]:
-    """The batch's newest POINTS (ts, figure) of the records its source's chart draws, in time order."""
+    """The batch's newest POINTS (ts, figure) of the records its source's figure is read from, in time order."""
     plot = declared(source)
     if plot is None:
         return []
@@ -41,14 +47,20 @@ def figures(source: str, kinds: list[str], records: list, ts: list[float]) -> li
     return found[-POINTS:]
 
 
-def merge(stored: str | None, new: list[tuple[float, float]]) -> str:
+def _points(stored: str | None, source: str) -> list[tuple[float, float]]:
+    data = json.loads(stored) if stored else None
+    if not isinstance(data, dict) or data.get("of") != tag(source):
+        return []
+    return [(float(t), float(v)) for t, v in data["points"]]
+
+
+def merge(stored: str | None, new: list[tuple[float, float]], source: str) -> str:
     """The stream's trend text with a batch's figures in it: the newest POINTS by time (a late batch's
     older figures fall where they belong, or out)."""
-    points = [tuple(p) for p in json.loads(stored)] if stored else []
-    points += new
+    points = _points(stored, source) + [tuple(p) for p in new]
     points.sort(key=lambda p: p[0])
-    return json.dumps(points[-POINTS:], separators=(",", ":"))
+    return json.dumps({"of": tag(source), "points": points[-POINTS:]}, separators=(",", ":"))
 
 
-def values(stored: str | None) -> list[float]:
-    return [float(v) for _t, v in json.loads(stored)] if stored else []
+def values(stored: str | None, source: str) -> list[float]:
+    return [v for _t, v in _points(stored, source)]

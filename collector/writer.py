@@ -225,7 +225,7 @@ class BatchWriter:
         if rows:
             cursor.execute(sql.values(sql.update_streams, len(rows), 4 + len(TOTALS)), list(chain.from_iterable(rows)))
         if group.figures:
-            cursor.executemany(sql.set_trends, [(trend.merge(group.trends.get(key), figures), group.streams[key][0])
+            cursor.executemany(sql.set_trends, [(trend.merge(group.trends.get(key), figures, key[2]), group.streams[key][0])
                                                 for key, figures in group.figures.items()])
         # a stream made by the lock that got no batch (its only batch was a duplicate) is not kept
         empty = [stream[0] for stream in group.streams.values() if not stream[1]]

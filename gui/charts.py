@@ -24,10 +24,11 @@ from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget
 
 import config
-from gui.chart_axes import ClockAxis, CompactAxis, clock, unit_label, value_text
+from gui.chart_axes import ClockAxis, CompactAxis, axis_title, clock, unit_label, value_text
 from gui.live import LiveChart
 from gui.profile_panel import ProfilePanel
 from gui.style import PALETTE, QUIET_STYLE, SERIES_COLOURS, TEXT
+from registry import units
 
 MAX_SERIES = len(PALETTE)
 
@@ -48,7 +49,8 @@ class MetricChart(LiveChart):
 
     def __init__(self, spec: config.MetricSpec, parent: QWidget | None = None, chart: config.Chart | None = None) -> None:
         super().__init__(spec, parent, chart)
-        self.plot = pg.PlotWidget(self, axisItems={"left": CompactAxis()})
+        self.value_axis = CompactAxis()
+        self.plot = pg.PlotWidget(self, axisItems={"left": self.value_axis})
         self.plot.showGrid(x=True, y=True, alpha=0.25)
         self.plot.setMouseEnabled(x=True, y=self.zoom_y)
         self.plot.hideButtons()
@@ -56,8 +58,8 @@ class MetricChart(LiveChart):
         self.view_box = self.plot.getPlotItem().getViewBox()
         self.view_box.setAutoVisible(y=not self.zoom_y)
         self.unit = unit_label(self.chart.unit)
-        ylabel = self.chart.label or self.chart.y
-        self.plot.setLabel("left", ylabel if not self.unit or self.unit in ylabel else f"{ylabel} ({self.unit})")
+        # the axis title names the unit its ticks are in, which follows the range shown (µs, ms, s)
+        self.value_axis.show_unit(self.chart.unit, self.chart.label or units.guess(self.chart.y)[0])
         self.marker = pg.ScatterPlotItem(size=11, pen=pg.mkPen(TEXT, width=2), brush=None)
         self.marker.setZValue(10)
         self.plot.addItem(self.marker, ignoreBounds=True)
@@ -183,7 +185,9 @@ class MetricChart(LiveChart):
         return self.chart.label or self.chart.y
 
     def legend_name(self, name: str) -> str:
-        return f"{name} ({self.unit})" if self.unit and self.unit not in name else name
+        """A line's name in the legend: the series alone (the axis title names the unit, which follows
+        the range shown, so a unit fixed here could contradict it)."""
+        return name
 
     def colour(self, name: str, taken: int) -> str:
         return SERIES_COLOURS.get(name) or PALETTE[taken % len(PALETTE)]
@@ -322,9 +326,8 @@ class HistogramChart(MetricChart):
         self.bars: pg.BarGraphItem | None = None
         self.latest: dict | None = None
         self.buckets: list[dict] = []
-        self.plot.setLabel("left", "count")
-        unit = self.chart.unit or self.chart.label
-        self.plot.setLabel("bottom", unit)
+        self.value_axis.show_unit("count", "count")
+        self.plot.setLabel("bottom", self.bucket_title(self.chart.series or "", self.chart.unit))
 
     def wants(self, record: dict) -> bool:
         if record.get("kind") != "hist" or not isinstance(record.get("buckets"), list):
@@ -349,9 +352,14 @@ class HistogramChart(MetricChart):
         ticks = [(i, bucket_label(b.get("lo", 0))) for i, b in enumerate(buckets) if i % step == 0]
         self.plot.getAxis("bottom").setTicks([ticks])
         record = self.latest or {}
-        unit = record.get("unit") or self.chart.unit
-        self.plot.setLabel("bottom", f"{record.get('name', '')} ({unit})" if unit else record.get("name", ""))
+        self.plot.setLabel("bottom", self.bucket_title(str(record.get("name", "")), record.get("unit") or self.chart.unit))
         self.plot.setTitle(f"interval {record.get('interval', '')}: {sum(heights):,} in all", size="9pt")
+
+    def bucket_title(self, name: str, unit: str) -> str:
+        """The buckets' axis: the histogram in words (the chart's label for its own, else from the hist's
+        name: run_time is "Run time"), with the unit of its bounds."""
+        title = self.chart.label if name == self.chart.series and self.chart.label else units.guess(name)[0]
+        return axis_title(title, unit_label(unit)) if unit_label(unit) else title
 
     def point_at(self, x: float, y: float) -> tuple[float, float, str] | None:
         i = round(x)
@@ -453,7 +461,7 @@ class HeatmapChart(MetricChart):
         super().__init__(spec, parent, chart)
         self.history = history
         self.plot.setAxisItems({"bottom": ClockAxis()})
-        self.plot.setLabel("left", f"{self.chart.label} (log2 buckets, {unit_label(self.chart.unit)})")
+        self.value_axis.show_unit("", f"{self.chart.label} (log2 buckets, {unit_label(self.chart.unit)})")
         self.counts: dict[int, dict[int, int]] = {}        # interval -> {row: count}
         self.times: dict[int, float] = {}                   # interval -> its end (the newest ts seen)
         self.unit = unit_label(self.chart.unit)

@@ -13,12 +13,15 @@ from typing import Any
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QObject, Qt, Signal
 from PySide6.QtGui import QImage
 
-from gui.models import SORT_ROLE, UNIT_SUFFIX
+from gui.models import SORT_ROLE
+from registry import units
 
 
 def csv_header(label: str, unit: str) -> str:
-    """A column's name with the unit of its raw values (the cells' own units are not in a CSV)."""
-    suffix = "bytes" if unit == "bytes" else UNIT_SUFFIX.get(unit, "")
+    """A column's name with the unit of its raw values, which a CSV keeps unscaled ("Total (µs)",
+    "Read (bytes)"): the cells' own units are not in a CSV."""
+    base, rate = units.per_second(unit)
+    suffix = "bytes" + ("/s" if rate else "") if base == "bytes" else units.symbol(unit)
     return f"{label} ({suffix})" if suffix and suffix not in label else label
 
 

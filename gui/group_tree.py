@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 
 from gui.models import SORT_ROLE, format_value, sort_key
+from registry import units
 
 GROUP, DETAIL = "group", "detail"
 
@@ -20,11 +21,11 @@ def has_groups(rows: Sequence[dict]) -> bool:
     return any(r.get("level") == DETAIL for r in rows)
 
 
-def _items(row: dict, columns: Sequence[tuple[str, str, str]]) -> list[QStandardItem]:
+def _items(row: dict, columns: Sequence[tuple[str, str, str]], shown: Sequence[str]) -> list[QStandardItem]:
     items = []
-    for key, _, unit in columns:
+    for (key, _, unit), shown_unit in zip(columns, shown, strict=True):
         value = row.get(key)
-        item = QStandardItem(format_value(value, unit, key))
+        item = QStandardItem(format_value(value, unit, key, shown_unit))
         item.setData(sort_key(value), SORT_ROLE)
         item.setEditable(False)
         items.append(item)
@@ -33,12 +34,14 @@ def _items(row: dict, columns: Sequence[tuple[str, str, str]]) -> list[QStandard
 
 def fill(model: QStandardItemModel, rows: Sequence[dict], columns: Sequence[tuple[str, str, str]],
          headers: Sequence[str]) -> None:
-    """Replace the model's contents: each group a top-level row, its details its children."""
+    """Replace the model's contents: each group a top-level row, its details its children; a column's
+    times in one unit for all its rows (the headers name it: the table model's, for the same rows)."""
     model.clear()
     model.setHorizontalHeaderLabels(list(headers))
+    shown = [units.column_unit(unit, (r.get(key) for r in rows)) for key, _, unit in columns]
     parent: QStandardItem | None = None
     for row in rows:
-        items = _items(row, columns)
+        items = _items(row, columns, shown)
         if row.get("level") == DETAIL and parent is not None:
             parent.appendRow(items)
         else:

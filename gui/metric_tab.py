@@ -40,30 +40,13 @@ from gui.charts import MetricChart, make_charts
 from gui.export import Exporter, csv_header, shown_rows, write_csv, write_png
 from gui.fitting import ElidedLabel
 from gui.live import LiveChart
-from gui.models import SORT_ROLE, ColumnsModel, RecordTableModel, format_value
+from gui.models import SORT_ROLE, ColumnsModel, RecordTableModel
 from gui.pid_filter import PidFilterProxy
 from gui.style import BAD, ERROR_BANNER_STYLE, QUIET_STYLE, STATE_STYLE
 from gui.time_link import TimeLink
 from monitor.intervals import RunTotals
 
-ENVELOPE = ("metric", "ts", "kind", "interval")
 FEW = ("meta", "summary", "lost")         # beside the many rows, events, hists and stacks: pid, summary, lost
-
-
-def summary_text(record: dict, limit: int = 7) -> str:
-    """'syscalls 742 · per sec 741 · ...' from a summary record's own fields, nanoseconds as ms."""
-    parts = []
-    for key, value in record.items():
-        if key in ENVELOPE or isinstance(value, (dict, list)):
-            continue
-        if key.endswith("_ns") and isinstance(value, (int, float)):   # offcpu's totals: ns -> ms
-            key, value = key[:-3], value / 1e6
-            parts.append(f"{key.replace('_', ' ')} {format_value(value)} ms")
-        else:
-            parts.append(f"{key.replace('_', ' ')} {format_value(value, '', key)}")
-        if len(parts) == limit:
-            break
-    return "  ·  ".join(parts)
 
 
 class MetricTab(QWidget):
@@ -407,9 +390,9 @@ class MetricTab(QWidget):
         found = self.headline()
         if found is not None:
             what, summary = found
-            text = summary_text(summary)
+            text = self.spec.summary_text(summary)
             self.summary_label.setText(f"{what}:  {text}" if what else text)
-            whole = summary_text(summary, limit=100).replace("  ·  ", "\n")
+            whole = self.spec.summary_text(summary, limit=100).replace("  ·  ", "\n")
             self.summary_label.setToolTip(f"{what}\n{whole}" if what else whole)
         parts = []
         if self.model.kind == "row" and self.model.interval is not None:

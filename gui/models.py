@@ -2,7 +2,8 @@
 
 Columns come from the registry (config.Field), so a new metric needs no code here. Updates arrive in
 batches from a timer (never one signal per record), and every model holds a bounded number of rows.
-Display text is formatted by unit; the raw value is kept under SORT_ROLE so sorting is numeric.
+Display text is formatted by unit (registry/units.py): a column of times in the one unit that suits
+its largest value, named in its heading; the raw value is kept under SORT_ROLE so sorting is numeric.
 """
 
 from __future__ import annotations
@@ -15,60 +16,17 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QFont
 
 import config
+from registry import units
 
 SORT_ROLE = Qt.ItemDataRole.UserRole
-# bytes have no header suffix: their cells carry their own unit (512 B, 888.0 KiB)
-UNIT_SUFFIX = {"us": "µs", "ms": "ms", "ns": "ns", "pct": "%", "/s": "/s"}
-# fields that name things rather than count them: no thousands separators (pid 26712, port 5999)
-IDENTIFIERS = {"pid", "tid", "ppid", "tgid", "uid", "gid", "port", "lport", "dport", "sport", "cpu", "cgroup_id",
-               "id", "dev", "major", "minor", "inode", "syscall_nr", "nr"}
-
-
-def is_identifier(key: str, unit: str = "") -> bool:
-    return unit == "id" or key in IDENTIFIERS or key.endswith(("_pid", "_tid", "_port", "_id"))
 NUMERIC = (int, float)
+header_label = units.heading          # "Run (ms)": the label with the unit its cells are shown in
 
 
-def header_label(label: str, unit: str) -> str:
-    """The column's label with its unit once: not added when the label says it already (CPU%)."""
-    suffix = UNIT_SUFFIX.get(unit)
-    if not suffix or label.endswith(suffix) or f"({suffix})" in label:
-        return label
-    return f"{label} ({suffix})"
-
-
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def format_value(value: Any, unit: str = "", key: str = "") -> str:
-    """A cell's text: thousands separators (not in identifiers), a few decimals, bytes with their unit
-    (B, KiB, MiB), lists joined."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        if is_identifier(key, unit):
-            return str(value)
-        return _bytes(value) if unit == "bytes" else f"{value:,}"
-    if isinstance(value, float):
-        if unit == "bytes":
-            return _bytes(value)
-        if value != value:  # NaN
-            return ""
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        return f"{value:.3f}".rstrip("0").rstrip(".") if abs(value) < 10 else f"{value:.1f}"
-    if isinstance(value, (list, tuple)):
-        return ";".join(str(v) for v in value)
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={v}" for k, v in value.items())
-    return str(value)
+def format_value(value: Any, unit: str = "", key: str = "", shown: str | None = None) -> str:
+    """A cell's text (registry/units.py cell): thousands separators (not in identifiers), a few
+    decimals, times in the column's shown unit, sizes with their own (B, KiB, MiB), lists joined."""
+    return units.cell(value, unit, key, shown)
 
 
 def sort_key(value: Any) -> Any:
@@ -87,6 +45,7 @@ class ColumnsModel(QAbstractTableModel):
         super().__init__(parent)
         self.columns = list(columns)
         self.rows: list[dict] = []
+        self.shown_units = [unit for _, _, unit in self.columns]    # each column's, for the rows held
 
     def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008, N802
         return 0 if parent.isValid() else len(self.rows)
@@ -97,9 +56,9 @@ class ColumnsModel(QAbstractTableModel):
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
         if orientation != Qt.Orientation.Horizontal or not 0 <= section < len(self.columns):
             return None
-        key, label, unit = self.columns[section]
+        key, label, _ = self.columns[section]
         if role == Qt.ItemDataRole.DisplayRole:
-            return header_label(label, unit)
+            return header_label(label, self.shown_units[section])
         if role == Qt.ItemDataRole.ToolTipRole:
             return key
         return None
@@ -110,7 +69,7 @@ class ColumnsModel(QAbstractTableModel):
         key, _, unit = self.columns[index.column()]
         value = self.rows[index.row()].get(key)
         if role == Qt.ItemDataRole.DisplayRole:
-            return format_value(value, unit, key)
+            return format_value(value, unit, key, self.shown_units[index.column()])
         if role == SORT_ROLE:
             return sort_key(value)
         if role == Qt.ItemDataRole.TextAlignmentRole and isinstance(value, NUMERIC):
@@ -127,6 +86,7 @@ class ColumnsModel(QAbstractTableModel):
         """Replace every row at once: one reset per batch, whatever its size."""
         self.beginResetModel()
         self.rows = rows
+        self.shown_units = [units.column_unit(unit, (r.get(key) for r in rows)) for key, _, unit in self.columns]
         self.endResetModel()
 
 

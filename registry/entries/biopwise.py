@@ -1,7 +1,7 @@
 """The biopwise entry: what metrics/biopwise.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, PID, Arg, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="biopwise",
@@ -39,7 +39,7 @@ SPEC = MetricSpec(
         Field("async_ios", "Async", "count"),
         Field("avg_lat_us", "Avg latency", "us"),
     ),
-    chart=Chart("timeseries", y="bytes_per_s", record_kind="summary", label="block I/O bytes/s", unit="bytes"),
+    chart=Chart("timeseries", y="bytes_per_s", record_kind="summary", label="block I/O", unit="bytes/s"),
     more_charts=(
         Chart("timeseries", y="read_bytes", record_kind="summary", label="read and write", unit="bytes/s",
               lines=(("read_bytes", "read"), ("write_bytes", "write")), per="interval_s"),
@@ -49,5 +49,17 @@ SPEC = MetricSpec(
         Chart("heatmap", y="count", record_kind="hist", label="latency over time", unit="us", series="latency"),
     ),
     doc="docs/metrics/biopwise.md",
-    key_figure=("bytes_per_s", "KiB/s", 1 / 1024),
+    key_figure=Figure("bytes_per_s", "bytes/s", "of block I/O"),
+    summary=(
+        Field("bytes_per_s", "Throughput", "bytes/s"),
+        Field("read_bytes", "Read", "bytes"),
+        Field("write_bytes", "Written", "bytes"),
+        Field("read_ios", "Reads", "count"),
+        Field("write_ios", "Writes", "count"),
+        Field("avg_lat_us", "Avg latency", "us"),
+        Field("sync_ios", "Sync I/Os", "count"),
+        Field("async_ios", "Async I/Os", "count"),
+        Field("processes", "Processes", "count"),
+        Field("interval_s", "Interval length", "s"),
+    ),
 )

@@ -1,7 +1,7 @@
 """The cacheraw entry: what metrics/cacheraw.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, PID, Arg, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="cacheraw",
@@ -40,5 +40,21 @@ SPEC = MetricSpec(
     chart=Chart("timeseries", y="read_hits_per_s", record_kind="summary", label="page-cache read hits/s",
                 unit="/s"),
     doc="docs/metrics/cacheraw.md",
-    key_figure=("read_hit_pct", "% read hits", 1),
+    key_figure=Figure("read_hit_pct", "pct", "read hits"),
+    summary=(
+        Field("read_hit_pct", "Read hit", "pct"),
+        Field("read_hits_per_s", "Read hits", "/s"),
+        Field("read_misses_per_s", "Read misses", "/s"),
+        Field("read_hit_pages", "Read hits (pages)", "count"),
+        Field("read_miss_pages", "Read misses (pages)", "count"),
+        Field("write_hit_pct", "Write hit", "pct"),
+        Field("write_hit_folios", "Write hits (folios)", "count"),
+        Field("write_miss_folios", "Write misses (folios)", "count"),
+        Field("dirtied_folios", "Dirtied (folios)", "count"),
+        Field("cached_bytes", "Cached", "bytes"),
+        Field("buffers_bytes", "Buffers", "bytes"),
+        Field("dirty_bytes", "Dirty", "bytes"),
+        Field("processes", "Processes", "count"),
+        Field("interval_s", "Interval length", "s"),
+    ),
 )

@@ -1,7 +1,7 @@
 """The compmem entry: what metrics/compmem.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, PID, Arg, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="compmem",
@@ -65,6 +65,30 @@ SPEC = MetricSpec(
     # rows: level "process" and level "stack" (leak suspects: kernel_frames and user_frames innermost first)
     chart=Chart("stacks", y="outstanding_bytes", record_kind="row", label="outstanding kernel bytes",
                 unit="bytes", snapshot=True),
+    timeline=Chart("timeseries", y="outstanding_bytes", record_kind="row", label="outstanding kernel memory per "
+                   "process", unit="bytes", series="pid", where=(("level", "process"),), summed=True),
     doc="docs/metrics/compmem.md",
-    key_figure=("outstanding_bytes", "KiB outstanding", 1 / 1024),
+    key_figure=Figure("outstanding_bytes", "bytes", "outstanding"),
+    summary=(
+        Field("outstanding_bytes", "Outstanding", "bytes"),
+        Field("active_allocs", "Outstanding allocations", "count"),
+        Field("alloc_bytes", "Allocated", "bytes"),
+        Field("allocs", "Allocations", "count"),
+        Field("freed_bytes", "Freed", "bytes"),
+        Field("frees", "Frees", "count"),
+        Field("missed_frees", "Frees of untracked allocations", "count"),
+        Field("processes", "Processes", "count"),
+        Field("interval_s", "Interval length", "s"),
+        Field("mem_total_bytes", "Memory", "bytes"),
+        Field("mem_free_bytes", "Free", "bytes"),
+        Field("mem_available_bytes", "Available", "bytes"),
+        Field("buffers_bytes", "Buffers", "bytes"),
+        Field("cached_bytes", "Cached", "bytes"),
+        Field("slab_bytes", "Slab", "bytes"),
+        Field("slab_reclaimable_bytes", "Slab reclaimable", "bytes"),
+        Field("slab_unreclaimable_bytes", "Slab unreclaimable", "bytes"),
+        Field("kernel_stack_bytes", "Kernel stacks", "bytes"),
+        Field("page_tables_bytes", "Page tables", "bytes"),
+        Field("vmalloc_used_bytes", "Vmalloc used", "bytes"),
+    ),
 )

@@ -1,7 +1,7 @@
 """The cpuprofile entry: what metrics/cpuprofile.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, PID, SOURCE_LINES, TID, Arg, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="cpuprofile",
@@ -56,6 +56,19 @@ SPEC = MetricSpec(
         Field("total_pct", "Total %", "pct"),
     ),
     chart=Chart("stacks", y="count", record_kind="stack", label="samples", unit="count"),
+    # each process's samples of an interval, over the frequency and the interval's length: % of one CPU
+    timeline=Chart("timeseries", y="count", record_kind="stack", label="CPU per process", unit="pct", series="pid",
+                   summed=True, per_interval=("frequency_hz", "interval_s"), scale=100),
     doc="docs/metrics/cpuprofile.md",
-    key_figure=("samples", "samples", 1),
+    key_figure=Figure("samples", "pct", "CPU", per=("frequency_hz", "interval_s"), scale=100),
+    summary=(
+        Field("samples", "Samples", "count"),
+        Field("processes", "Processes", "count"),
+        Field("cgroups", "Cgroups", "count"),
+        Field("lost", "Lost", "count"),
+        Field("frequency_hz", "Frequency", "hz"),
+        Field("interval_s", "Interval length", "s"),
+        Field("unnamed", "Unnamed frames", "count"),
+        Field("perf_map_lines_skipped", "Perf map lines skipped", "count"),
+    ),
 )

@@ -1,7 +1,7 @@
 """The cpuschedrun entry: what metrics/cpuschedrun.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, PID, TID, Arg, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="cpuschedrun",
@@ -51,5 +51,13 @@ SPEC = MetricSpec(
               series="run_time"),
     ),
     doc="docs/metrics/cpuschedrun.md",
-    key_figure=("run_ms", "ms on CPU", 1),
+    key_figure=Figure("run_ms", "pct", "CPU", per=("interval_s",), scale=0.1),
+    summary=(
+        Field("run_ms", "Run time", "ms"),
+        Field("wait_ms", "Run-queue wait", "ms"),
+        Field("runs", "Runs", "count"),
+        Field("waits", "Waits", "count"),
+        Field("threads", "Threads", "count"),
+        Field("interval_s", "Interval length", "s"),
+    ),
 )

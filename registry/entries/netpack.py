@@ -1,7 +1,7 @@
 """The netpack entry: what metrics/netpack.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, Arg, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="netpack",
@@ -40,5 +40,12 @@ SPEC = MetricSpec(
     ),
     chart=Chart("scatter", y="latency_us", record_kind="event", label="packet transmit latency", unit="us"),
     doc="docs/metrics/netpack.md",
-    key_figure=("per_sec", "packets/s", 1),
+    key_figure=Figure("per_sec", "/s", "packets"),
+    summary=(
+        Field("per_sec", "Packets", "/s"),
+        Field("packets", "Packets", "count"),
+        Field("devices", "Devices", "count"),
+        Field("unmatched", "Unmatched", "count"),
+        Field("interval_s", "Interval length", "s"),
+    ),
 )

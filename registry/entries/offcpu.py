@@ -1,7 +1,7 @@
 """The offcpu entry: what metrics/offcpu.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, PID, SOURCE_LINES, TID, Arg, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="offcpu",
@@ -64,6 +64,19 @@ SPEC = MetricSpec(
         Field("percentage", "Share", "pct"),
     ),
     chart=Chart("stacks", y="total_ms", record_kind="row", label="blocked time", unit="ms", blocked=True),
+    # each process's blocked time of an interval (all its stacks) per second of the interval
+    timeline=Chart("timeseries", y="total_ms", record_kind="row", label="blocked time per process", unit="ms/s",
+                   series="pid", where=(("level", "stack"),), summed=True, per_interval=("interval_s",)),
     doc="docs/metrics/offcpu.md",
-    key_figure=("total_time_ns", "ms blocked", 1e-6),
+    key_figure=Figure("total_time_ns", "s/s", "blocked", per=("interval_s",), scale=1e-9),
+    summary=(
+        Field("total_time_ns", "Blocked", "ns"),
+        Field("total_events", "Blocks", "count"),
+        Field("avg_time_ns", "Avg block", "ns"),
+        Field("min_time_ns", "Shortest", "ns"),
+        Field("max_time_ns", "Longest", "ns"),
+        Field("threads", "Threads", "count"),
+        Field("interval_s", "Interval length", "s"),
+        Field("user_stacks_cut", "User stacks cut", "count"),
+    ),
 )

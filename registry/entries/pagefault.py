@@ -1,7 +1,7 @@
 """The pagefault entry: what metrics/pagefault.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, PID, Arg, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="pagefault",
@@ -35,5 +35,15 @@ SPEC = MetricSpec(
     ),
     chart=Chart("timeseries", y="faults_per_sec", record_kind="summary", label="page faults/s", unit="/s"),
     doc="docs/metrics/pagefault.md",
-    key_figure=("faults_per_sec", "faults/s", 1),
+    key_figure=Figure("faults_per_sec", "/s", "faults"),
+    summary=(
+        Field("faults_per_sec", "Faults", "/s"),
+        Field("minor_per_sec", "Minor", "/s"),
+        Field("major_per_sec", "Major", "/s"),
+        Field("minor", "Minor faults", "count"),
+        Field("major", "Major faults", "count"),
+        Field("total", "Faults", "count"),
+        Field("processes", "Processes", "count"),
+        Field("interval_s", "Interval length", "s"),
+    ),
 )

@@ -1,7 +1,7 @@
 """The schparm entry: what metrics/schparm.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, PID, Arg, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="schparm",
@@ -40,5 +40,9 @@ SPEC = MetricSpec(
                 series="policy"),
     table_kind="event",
     doc="docs/metrics/schparm.md",
-    key_figure=("exits", "exits", 1),
+    key_figure=Figure("exits", "/s", "exits", per=("interval_s",)),
+    summary=(
+        Field("exits", "Exits", "count"),
+        Field("interval_s", "Interval length", "s"),
+    ),
 )

@@ -1,7 +1,7 @@
 """The sysnest entry: what metrics/sysnest.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, PID, PPID, TID, Arg, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="sysnest",
@@ -47,5 +47,12 @@ SPEC = MetricSpec(
     ),
     chart=Chart("timeseries", y="per_sec", record_kind="summary", label="syscalls/s", unit="/s"),
     doc="docs/metrics/sysnest.md",
-    key_figure=("per_sec", "syscalls/s", 1),
+    key_figure=Figure("per_sec", "/s", "syscalls"),
+    summary=(
+        Field("per_sec", "Syscalls", "/s"),
+        Field("syscalls", "Syscalls", "count"),
+        Field("errors", "Errors", "count"),
+        Field("processes", "Processes", "count"),
+        Field("interval_s", "Interval length", "s"),
+    ),
 )

@@ -1,7 +1,7 @@
 """The tcpconnlat entry: what metrics/tcpconnlat.py takes, records and draws (see registry/__init__.py)."""
 
 from registry.args import CGROUP, PID, Arg, Shortcut, interval_args
-from registry.spec import Chart, Field, MetricSpec
+from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
     name="tcpconnlat",
@@ -43,5 +43,12 @@ SPEC = MetricSpec(
     ),
     table_kind="event",
     doc="docs/metrics/tcpconnlat.md",
-    key_figure=("connects", "connects", 1),
+    key_figure=Figure("connects", "/s", "connects", per=("interval_s",)),
+    summary=(
+        Field("connects", "Connects", "count"),
+        Field("failed", "Failed", "count"),
+        Field("avg_ms", "Avg latency", "ms"),
+        Field("max_ms", "Max latency", "ms"),
+        Field("interval_s", "Interval length", "s"),
+    ),
 )

@@ -18,8 +18,9 @@ KEY = "host=lab-pc-01&run_id=run-a&source=sysnest"
 
 
 @pytest.mark.parametrize(("value", "unit", "text"), [
-    (103400, "/s", "103k/s"), (1.034e5, "", "103k"), (0, "/s", "0/s"), (1536, "bytes", "1.54kB"),
-    (2.5e6, "", "2.5M"), (12, "pct", "12%"), (1.5, "ms", "1.5ms"), (250, "us", "250µs"), (-2000, "", "-2k")])
+    (103400, "/s", "103k/s"), (1.034e5, "", "103k"), (0, "/s", "0/s"), (1536, "bytes", "1.5 KiB"),
+    (2.5e6, "", "2.5M"), (12, "pct", "12%"), (1.5, "ms", "1.5 ms"), (250, "us", "250 µs"), (-2000, "", "-2k"),
+    (0.1, "ms", "100 µs"), (150e6, "bytes/s", "143 MiB/s"), (2.5e9, "ns", "2.5 s")])
 def test_si_labels(value, unit, text):
     assert chart.si(value, unit) == text
 
@@ -44,8 +45,9 @@ def test_the_1034e05_case_is_labelled_whole(collector_client):
     _summaries(collector_client, [98_000.0, 103_400.0, 101_000.0])
     page = collector_client.get(f"/stream?{KEY}").get_data(as_text=True)
     labels = re.findall(r'<text class="ytick"[^>]*>([^<]*)</text>', page)
-    assert len(labels) >= 4 and all(re.fullmatch(r"-?[0-9.]+[kMGT]?/s", label) for label in labels), labels
-    top = float(labels[-1][:-3]) * 1000
+    assert len(labels) >= 4 and all(re.fullmatch(r"-?[0-9.]+[kMGT]?", label) for label in labels), labels
+    assert "<h2>syscalls/s <small>" in page          # the unit once, in the title, as the ticks are in it
+    top = float(labels[-1][:-1]) * 1000
     assert top >= 103_400 and "e+" not in page.split('<svg class="chart"')[1].split("</svg>")[0]
     assert len(re.findall(r'class="xtick"', page)) >= 3
 
@@ -78,7 +80,7 @@ def test_records_newest_first_numbers_right_aligned_paged(collector_client):
     body = page.split('<table id="records"')[1].split("</table>")[0]
     seqs = [int(s) for s in re.findall(r'<tr><td class="time"[^>]*>[^<]*</td><td class="num">(\d+)</td>', body)]
     assert len(seqs) == dashboard.PAGE_ROWS and seqs == sorted(seqs, reverse=True) and seqs[0] == dashboard.PAGE_ROWS + 19
-    assert '<td class="num">119.0</td>' in body                          # per_sec, a number: right-aligned
+    assert '<td class="num" data-value="119.0">119.0</td>' in body      # per_sec, a number: right-aligned
     older = re.search(r'<a href="([^"]+)" id="older">', page).group(1).replace("&amp;", "&")
     second = collector_client.get(older).get_data(as_text=True)
     body = second.split('<table id="records"')[1].split("</table>")[0]
@@ -119,7 +121,7 @@ def test_overview_json_lists_hosts_with_trends(collector_client):
     assert set(hosts) == {"pc-a", "pc-b"}
     (metric,) = hosts["pc-a"]["metrics"]
     assert metric["source"] == "sysnest" and metric["records"] == 3 and metric["dropped"] == 0
-    assert metric["trend"]["values"] == [10.0, 20.0, 30.0] and metric["trend"]["last"] == "30/s"
+    assert metric["trend"]["values"] == [10.0, 20.0, 30.0] and metric["trend"]["last"] == "30 syscalls/s"
     assert metric["running"] and not hosts["pc-a"]["quiet"]
 
 
@@ -136,47 +138,62 @@ def _hist(t: float, i: int, name: str, counts: list[int]) -> dict:
 
 
 def test_overview_trends_are_each_streams_newest_key_figures(collector_client):
-    """Each stream's trend: the newest TREND_POINTS values of its chart's field (kept in the stream's row
-    as batches arrive), in time order, other kinds and other hists' records left out, non-numbers
-    skipped; the same read from the records when the row holds none (a database stored before 0005)."""
+    """Each stream's trend: the newest TREND_POINTS values of its registry key figure, read from its
+    summary records (kept in the stream's row as batches arrive), in time order, other kinds left out,
+    a summary lacking a field skipped: syscalls/s as recorded, cpuschedrun's run time as a share of a CPU,
+    tcpconnlat's connects per second, cpuprofile's samples as a share of a CPU (a flame graph's metric
+    has one too); the same read from the records when the row holds none (a database stored before
+    0005) or holds another figure's untagged points (an older collector's, of the chart's field)."""
     t0, n = 1_750_000_000.0, dashboard.TREND_POINTS + 15
     expected: dict[tuple[str, str], list[float]] = {}
     for h, host in enumerate(("pc-a", "pc-b", "pc-c")):
-        sysnest, sched, connects = [], [], []
+        sysnest, sched, connects, profile = [], [], [], []
         for i in range(n):
             per_sec = 1000.0 * h + i * 1.5
             sysnest += [envelope("sysnest", t0 + i, i + 1, "row", pid=7, comm="x", syscall="read", count=99,
                                  total_us=5.0, per_sec=-1.0),
                         envelope("sysnest", t0 + i, i + 1, "summary", syscalls=int(per_sec), per_sec=per_sec,
                                  processes=1, errors=0, interval_s=1.0)]
-            sched += [_hist(t0 + i, i + 1, "run_time", [i, h, 3]), _hist(t0 + i, i + 1, "runq_latency", [500, 1])]
-            latency = "slow" if i == n - 1 else True if i == n - 2 else 0.25 * (i + h)   # no numbers: skipped
-            connects.append(envelope("tcpconnlat", t0 + i, i + 1, "event", latency_ms=latency, pid=1, comm="c"))
-        _post(collector_client, host, "sysnest", sysnest)
-        _post(collector_client, host, "cpuschedrun", sched)
-        _post(collector_client, host, "tcpconnlat", connects)
+            sched += [_hist(t0 + i, i + 1, "run_time", [i, h, 3]),
+                      envelope("cpuschedrun", t0 + i, i + 1, "summary", run_ms=10.0 * (i + h), interval_s=2.0)]
+            connects += [envelope("tcpconnlat", t0 + i, i + 1, "event", latency_ms=0.25, pid=1, comm="c"),
+                         envelope("tcpconnlat", t0 + i, i + 1, "summary",
+                                  connects="many" if i == n - 1 else i + h, interval_s=0.5)]   # no number: skipped
+            profile += [envelope("cpuprofile", t0 + i, i + 1, "stack", pid=1, comm="c", count=5,
+                                 frames=[{"name": "main"}]),
+                        envelope("cpuprofile", t0 + i, i + 1, "summary", samples=i + h, frequency_hz=50, interval_s=1.0)]
+        for source, records in (("sysnest", sysnest), ("cpuschedrun", sched), ("tcpconnlat", connects),
+                                ("cpuprofile", profile)):
+            _post(collector_client, host, source, records)
         newest = range(n - dashboard.TREND_POINTS, n)
         expected[(host, "sysnest")] = [1000.0 * h + i * 1.5 for i in newest]
-        expected[(host, "cpuschedrun")] = [float(i + h + 3) for i in newest]
-        expected[(host, "tcpconnlat")] = [0.25 * (i + h) for i in range(n - 2 - dashboard.TREND_POINTS, n - 2)]
+        expected[(host, "cpuschedrun")] = [pytest.approx(10.0 * (i + h) / 2.0 / 10) for i in newest]   # % of a CPU
+        expected[(host, "tcpconnlat")] = [(i + h) / 0.5 for i in range(n - 1 - dashboard.TREND_POINTS, n - 1)]
+        expected[(host, "cpuprofile")] = [pytest.approx((i + h) / 50 * 100) for i in newest]
     # an older run of pc-a's sysnest: the overview shows the newest run's only
     _post(collector_client, "pc-a", "sysnest", [envelope("sysnest", t0 - 9000, 1, "summary", per_sec=7.0)],
           run_id="run-0")
     _post(collector_client, "pc-a", "sysnest", [envelope("sysnest", t0 + n, n + 1, "summary", per_sec=99999.0)])
     expected[("pc-a", "sysnest")] = expected[("pc-a", "sysnest")][1:] + [99999.0]
+
+    def trends() -> dict:
+        hosts = {h["host"]: h for h in collector_client.get("/api/overview").get_json()["hosts"]}
+        return {(host, m["source"]): m["trend"]["values"] for host, h in hosts.items() for m in h["metrics"]}
+
+    assert trends() == expected
     hosts = {h["host"]: h for h in collector_client.get("/api/overview").get_json()["hosts"]}
-    found = {(host, m["source"]): m["trend"]["values"] for host, h in hosts.items() for m in h["metrics"]}
-    assert found == expected
     assert {m["run_id"] for m in hosts["pc-a"]["metrics"]} == {"run-a"}
-    # the rows' trends gone, as in a database stored before migration 0005: read from the records
+    last = {m["source"]: m["trend"]["last"] for m in hosts["pc-b"]["metrics"]}
+    assert last["cpuprofile"] == f"{(n - 1 + 1) / 50 * 100:g}% CPU" and last["sysnest"].endswith(" syscalls/s")
+    assert last["tcpconnlat"] == f"{(n - 2 + 1) / 0.5:g} connects/s" and last["cpuschedrun"].endswith("% CPU")
     store = collector_client.application.extensions["collector"].store
-    with store.engine.begin() as conn:
-        conn.execute(text("UPDATE streams SET trend = NULL"))
-    hosts = {h["host"]: h for h in collector_client.get("/api/overview").get_json()["hosts"]}
-    found = {(host, m["source"]): m["trend"]["values"] for host, h in hosts.items() for m in h["metrics"]}
-    newest_records = range(n - dashboard.TREND_POINTS, n - 2)   # the newest records; 2 of them no number
-    assert found == {**expected, **{(host, "tcpconnlat"): [0.25 * (i + h) for i in newest_records]
-                                    for h, host in enumerate(("pc-a", "pc-b", "pc-c"))}}
+    # read from the records: the newest TREND_POINTS summaries, the one without a number among them
+    from_records = {**expected, **{(host, "tcpconnlat"): [(i + h) / 0.5 for i in range(n - dashboard.TREND_POINTS, n - 1)]
+                                   for h, host in enumerate(("pc-a", "pc-b", "pc-c"))}}
+    for stored in ("NULL", "'[[1750000000.0, 5.0]]'"):   # none, or an older collector's untagged points
+        with store.engine.begin() as conn:
+            conn.execute(text(f"UPDATE streams SET trend = {stored}"))
+        assert trends() == from_records
 
 
 def test_a_late_batch_falls_into_the_trend_by_time(collector_client):

@@ -9,6 +9,7 @@ import json
 import os
 import re
 
+import pytest
 from collector_payloads import ours
 from helpers import SAMPLES
 
@@ -27,7 +28,7 @@ def _post_sample(client, metric: str) -> list[dict]:
 def _table(page: str) -> tuple[list[str], list[list[str]]]:
     """(the headings, each row's cells as HTML) of the records table."""
     body = page.split('<table id="records"')[1].split("</table>")[0]
-    headings = [html.unescape(h) for h in re.findall(r"<th>([^<]*)</th>", body)]
+    headings = [html.unescape(h) for h in re.findall(r"<th[^>]*>([^<]*)</th>", body)]
     rows = [re.findall(r"<td[^>]*>(.*?)</td>", row, re.S) for row in re.findall(r"<tr><td class=\"time\".*?</tr>", body, re.S)]
     return headings, rows
 
@@ -38,11 +39,12 @@ def test_tcpconnlat_shows_latency_and_status(collector_client):
     assert len(fields) > table.TABLE_COLUMNS   # meta and summary records bring more fields than are shown
     page = collector_client.get(f"/stream?{KEY}&source=tcpconnlat").get_data(as_text=True)
     headings, rows = _table(page)
-    assert "latency_ms" in headings and "status" in headings
+    # the fields by their labels, the latencies (all under 1 ms) in µs
+    assert "Latency (µs)" in headings and "Status" in headings
     events = [r for r in records if r["kind"] == "event"]
-    latency = [row[headings.index("latency_ms")] for row in rows if row[2] == "event"]
-    status = [row[headings.index("status")] for row in rows if row[2] == "event"]
-    assert sorted(float(v) for v in latency) == sorted(e["latency_ms"] for e in events)
+    latency = [row[headings.index("Latency (µs)")] for row in rows if row[2] == "event"]
+    status = [row[headings.index("Status")] for row in rows if row[2] == "event"]
+    assert sorted(float(v) for v in latency) == pytest.approx(sorted(e["latency_ms"] * 1000 for e in events), abs=0.05)
     assert sorted(status) == sorted(e["status"] for e in events)
 
     # the chooser lists every field; asking for two shows those two, kept on the next page's links
@@ -50,7 +52,7 @@ def test_tcpconnlat_shows_latency_and_status(collector_client):
     assert set(re.findall(r'name="columns" value="([^"]+)"', chooser)) == fields
     page = collector_client.get(f"/stream?{KEY}&source=tcpconnlat&columns=status&columns=args").get_data(as_text=True)
     headings, _rows = _table(page)
-    assert headings == ["time (UTC)", "seq", "kind", "status", "args"]   # the declared field first
+    assert headings == ["Time (UTC)", "Sequence", "Kind", "Status", "Arguments"]   # the declared field first
     every_kind = re.search(r'class="kinds">kind: <a href="([^"]+)">all</a>', page).group(1)
     assert _table(collector_client.get(html.unescape(every_kind)).get_data(as_text=True))[0] == headings
 
@@ -61,8 +63,8 @@ def test_stack_columns_read_as_frames(collector_client):
     page = collector_client.get(f"/stream?{KEY}&source=offcpu&kind=row&columns=comm,kernel_frames,user_frames"
                                 ).get_data(as_text=True)
     headings, rows = _table(page)
-    assert headings[3:] == ["comm", "kernel_frames", "user_frames"]
-    cells = [row[headings.index("kernel_frames")] for row in rows]
+    assert headings[3:] == ["Command", "Kernel stack (innermost first)", "User stack (innermost first)"]
+    cells = [row[headings.index("Kernel stack (innermost first)")] for row in rows]
     assert cells and not [c for c in cells if '["' in html.unescape(c)]   # no stack cell is JSON
     listed = {tuple(html.unescape(f) for f in re.findall(r"<li>(.*?)</li>", c)): c for c in cells}
     shown = listed[tuple(stack["kernel_frames"])]                        # every frame, innermost first

@@ -112,7 +112,7 @@ def test_a_flat_table_sums_its_rows(qtbot):
     tab.group_by_cgroup.setChecked(True)
     feed(tab, rows)
     rows = shown(tab)
-    assert (rows["/j1"]["Minor"], rows["/j1"]["Major"], rows["/j1"]["Processes"]) == ("1024", "2", "2")  # minor: formatted as the table does (no separators)
+    assert (rows["/j1"]["Minor"], rows["/j1"]["Major"], rows["/j1"]["Processes"]) == ("1,024", "2", "2")  # minor: a count, as declared
     assert (rows["/j2"]["Minor"], rows["/j2"]["Processes"]) == ("5", "1")
 
 

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QLabel
 import config
 from gui.charts import CHARTS, HistogramChart, ScatterChart, TimeSeriesChart, make_chart
 from gui.forms import ArgForm
-from gui.metric_tab import MetricTab, summary_text
+from gui.metric_tab import MetricTab
 from gui.models import SORT_ROLE, RecordTableModel, format_value, header_label
 from gui.profile_panel import ProfilePanel
 
@@ -361,6 +361,9 @@ def test_a_process_drilled_into_in_one_tab_filters_every_tab(qtbot, tmp_path):
     assert sysnest.proxy.rowCount() == len(sysnest.model.rows) and sysnest.drill_button.isHidden()
 
 
-def test_a_summary_line_reads_nanoseconds_as_milliseconds():
-    text = summary_text({"kind": "summary", "total_time_ns": 23232972638, "total_events": 1583, "pid": 26712})
-    assert text == "total time 23,233 ms  ·  total events 1,583  ·  pid 26712"
+def test_a_summary_line_reads_labels_and_scaled_units():
+    """The headline: the key figure, then each summary field by its declared label, times scaled to
+    their size (23,232,972,638 ns is 23.2 s), identifiers as they are."""
+    text = config.get("offcpu").summary_text({"kind": "summary", "total_time_ns": 23232972638, "total_events": 1583,
+                                              "interval_s": 1.005, "pid": 26712})
+    assert text == "23.1 s/s blocked  ·  Blocked 23.2 s  ·  Blocks 1,583  ·  Interval length 1.005 s  ·  PID 26712"

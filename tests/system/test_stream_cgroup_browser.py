@@ -20,7 +20,7 @@ def cgroups_shown(browser) -> list[str]:
 
     table = browser.find_element(By.ID, "records")
     headers = [th.text for th in table.find_elements(By.CSS_SELECTOR, "thead th")]
-    column = headers.index("cgroup")
+    column = headers.index("Cgroup")
     return [row.find_elements(By.TAG_NAME, "td")[column].text
             for row in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
 
