@@ -28,8 +28,8 @@ _OVERFLOW_SHAPES = (b"0e000", b"0" * 100)
 
 def is_record(value: Any) -> bool:
     """A decoded JSON value is a record: an object of one of RECORD_KINDS that names its metric (what
-    the registry's parse_ndjson and the worker's parse_records both hold a line to)."""
-    return isinstance(value, dict) and value.get("kind") in RECORD_KINDS and "metric" in value
+    the registry's parse_ndjson, the worker's parse_records and an opened session hold a line to)."""
+    return isinstance(value, dict) and value.get("kind") in RECORD_KINDS and isinstance(value.get("metric"), str)
 
 
 def batch_names(schema: Any) -> tuple[str, str]:

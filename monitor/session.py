@@ -13,7 +13,7 @@ import queue
 import threading
 from collections.abc import Iterable
 
-from client.wire import RECORD_KINDS
+from client.wire import is_record
 
 
 class SessionError(Exception):
@@ -70,8 +70,7 @@ def read_session(path: str, known: Iterable[str]) -> tuple[dict[str, list[dict]]
                     record = json.loads(line)
                 except ValueError:
                     raise SessionError(f"{path}: line {number} is not JSON") from None
-                if not isinstance(record, dict) or record.get("kind") not in RECORD_KINDS \
-                        or not isinstance(record.get("metric"), str):
+                if not is_record(record):
                     raise SessionError(f"{path}: line {number} is not a metric's record")
                 if record["metric"] in known:
                     by_metric.setdefault(record["metric"], []).append(record)
