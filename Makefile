@@ -11,8 +11,9 @@ setup:
 run: setup
 	$(PY) launcher.py
 
+# the 30 slowest tests are listed at the end: a full run has to stay under 25 minutes on 2 CPUs
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=30 $(PYTEST_ARGS)
 
 # the quick tests alone (no BPF, nothing marked slow): about a minute, no root needed (as a user, setup
 # only checks what is in place: tests/host/test_setup_script.py)

@@ -27,6 +27,8 @@ struct dev_t {
 struct queued_t {
     u64 ts;
     u64 cgid;          /* the queuing task's cgroup, 0 when queued in a softirq */
+    u32 pid;           /* the queuing task's process, 0 when queued in a softirq */
+    u32 pad;
 };
 
 /* A stacked device (vlan, bond) queues the same skb to the lower device before its own xmit returns,
@@ -62,7 +64,7 @@ struct event_t {
     u64 delta_ns;
     u64 cgid;
     u32 len;
-    u32 pad;
+    u32 pid;           /* the queuing process, 0 when queued in a softirq */
     char dev[IFNAMSIZ];
 };
 
@@ -144,7 +146,8 @@ TRACEPOINT_PROBE(net, net_dev_queue)
     if (skip_dev(key.name))
         return PASS_ON;
 #endif
-    struct queued_t q = {.ts = bpf_ktime_get_ns(), .cgid = by_task ? bpf_get_current_cgroup_id() : 0};
+    struct queued_t q = {.ts = bpf_ktime_get_ns(), .cgid = by_task ? bpf_get_current_cgroup_id() : 0,
+                         .pid = by_task ? bpf_get_current_pid_tgid() >> 32 : 0};
     struct queued_t *old = start.lookup(&key);
     if (old) {
         /* the skb was dropped before xmit (qdisc full) and freed, and its memory is a new packet */
@@ -175,6 +178,7 @@ TRACEPOINT_PROBE(net, net_dev_xmit)
     u64 now = bpf_ktime_get_ns();
     u64 delta = now - q->ts;
     u64 cgid = q->cgid;
+    u32 pid = q->pid;
     start.delete(&key);
 
     struct dev_t dev = {};
@@ -229,7 +233,7 @@ TRACEPOINT_PROBE(net, net_dev_xmit)
     if (delta < MIN_NS)
         return PASS_ON;
 #endif
-    struct event_t ev = {.ts_ns = now, .delta_ns = delta, .cgid = cgid, .len = len};
+    struct event_t ev = {.ts_ns = now, .delta_ns = delta, .cgid = cgid, .len = len, .pid = pid};
     __builtin_memcpy(&ev.dev, dev.name, IFNAMSIZ);
     events.perf_submit(args, &ev, sizeof(ev));
 #endif

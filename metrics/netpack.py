@@ -136,9 +136,10 @@ def on_event(data: Any) -> None:   # the ring buffer's pointer to a struct event
     cgroup = tool.cgroup_fields(ev.cgid)
     if tool.json:
         tool.emit_event(time_s=round((ev.ts_ns - first_ts[0]) / 1e9, 6), dev=dev, len=ev.len,
-                        latency_us=round(ev.delta_ns / 1e3, 3), **cgroup)
+                        latency_us=round(ev.delta_ns / 1e3, 3), pid=ev.pid, **cgroup)
     else:
-        print(f"len={ev.len:<7} latency={ev.delta_ns / 1e3:.2f} us  dev={dev}  cgroup={cgroup['cgroup'] or '-'}",
+        print(f"len={ev.len:<7} latency={ev.delta_ns / 1e3:.2f} us  dev={dev}  pid={ev.pid or '-'}  "
+              f"cgroup={cgroup['cgroup'] or '-'}",
               flush=True)
 
 
