@@ -10,11 +10,11 @@ pass did is counted in the counters table in the same transactions, and logged i
 from __future__ import annotations
 
 import logging
+import math
 import random
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import orjson
@@ -205,7 +205,7 @@ class Compactor:
     # --- deleting --------------------------------------------------------------------------------------
     def _expire(self, cutoff: float, result: PassResult) -> None:
         """Every record older than cutoff, its emptied batches, and streams with nothing left."""
-        n, emptied = self._delete_oldest(cutoff, "expired", lambda _deleted: True)
+        n, emptied = self._delete_oldest(cutoff, "expired")
         result.expired += n
         result.batches += emptied
         s = streams.c
@@ -218,47 +218,50 @@ class Compactor:
                 conn.execute(delete(streams).where(s.id.in_(chunk), ~left))
 
     def _bound(self, result: PassResult) -> None:
-        """Under max_db_bytes: past HIGH_WATER of it, the oldest records deleted down to LOW_WATER. SQLite
-        measures as it deletes; PostgreSQL's files do not shrink (the space is reused once VACUUM has
-        run), so there the oldest share of the records the excess is of the size is deleted at once,
-        and again only when the tables have grown past their size after the last time."""
+        """Under max_db_bytes: past HIGH_WATER of it, the oldest records deleted down to LOW_WATER, as many
+        as the excess is a share of the size. SQLite measures again and goes on while the pages in use
+        are still too many; PostgreSQL's files do not shrink (the space is reused once VACUUM has run),
+        so there it deletes once, then VACUUMs, and deletes again only once the tables have grown past
+        their size after that."""
         bound = self.max_db_bytes
         size = dbsize.measure(self.engine)
         result.db_bytes = size
         if size is None or size <= bound * HIGH_WATER:
             return
-        if not self._postgres:
-            n, emptied = self._delete_oldest(None, "evicted",
-                                             lambda _deleted: dbsize.measure(self.engine) > bound * LOW_WATER)
-        else:
-            with self.engine.connect() as conn:
+        with self.engine.connect() as conn:
+            if self._postgres:
                 before = conn.execute(select(compactions.c.db_bytes).where(compactions.c.evicted > 0)
                                       .order_by(compactions.c.id.desc()).limit(1)).scalar()
                 if before is not None and size <= before:
-                    return  # the space freed last time is still being reused
-                locked = conn.execute(select(func.pg_try_advisory_lock(LOCK_CLASS, BOUND_LOCK))).scalar()
-                if not locked:
+                    return  # the space freed last time is still being taken
+                if not conn.execute(select(func.pg_try_advisory_lock(LOCK_CLASS, BOUND_LOCK))).scalar():
                     return  # another process is at it
-                try:
-                    share = (size - bound * LOW_WATER) / size
-                    goal = int(dbsize.estimated_rows(conn, "records") * share)
-                    n, emptied = self._delete_oldest(None, "evicted", lambda deleted: deleted < goal)
-                    dbsize.vacuum(self.engine)
-                finally:
+            try:
+                for _round in range(1 if self._postgres else 20):
+                    goal = math.ceil(dbsize.estimated_rows(conn, "records") * (size - bound * LOW_WATER) / size)
+                    n, emptied = self._delete_oldest(None, "evicted", goal)
+                    result.evicted += n
+                    result.batches += emptied
+                    if self._postgres:
+                        dbsize.vacuum(self.engine)
+                    size = dbsize.measure(self.engine)
+                    if not n or size <= bound * LOW_WATER:
+                        break
+            finally:
+                if self._postgres:
                     conn.execute(select(func.pg_advisory_unlock(LOCK_CLASS, BOUND_LOCK)))
-                    conn.commit()
-        result.evicted += n
-        result.batches += emptied
-        result.db_bytes = dbsize.measure(self.engine)
+                conn.commit()
+        result.db_bytes = size
 
-    def _delete_oldest(self, cutoff: float | None, counter: str, more: Callable[[int], bool]) -> tuple[int, int]:
-        """Delete the oldest records (those older than cutoff, if given), DELETE_CHUNK a transaction, while
-        more(records deleted so far) says so; (records, batches) deleted."""
+    def _delete_oldest(self, cutoff: float | None, counter: str, limit: int | None = None) -> tuple[int, int]:
+        """Delete the oldest records (those older than cutoff, if given; at most limit), DELETE_CHUNK a
+        transaction; (records, batches) deleted."""
         r = records.c
         deleted = emptied = 0
-        while more(deleted):
+        while limit is None or deleted < limit:
             with write_transaction(self.engine) as conn:
-                query = select(r.id, r.batch).order_by(r.ts, r.id).limit(DELETE_CHUNK)
+                chunk = DELETE_CHUNK if limit is None else min(DELETE_CHUNK, limit - deleted)
+                query = select(r.id, r.batch).order_by(r.ts, r.id).limit(chunk)
                 if cutoff is not None:
                     query = query.where(r.ts < cutoff)
                 rows = conn.execute(query).all()

@@ -27,9 +27,12 @@ def measure(engine: Engine) -> int | None:
 
 
 def estimated_rows(conn: Connection, table: str) -> int:
-    """PostgreSQL's estimate of a table's rows (its statistics: no count(*) over millions of rows)."""
-    found = conn.execute(text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:t)"), {"t": table}).scalar()
-    if found is None or found < 0:  # never analysed yet: counted
+    """A table's rows: PostgreSQL's estimate (its statistics: no count(*) over millions of rows), else
+    counted (SQLite counts them on its smallest index)."""
+    found = None
+    if conn.dialect.name == "postgresql":
+        found = conn.execute(text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:t)"), {"t": table}).scalar()
+    if found is None or found < 0:  # never analysed yet, or SQLite
         found = conn.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar()
     return int(found)
 

@@ -210,6 +210,32 @@ def test_the_size_bound_deletes_the_oldest_first(sqlite_collector):
 
 
 @pytest.mark.slow
+def test_the_size_bound_on_postgresql_deletes_the_oldest_share_then_waits_for_growth(pg_cluster):
+    """PostgreSQL's files do not shrink: past the bound's high water the oldest share of the records goes
+    (then VACUUM, so their space is reused), and a pass deletes nothing more until the tables grow."""
+    from collector import create_app
+
+    app = create_app({"db_url": pg_cluster.create_database(), "retention": "off", "max_db_bytes": 2**20,
+                      "compact_every_s": 0})
+    client, store = app.test_client(), store_of(app)
+    try:
+        seq = 0
+        while (store.compactor.run(now=T0).db_bytes or 0) < 1.2 * 2**20:
+            for _ in range(10):
+                post(client, "pc-1", "cpuprofile", seq, cpu_interval(T0 + 60 * seq, seq + 1) * 4)
+                seq += 1
+        rows = count(store)
+        evicted = store.retention()["evicted"]
+        assert evicted > 0 and rows + evicted == seq * 4 * (1 + len(FUNCTIONS))
+        with store.engine.connect() as conn:  # the oldest went first: 28 records an interval
+            assert conn.execute(text("SELECT min(ts) FROM records")).scalar() >= T0 + 60 * (evicted // 28)
+        assert store.compactor.run(now=T0).evicted == 0  # the space is being reused, not grown
+        assert count(store) == rows
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
 def test_two_compactors_at_once_on_postgresql_merge_nothing_twice(pg_cluster):
     """Two collector processes' passes on one PostgreSQL database at the same moment: every stack record
     merged once (the counters add up to the rows that went), one merged record per bucket, stack and
