@@ -108,6 +108,9 @@ class Compactor:
             else:
                 result.db_bytes = dbsize.measure(self.engine)
             self._log(result)
+            if not self._postgres:  # what the pass wrote goes back into the database file (writer.py's _Checkpoints)
+                with self.engine.connect() as conn:
+                    conn.exec_driver_sql("PRAGMA wal_checkpoint(PASSIVE)")
             return result
 
     # --- merging ---------------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ def index() -> ResponseReturnValue:
     rejected = {r: counters.get("rejected:" + r, 0) for r in REASONS if counters.get("rejected:" + r)}
     sources = {s.source for s in streams}
     return render_template("index.html", streams=streams, batches=batches, records=records,
-                           retention=retention_shown(store.retention()),
+                           retention=retention_shown(store.retention(counters)),
                            duplicates=counters.get("duplicates", 0), rejected=rejected,
                            hosts=len({s.host for s in streams}), runs=len({(s.host, s.run_id) for s in streams}),
                            ranges_text=ranges_text, overview=overview_hosts(streams), quiet_s=QUIET_S,

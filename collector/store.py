@@ -144,9 +144,10 @@ class Store:
             found["rejected:" + reason] = found.get("rejected:" + reason, 0) + n
         return found
 
-    def retention(self) -> dict:
-        """What compaction has done (the counters, every process's) and its newest pass, for the overview."""
-        found = self.counters()
+    def retention(self, found: dict[str, int] | None = None) -> dict:
+        """What compaction has done (the counters, every process's: `found` if read already) and its newest
+        pass, for the overview."""
+        found = self.counters() if found is None else found
         c = compactions.c
         with self.engine.connect() as conn:
             newest = conn.execute(select(c.finished_at, c.db_bytes).order_by(c.id.desc()).limit(1)).first()

@@ -16,7 +16,7 @@ from collector_payloads import ours
 from sqlalchemy import text
 
 import server
-from collector import retention
+from collector import chart, retention, timeline
 from collector.compaction import Compactor
 from collector.state import EXTENSION
 from collector.store import make_engine
@@ -136,6 +136,22 @@ def test_offcpu_rows_merge_with_counts_extremes_and_weighted_means():
     assert list(merged)[:4] == ["metric", "ts", "kind", "interval"]  # the record's own order
 
 
+def test_a_merged_bucket_is_one_point_of_the_timeline_at_its_intervals_mean():
+    """The stream page's CPU-per-process line over merged time: a bucket's merged record (its intervals'
+    samples summed) is the mean of the points its intervals made raw."""
+    plot = chart.declared("cpuprofile")
+    raw = [r for i in range(1, 4) for r in cpu_interval(T0 + 60 * i, i)]
+    summaries = {r["interval"]: r for r in raw if r["kind"] == "summary"}
+    stacks = [r for r in raw if r["kind"] == "stack"]
+    as_rows = [{"ts": r["ts"], "data": json.dumps(r)} for r in stacks]
+    raw_points = [v for _t, v in next(iter(timeline.points(plot, as_rows, summaries).values()))]
+    merged = [retention.merge([r for r in stacks if r["frames"] == first["frames"]], "count", 3600, T0, 3, 3)
+              for first in stacks if first["interval"] == 1]
+    merged_rows = [{"ts": r["ts"], "data": json.dumps(r)} for r in merged]
+    (point,) = next(iter(timeline.points(plot, merged_rows, summaries).values()))
+    assert len(raw_points) == 3 and point == (T0, pytest.approx(sum(raw_points) / 3))
+
+
 # --- merging in the database -----------------------------------------------------------------------------
 def test_old_stacks_merge_into_buckets_with_every_total_kept(make_collector):
     """Three days of an hour's intervals a minute apart (cpuprofile, offcpu, compmem): with raw=1d,1h=30d
@@ -186,6 +202,7 @@ def test_records_past_the_last_age_are_deleted_with_their_batches_and_streams(ma
     done = store.compactor.run(now=T0 + 3 * DAY + 3600)
     assert done.expired == 4 * (1 + len(FUNCTIONS)) and done.batches == 4
     assert [s["host"] for s in client.get("/api/streams").get_json()["streams"]] == ["new-pc"]
+    assert f'collector_retention_records_total{{action="expired"}} {done.expired}\n' in client.get("/metrics").text
     assert count(store) == 4 * (1 + len(FUNCTIONS))
     with store.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM batches")).scalar() == 4
@@ -293,34 +310,46 @@ def test_a_month_at_30_hosts_stays_under_its_bound_with_totals_kept_and_pages_qu
     """30 days of 30 hosts' cpuprofile, compressed: an interval every 2 hours, a day's intervals posted in
     one batch per host, a pass after each day under raw=2d,6h=10d,1d=25d and a 7 MiB bound (the month
     raw would take about 20). The database stays under its bound after every pass (pages in use and
-    the file itself), the size bound deleting the oldest; each function's total over day 12, merged into
-    6-hour then 1-day buckets, stays within 1 % of what it was raw; the overview, a stream page and
-    /api/profile answer in 300 ms."""
+    the file itself), the size bound deleting the oldest; each function's total over a day, merged into
+    6-hour then 1-day buckets, stays within 1 % of what it was raw (the days merged into 1-day buckets
+    before the bound reached them); the overview, a stream page and /api/profile answer in 300 ms."""
     bound = 7 * 2**20
     app = sqlite_collector(retention="raw=2d,6h=10d,1d=25d", max_db_bytes=bound, compact_every_s=0)
     client, store = app.test_client(), store_of(app)
-    day_12 = f"&since={T0 + 12 * DAY}&until={T0 + 13 * DAY - 1}"
-    raw_day_12 = {}
+
+    def of_day(day: int) -> dict:
+        query = f"&since={T0 + day * DAY}&until={T0 + (day + 1) * DAY - 1}"
+        return {h: by_function(profile(client, f"pc-{h:02d}", "cpuprofile", query)) for h in (0, 17)}
+
+    raw_days: dict[int, dict] = {}  # a day's totals per function as posted, until compared merged
+    compared = []
+    evicted_to = T0 - 1  # the bound deletes by time: records up to this one's time have gone, some or all
     for day in range(30):
         for h in range(HOSTS):  # every 2 hours
             records = [r for n in range(12) for r in cpu_interval(T0 + day * DAY + n * 7200, day * 12 + n + 1, h)]
             post(client, f"pc-{h:02d}", "cpuprofile", day, records)
-        if day == 12:
-            raw_day_12 = {h: by_function(profile(client, f"pc-{h:02d}", "cpuprofile", day_12)) for h in (0, 17)}
+        raw_days[day] = of_day(day)
         done = store.compactor.run(now=T0 + (day + 1) * DAY)
         assert done.db_bytes <= bound and os.path.getsize(store.engine.url.database) <= bound, (day, done)
-        if day == 22:  # day 12 is in 1-day buckets now
-            assert count(store, f"WHERE bucket = {DAY} AND ts = {T0 + 12 * DAY}") == HOSTS * len(FUNCTIONS)
-            for h, raw in raw_day_12.items():
-                merged = by_function(profile(client, f"pc-{h:02d}", "cpuprofile", day_12))
-                assert merged.keys() == raw.keys() and len(raw) == len(FUNCTIONS) + 2  # the comm, main
-                assert all(abs(merged[f] - raw[f]) <= 0.01 * raw[f] for f in raw), (h, raw, merged)
+        if done.evicted:
+            with store.engine.connect() as conn:
+                evicted_to = conn.execute(text("SELECT min(ts) FROM records")).scalar()
+        for old in sorted(raw_days):  # a day now whole in 1-day buckets, none of it deleted by the bound
+            if T0 + old * DAY <= evicted_to:
+                del raw_days[old]
+            elif count(store, f"WHERE bucket = {DAY} AND ts = {T0 + old * DAY}") == HOSTS * len(FUNCTIONS):
+                raw, merged = raw_days.pop(old), of_day(old)
+                for h in raw:
+                    assert merged[h].keys() == raw[h].keys() and len(raw[h]) == len(FUNCTIONS) + 2  # comm, main
+                    assert all(abs(merged[h][f] - raw[h][f]) <= 0.01 * raw[h][f] for f in raw[h]), (old, h)
+                compared.append(old)
+    assert len(compared) >= 5, compared
     shown = client.get("/api/overview").get_json()["retention"]
     assert shown["merged"] > 0 and shown["evicted"] > 0, shown
     newest = count(store, f"WHERE ts >= {T0 + 28 * DAY}")
     assert newest == 2 * HOSTS * 12 * (1 + len(FUNCTIONS))  # the last two days as posted
     stream = "/stream?host=pc-07&run_id=run-a&source=cpuprofile"
-    timings = {url: min(_timed(client, url) for _ in range(2)) for url in
+    timings = {url: min(_timed(client, url) for _ in range(3)) for url in
                ("/", "/api/overview", stream, f"{stream}&range=run",
                 "/api/profile?host=pc-07&run_id=run-a&source=cpuprofile&range=run&format=folded")}
     print("retention month: ", json.dumps({**shown, "timings_ms": {u: round(t * 1000) for u, t in timings.items()}}))
