@@ -145,7 +145,7 @@ class Compactor:
     def _merge_stream(self, stream_id: int, plan: _Plan, bucket_s: int, since: float | None, cut: float,
                       result: PassResult) -> None:
         r = records.c
-        while True:
+        while not self._stop.is_set():  # a collector stopping does not wait for the rest of a pass
             with write_transaction(self.engine) as conn:
                 if self._postgres:
                     conn.execute(select(func.pg_advisory_xact_lock(LOCK_CLASS, stream_id % 2**31)))
@@ -261,7 +261,7 @@ class Compactor:
         transaction; (records, batches) deleted."""
         r = records.c
         deleted = emptied = 0
-        while limit is None or deleted < limit:
+        while (limit is None or deleted < limit) and not self._stop.is_set():
             with write_transaction(self.engine) as conn:
                 chunk = DELETE_CHUNK if limit is None else min(DELETE_CHUNK, limit - deleted)
                 query = select(r.id, r.batch).order_by(r.ts, r.id).limit(chunk)
