@@ -125,6 +125,30 @@ def test_bad_retention_options_exit_with_one_line(capsys):
     assert (args.retention, args.max_db_bytes, args.compact_every) == ("raw=2d,5m=30d", 20 * 2**30, 300.0)
 
 
+def test_retention_settings_come_from_the_environment_too(monkeypatch):
+    from collector import settings
+
+    monkeypatch.setenv("COLLECTOR_RETENTION", "raw=12h,1h=30d")
+    monkeypatch.setenv("COLLECTOR_MAX_DB_BYTES", "3GB")
+    monkeypatch.setenv("COLLECTOR_COMPACT_EVERY", "60")
+    got = settings.from_mapping(None)
+    assert (got.retention, got.max_db_bytes, got.compact_every_s) == ("raw=12h,1h=30d", 3 * 2**30, 60.0)
+    with pytest.raises(ValueError, match="multiple of the one before"):
+        settings.from_mapping({"retention": "raw=1d,7m=7d,1h=30d"})
+
+
+def test_the_collectors_own_thread_compacts_while_batches_go_on_being_stored(make_collector):
+    app = make_collector(retention="raw=1d,1h=30d", compact_every_s=0.1)
+    client, store = app.test_client(), store_of(app)
+    for seq in range(6):  # two days ago: old enough for hour buckets
+        post(client, "pc-1", "cpuprofile", seq, cpu_interval(time.time() - 2 * DAY + 60 * seq, seq + 1))
+    seq, deadline = 6, time.monotonic() + 30
+    while store.retention()["merged"] == 0 and time.monotonic() < deadline:
+        post(client, "pc-1", "cpuprofile", seq, cpu_interval(time.time(), seq + 1))  # answered 200 meanwhile
+        seq += 1
+    assert store.retention()["merged"] > 0 and store.retention()["last_pass"] is not None
+
+
 def test_offcpu_rows_merge_with_counts_extremes_and_weighted_means():
     rows = offcpu_interval(100.0, 1)[:1] + offcpu_interval(101.0, 2)[:1]
     rows[1]["avg_us"] = 400.0
