@@ -37,7 +37,7 @@ HIGH_WATER = 0.9  # the size bound deletes once the database is past this share 
 LOW_WATER = 0.8  # ... down to this share (the freed pages take the next data, so the file stays put)
 LOG_KEPT = 1000  # compactions rows kept
 COUNTERS = {"merged": "retention:merged", "expired": "retention:expired", "evicted": "retention:evicted",
-            "batches": "retention:batches"}
+            "batches_deleted": "retention:batches"}
 
 log = logging.getLogger("collector")
 
@@ -296,7 +296,7 @@ class Compactor:
             n += conn.execute(delete(batches).where(batches.c.id.in_(chunk),
                                                     ~exists().where(records.c.batch == batches.c.id))).rowcount
         if n:
-            bump(conn, COUNTERS["batches"], n)
+            bump(conn, COUNTERS["batches_deleted"], n)
         return n
 
     def _log(self, result: PassResult) -> None:
