@@ -240,8 +240,11 @@ class Compactor:
                 if not conn.execute(select(func.pg_try_advisory_lock(LOCK_CLASS, BOUND_LOCK))).scalar():
                     return  # another process is at it
             try:
+                if self._postgres:
+                    conn.commit()  # the lock is the session's: no transaction stays open while deleting
                 for _round in range(1 if self._postgres else 20):
                     goal = math.ceil(dbsize.estimated_rows(conn, "records") * (size - bound * LOW_WATER) / size)
+                    conn.commit()  # (SQLite: nor a read snapshot the checkpoints would wait for)
                     n, emptied = self._delete_oldest(None, "evicted", goal)
                     result.evicted += n
                     result.batches += emptied

@@ -207,6 +207,10 @@ def test_old_stacks_merge_into_buckets_with_every_total_kept(make_collector):
     assert {bucket for _ts, bucket, _d in old} == {3600} and all(ts % 3600 == 0 for ts, _b, _d in old)
     assert len(old) == 2 * 24 * len(FUNCTIONS)  # two days of hours, one record per function in each
     assert {json.loads(d)["intervals"] for _t, _b, d in old} == {3}  # three 20-minute intervals an hour
+    with store.engine.connect() as conn:  # compmem: each hour's newest snapshot as it was posted
+        kept = conn.execute(text("SELECT ts, bucket FROM records r JOIN streams s ON s.id = r.stream"
+                                 " WHERE s.source = 'compmem' AND ts < :cut"), {"cut": now - DAY}).all()
+    assert len(kept) == 2 * 24 and {b for _t, b in kept} == {3600} and all(ts % 3600 == 2400 for ts, _b in kept)
     again = store.compactor.run(now=now)
     assert again.merged == 0
     shown = client.get("/api/overview").get_json()["retention"]
