@@ -18,19 +18,33 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import orjson
-from sqlalchemy import Connection, Engine, bindparam, case, delete, exists, func, insert, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    and_,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from collector import dbsize, retention
 from collector.chart import registered
 from collector.schema import batches, compactions, gaps, records, retention_marks, streams
 from collector.stacks import ascii_json
-from collector.writer import bump, write_transaction
+from collector.writer import GROUP_RECORDS, bump, write_transaction
 
 CHUNK = 2000  # stack records merged in one transaction (SQLite: ingest waits for it; 83 ms at nice 19, loaded)
 DELETE_CHUNK = 2000  # records deleted in one transaction
 IDS_PER_STATEMENT = 500  # ids in one IN (...) list
-LATE_S = 3600  # a pass merges from this far before where the last one got to: batches that came late
+LATE_S = 3600  # a pass merges from this far before where the last one got to (and what was stored since)
 LOCK_CLASS = 7_461_802  # PostgreSQL advisory locks (class, stream id) while a stream's rows are merged
 BOUND_LOCK = 0  # ... and (class, 0) while the size bound deletes
 HIGH_WATER = 0.9  # the size bound deletes once the database is past this share of it ...
@@ -116,71 +130,100 @@ class Compactor:
     # --- merging ---------------------------------------------------------------------------------------
     def _merge_tier(self, bucket_s: int, cut: float, result: PassResult) -> None:
         """Every stream's stack records before cut not yet in buckets of bucket_s, merged into them."""
-        r = records.c
+        r, m = records.c, retention_marks.c
         with self.engine.connect() as conn:
-            mark = conn.execute(select(retention_marks.c.done_until)
-                                .where(retention_marks.c.bucket_s == bucket_s)).scalar()
-            since = None if mark is None else retention.bucket_of(min(mark, cut) - LATE_S, bucket_s)
-            # the streams with records to merge, from one walk of the window on the ts index
+            top = conn.execute(select(func.coalesce(func.max(r.id), 0))).scalar()
+            mark = conn.execute(select(m.done_until, m.done_id).where(m.bucket_s == bucket_s)).first()
+            # the records to look at: from a little before where the passes got to in time, and any stored
+            # since (a late batch's, from an outbox: the ids of a batch stored meanwhile may be a group's below)
+            newer = None
+            if mark is not None:
+                since = retention.bucket_of(min(mark.done_until, cut) - LATE_S, bucket_s)
+                newer = or_(r.ts >= since, r.id > mark.done_id - GROUP_RECORDS)
+            # the streams with records to merge and how many, from one walk of the window on the ts index
             window = [r.ts < cut, r.stack.is_not(None), or_(r.bucket.is_(None), r.bucket < bucket_s)]
-            if since is not None:
-                window.append(r.ts >= since)
-            wanted = select(r.stream).where(*window).distinct().subquery()
-            found = conn.execute(select(streams.c.id, streams.c.source).where(streams.c.id.in_(select(wanted))))
-            found = found.all()
+            if newer is not None:
+                window.append(newer)
+            wanted = select(r.stream, func.count().label("n")).where(*window).group_by(r.stream).subquery()
+            found = conn.execute(select(streams.c.id, streams.c.source, wanted.c.n)
+                                 .join_from(streams, wanted, wanted.c.stream == streams.c.id)).all()
+        plans = {stream_id: _stack_plan(source) for stream_id, source, _n in found}
+        found = [(stream_id, n) for stream_id, _source, n in found if plans[stream_id] is not None]
         # each process in an order of its own: two passes at once spread over the streams instead of the
         # second following the first from lock to lock
         random.shuffle(found)
-        for stream_id, source in found:
-            plan = _stack_plan(source)
-            if plan is not None:
-                self._merge_stream(stream_id, plan, bucket_s, since, cut, result)
+        merged_before = None if mark is None else mark.done_until
+        for group in _packed(found):
+            self._merge_streams(group, plans, bucket_s, newer, cut, merged_before, result)
         with write_transaction(self.engine) as conn:  # the furthest mark of any pass, atomically
             upsert = (postgresql.insert if self._postgres else sqlite.insert)(retention_marks)
-            stmt = upsert.values(bucket_s=bucket_s, done_until=cut)
-            done = retention_marks.c.done_until
+            stmt = upsert.values(bucket_s=bucket_s, done_until=cut, done_id=top)
             conn.execute(stmt.on_conflict_do_update(index_elements=["bucket_s"], set_={
-                "done_until": case((stmt.excluded.done_until > done, stmt.excluded.done_until), else_=done)}))
+                "done_until": case((stmt.excluded.done_until > m.done_until, stmt.excluded.done_until),
+                                   else_=m.done_until),
+                "done_id": case((stmt.excluded.done_id > m.done_id, stmt.excluded.done_id), else_=m.done_id)}))
 
-    def _merge_stream(self, stream_id: int, plan: _Plan, bucket_s: int, since: float | None, cut: float,
-                      result: PassResult) -> None:
+    def _merge_streams(self, ids: list[int], plans: dict[int, _Plan], bucket_s: int, newer: ColumnElement | None,
+                       cut: float, merged_before: float | None, result: PassResult) -> None:
+        """Merge these streams' records before cut (and `newer`), CHUNK at most a transaction (a stream
+        with more, alone, bucket after bucket). A bucket before merged_before was merged by an earlier
+        pass (a late record's) or by this one (the rest of a bucket longer than CHUNK): its merged
+        records are merged again with the new ones, so a bucket keeps one record per stack."""
         r = records.c
+        ids = sorted(ids)  # locked in one order by every process: no deadlock
+        since = None
         while not self._stop.is_set():  # a collector stopping does not wait for the rest of a pass
             with write_transaction(self.engine) as conn:
                 if self._postgres:
-                    conn.execute(select(func.pg_advisory_xact_lock(LOCK_CLASS, stream_id % 2**31)))
-                where = [r.stream == stream_id, r.ts < cut, r.stack.is_not(None),
-                         or_(r.bucket.is_(None), r.bucket < bucket_s)]
-                if plan.kind is not None:
-                    where.append(r.kind == plan.kind)
-                if since is not None:
-                    where.append(r.ts >= since)
-                rows = conn.execute(select(r.id, r.ts, r.data, r.stack, r.batch).where(*where)
-                                    .order_by(r.ts, r.id).limit(CHUNK)).all()
+                    for stream_id in ids:
+                        conn.execute(select(func.pg_advisory_xact_lock(LOCK_CLASS, stream_id % 2**31)))
+                where = [r.stream.in_(ids), r.ts < cut, r.stack.is_not(None), or_(r.bucket.is_(None), r.bucket < bucket_s)]
+                where += [c for c in (newer, None if since is None else r.ts >= since) if c is not None]
+                rows = conn.execute(select(r.id, r.stream, r.ts, r.data, r.stack, r.batch).where(*where)
+                                    .order_by(r.stream, r.ts, r.id).limit(CHUNK)).all()
                 if not rows:
                     return
                 full = len(rows) == CHUNK
-                last = retention.bucket_of(rows[-1].ts, bucket_s)
-                if full and retention.bucket_of(rows[0].ts, bucket_s) != last:
-                    rows = [row for row in rows if row.ts < last]  # the last bucket whole, next time
-                merged = self._merge_rows(conn, rows, plan, bucket_s)
+                last = (rows[-1].stream, retention.bucket_of(rows[-1].ts, bucket_s))
+                if full and (rows[0].stream, retention.bucket_of(rows[0].ts, bucket_s)) != last:
+                    # the last bucket whole, next time
+                    rows = [row for row in rows if (row.stream, retention.bucket_of(row.ts, bucket_s)) != last]
+                pairs = list(dict.fromkeys((row.stream, retention.bucket_of(row.ts, bucket_s)) for row in rows))
+                again = [pair for n, pair in enumerate(pairs) if (merged_before is not None and pair[1] < merged_before)
+                         or (n == 0 and since is not None)]
+                rows = self._merged_already(conn, again, bucket_s) + rows
+                merged = self._merge_rows(conn, rows, plans, bucket_s)
                 if merged:
                     bump(conn, COUNTERS["merged"], merged)
                     result.merged += merged
                     result.batches += self._drop_batches(conn, {row.batch for row in rows})
             if not full:
                 return
-            since = last
+            if len(ids) == 1:  # a long stream: on from its last bucket (the merged rows are left out anyway)
+                since = last[1]
 
-    def _merge_rows(self, conn: Connection, rows: list, plan: _Plan, bucket_s: int) -> int:
-        """Merge these rows (whole buckets of one stream, or the first part of one); the rows deleted."""
+    @staticmethod
+    def _merged_already(conn: Connection, pairs: list[tuple[int, float]], bucket_s: int) -> list:
+        """The records merged before into these (stream, bucket start) buckets."""
         r = records.c
-        by_bucket: dict[float, list] = defaultdict(list)
+        found: list = []
+        for start in range(0, len(pairs), IDS_PER_STATEMENT // 5):
+            chunk = pairs[start:start + IDS_PER_STATEMENT // 5]
+            found += conn.execute(select(r.id, r.stream, r.ts, r.data, r.stack, r.batch).where(
+                r.bucket == bucket_s, or_(*(and_(r.stream == stream_id, r.ts >= begins, r.ts < begins + bucket_s)
+                                            for stream_id, begins in chunk))).order_by(r.id)).all()
+        return found
+
+    def _merge_rows(self, conn: Connection, rows: list, plans: dict[int, _Plan], bucket_s: int) -> int:
+        """Merge these rows (whole buckets of their streams, or the first part of one); the rows deleted."""
+        r = records.c
+        by_bucket: dict[tuple[int, float], list] = defaultdict(list)
         for row in rows:
-            by_bucket[retention.bucket_of(row.ts, bucket_s)].append(row)
+            by_bucket[(row.stream, retention.bucket_of(row.ts, bucket_s))].append(row)
         rewrites: list[dict] = []
         gone: list[int] = []
-        for start, bucket in by_bucket.items():
+        for (stream_id, start), bucket in by_bucket.items():
+            plan = plans[stream_id]
             parsed = [orjson.loads(row.data) for row in bucket]
             if plan.snapshot:  # the bucket's newest state stands for it, as a snapshot profile shows it
                 newest, _n = retention.intervals_of(parsed)
@@ -330,3 +373,21 @@ def _stack_plan(source: str) -> _Plan | None:
     if chart.kind != "stacks":
         return None
     return _Plan(chart.record_kind, chart.y, chart.snapshot)
+
+
+def _packed(streams_n: list[tuple[int, int]]) -> list[list[int]]:
+    """Streams (id, records to merge) in groups of CHUNK records at most, a transaction each (a pass
+    over 300 streams took 300 transactions); a stream of more, alone."""
+    groups: list[list[int]] = []
+    group: list[int] = []
+    size = 0
+    for stream_id, n in streams_n:
+        if n >= CHUNK:
+            groups.append([stream_id])
+            continue
+        if size + n > CHUNK:
+            groups.append(group)
+            group, size = [], 0
+        group.append(stream_id)
+        size += n
+    return groups + ([group] if group else [])

@@ -129,5 +129,6 @@ compactions = Table(
 retention_marks = Table(
     "retention_marks", metadata,  # how far each bucket length has been merged: a pass starts a little before
     Column("bucket_s", Integer, primary_key=True, autoincrement=False),
-    Column("done_until", Float, nullable=False),
+    Column("done_until", Float, nullable=False),  # every record before this time ...
+    Column("done_id", BigInteger, nullable=False),  # ... up to this id (a later one may be a late batch's)
 )

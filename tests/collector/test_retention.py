@@ -143,7 +143,7 @@ def test_the_collectors_own_thread_compacts_while_batches_go_on_being_stored(mak
     for seq in range(6):  # two days ago: old enough for hour buckets
         post(client, "pc-1", "cpuprofile", seq, cpu_interval(time.time() - 2 * DAY + 60 * seq, seq + 1))
     seq, deadline = 6, time.monotonic() + 30
-    while store.retention()["merged"] == 0 and time.monotonic() < deadline:
+    while not (store.retention()["merged"] and store.retention()["last_pass"]) and time.monotonic() < deadline:
         post(client, "pc-1", "cpuprofile", seq, cpu_interval(time.time(), seq + 1))  # answered 200 meanwhile
         seq += 1
     assert store.retention()["merged"] > 0 and store.retention()["last_pass"] is not None
@@ -213,10 +213,21 @@ def test_old_stacks_merge_into_buckets_with_every_total_kept(make_collector):
     assert len(kept) == 2 * 24 and {b for _t, b in kept} == {3600} and all(ts % 3600 == 2400 for ts, _b in kept)
     again = store.compactor.run(now=now)
     assert again.merged == 0
+    # a batch from an outbox, two days late: merged by the next pass all the same
+    post(client, "pc-1", "cpuprofile", len(minutes), cpu_interval(T0 + 60 * 25, len(minutes) + 1) * 2)
+    late = store.compactor.run(now=now + 60)
+    assert late.merged == 2 * len(FUNCTIONS)  # into the hour's merged records: still one per stack
+    with store.engine.connect() as conn:
+        hour = conn.execute(text("SELECT data FROM records r JOIN streams s ON s.id = r.stream WHERE s.source ="
+                                 " 'cpuprofile' AND ts = :t AND stack IS NOT NULL"), {"t": T0}).scalars().all()
+    assert len(hour) == len(FUNCTIONS) and {json.loads(d)["intervals"] for d in hour} == {4}
+    after = profile(client, "pc-1", "cpuprofile").stacks
+    assert sum(after.values()) == sum(before["cpuprofile"].values()) + 2 * sum(
+        r["count"] for r in cpu_interval(T0 + 60 * 25, len(minutes) + 1) if r["kind"] == "stack")
     shown = client.get("/api/overview").get_json()["retention"]
-    assert (shown["merged"], shown["expired"], shown["policy"]) == (done.merged, 0, "raw=1d,1h=30d")
+    assert (shown["merged"], shown["expired"], shown["policy"]) == (done.merged + late.merged, 0, "raw=1d,1h=30d")
     page = client.get("/").get_data(as_text=True)
-    assert f'<span id="merged">{done.merged}</span> stack records merged' in page
+    assert f'<span id="merged">{done.merged + late.merged}</span> stack records merged' in page
 
 
 def test_records_past_the_last_age_are_deleted_with_their_batches_and_streams(make_collector):

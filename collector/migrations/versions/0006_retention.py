@@ -29,4 +29,5 @@ def upgrade() -> None:
         "retention_marks",
         sa.Column("bucket_s", sa.Integer, primary_key=True, autoincrement=False),
         sa.Column("done_until", sa.Float, nullable=False),
+        sa.Column("done_id", sa.BigInteger, nullable=False),
     )
