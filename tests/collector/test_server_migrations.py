@@ -21,7 +21,7 @@ from collector.store import make_engine
 SCHEMAS = f"{ROOT}/tests/samples/collector_schemas"
 # each landed collector version's schema, by the commit that introduced it, and its Alembic revision
 VERSIONS = {"44efcbf": "0001", "429a250": "0002", "af34d32": "0003", "1ccc11a": "0004", "fd2630b": "0005",
-            "862b2b5": "0006"}
+            "7e1b4dc": "0006"}
 STACK_HASH = bytes(range(16))
 ALICE = {"Authorization": "Bearer tok-alice"}
 

@@ -1,4 +1,4 @@
-# collector/schema.py as commit 862b2b5 left it (git show 862b2b5:collector/schema.py), frozen for tests/test_server_migrations.py
+# collector/schema.py as commit 7e1b4dc left it (git show 7e1b4dc:collector/schema.py), frozen for tests/test_server_migrations.py
 """The collector's tables. A batch row per accepted batch_id (unique: the idempotency key), a record
 row per metric record (its JSON as received plus the columns queries filter on), a stream row per
 (host, run_id, source) holding its running totals and a gap row per missing range of sequences (both
@@ -130,5 +130,6 @@ compactions = Table(
 retention_marks = Table(
     "retention_marks", metadata,  # how far each bucket length has been merged: a pass starts a little before
     Column("bucket_s", Integer, primary_key=True, autoincrement=False),
-    Column("done_until", Float, nullable=False),
+    Column("done_until", Float, nullable=False),  # every record before this time ...
+    Column("done_id", BigInteger, nullable=False),  # ... up to this id (a later one may be a late batch's)
 )
