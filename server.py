@@ -7,6 +7,7 @@ EXAMPLES:
     python server.py                                   # 127.0.0.1:5000, ./collector.db
     python server.py --host 0.0.0.0 --tokens-file lab-tokens.txt --log-file server_data.log
     python server.py --db postgresql://lab@dbhost/lab --port 5001
+    python server.py --retention raw=48h,5m=30d --max-db-bytes 20GB  # keep less, and at most 20 GB
     python server.py db upgrade --db old-lab.db         # upgrade an older collector's database, then exit
 """
 
@@ -20,7 +21,7 @@ import sys
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from collector import create_app, httpserver, migrate
+from collector import create_app, httpserver, migrate, retention
 from collector import settings as settings_mod
 from collector.state import EXTENSION
 from collector.store import make_engine
@@ -65,6 +66,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-streams", type=int, default=settings_mod.DEFAULT_MAX_STREAMS,
                         help="streams (host, run, metric) kept at most; a batch making one more gets 429 (default 10000)")
     parser.add_argument("--threads", type=int, default=8, help="waitress worker threads (default 8)")
+    parser.add_argument("--retention", default=retention.DEFAULT_POLICY,
+                        help="how long records are kept: raw records for the first age, then stack records merged"
+                             " into buckets of each tier's length until its age, nothing older; 'off' keeps"
+                             f" everything (default {retention.DEFAULT_POLICY})")
+    parser.add_argument("--max-db-bytes", metavar="SIZE",
+                        help="delete the oldest records once the database nears this size (2GB, 500MB, bytes;"
+                             " default: no bound)")
+    parser.add_argument("--compact-every", type=float, default=settings_mod.DEFAULT_COMPACT_EVERY_S, metavar="S",
+                        help="seconds between two retention passes (default 300; 0: none)")
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:
         parser.error("--port must be 1..65535")
@@ -74,6 +84,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--max-streams must be at least 1")
     if args.threads < 1:
         parser.error("--threads must be at least 1")
+    if args.compact_every < 0:
+        parser.error("--compact-every must be 0 or more")
+    try:
+        retention.parse_policy(args.retention)
+        args.max_db_bytes = None if args.max_db_bytes is None else retention.parse_bytes(args.max_db_bytes)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.max_db_bytes is not None and args.max_db_bytes < 2**20:
+        parser.error("--max-db-bytes must be at least 1MB")
     try:
         args.tokens = load_tokens(args.token, args.tokens_file)
         args.read_tokens = load_tokens(None, args.read_tokens_file)
@@ -130,7 +149,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         app = create_app({"db_url": args.db, "log_file": args.log_file, "tokens": args.tokens,
                           "read_tokens": args.read_tokens, "allowed_hosts": tuple(args.allowed_host),
-                          "max_body": args.max_body, "max_streams": args.max_streams})
+                          "max_body": args.max_body, "max_streams": args.max_streams, "retention": args.retention,
+                          "max_db_bytes": args.max_db_bytes, "compact_every_s": args.compact_every})
     except migrate.SchemaError as e:  # the URL may hold a password: not shown
         print(f"server.py: refusing the database: {e}", file=sys.stderr)
         return 1

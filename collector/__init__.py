@@ -15,7 +15,7 @@ from flask import Flask, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
-from collector import api, compare, dashboard, guard, ingest, profile_api, query_params
+from collector import api, compare, dashboard, guard, ingest, profile_api, query_params, retention
 from collector import settings as settings_mod
 from collector.state import EXTENSION, JSON_PATHS, Collector, error
 from collector.store import Store
@@ -40,14 +40,16 @@ def _batch_log(log_file: str | None) -> logging.Logger:
 
 def create_app(settings: Mapping[str, Any] | None = None) -> Flask:
     """The collector app. settings: collector.settings.Settings fields by name (db_url, log_file, tokens,
-    max_body, legacy_slack_s); None reads COLLECTOR_* environment variables (for gunicorn)."""
+    max_body, legacy_slack_s, retention, max_db_bytes, compact_every_s); None reads COLLECTOR_* environment variables (for gunicorn)."""
     app_settings = settings_mod.from_mapping(settings)
     # named "server" as before the move (Flask names the app's logger after it); files from this package
     app = Flask("server", root_path=os.path.dirname(os.path.abspath(__file__)), template_folder="templates",
                 static_folder="static")
     app.config["MAX_CONTENT_LENGTH"] = app_settings.max_body
-    app.extensions[EXTENSION] = Collector(app_settings, Store(app_settings.db_url, app_settings.max_streams),
-                                          _batch_log(app_settings.log_file))
+    store = Store(app_settings.db_url, app_settings.max_streams, retention.parse_policy(app_settings.retention),
+                  app_settings.max_db_bytes)
+    app.extensions[EXTENSION] = Collector(app_settings, store, _batch_log(app_settings.log_file))
+    store.compactor.start(app_settings.compact_every_s)
     for blueprint in (ingest.bp, api.bp, profile_api.bp, dashboard.bp, compare.bp):
         app.register_blueprint(blueprint)
     guard.install(app, app_settings)

@@ -21,6 +21,7 @@ from collector.rejections import REASONS
 from collector.state import error, state
 from profile_data import flame_svg
 from profile_data.display import weight_text
+from registry import units
 
 if TYPE_CHECKING:
     from flask.typing import ResponseReturnValue
@@ -83,6 +84,7 @@ def index() -> ResponseReturnValue:
     rejected = {r: counters.get("rejected:" + r, 0) for r in REASONS if counters.get("rejected:" + r)}
     sources = {s.source for s in streams}
     return render_template("index.html", streams=streams, batches=batches, records=records,
+                           retention=retention_shown(store.retention(counters)),
                            duplicates=counters.get("duplicates", 0), rejected=rejected,
                            hosts=len({s.host for s in streams}), runs=len({(s.host, s.run_id) for s in streams}),
                            ranges_text=ranges_text, overview=overview_hosts(streams), quiet_s=QUIET_S,
@@ -92,8 +94,18 @@ def index() -> ResponseReturnValue:
 
 @bp.get("/api/overview")
 def overview() -> ResponseReturnValue:
-    """The lab overview as JSON: every host, its last contact, its newest run's metrics and their trends."""
-    return jsonify({"now": time.time(), "quiet_after_s": QUIET_S, "hosts": overview_hosts(state().store.streams())})
+    """The lab overview as JSON: every host, its last contact, its newest run's metrics and their trends;
+    what retention merged and deleted (counts of records, every process's) and its newest pass."""
+    store = state().store
+    return jsonify({"now": time.time(), "quiet_after_s": QUIET_S, "hosts": overview_hosts(store.streams()),
+                    "retention": store.retention()})
+
+
+def retention_shown(done: dict) -> dict:
+    """What compaction did, with its sizes and last pass in words (the overview's retention line)."""
+    return {**done, "db_size": units.byte_size(done["db_bytes"]) if done["db_bytes"] is not None else None,
+            "bound": units.byte_size(done["max_db_bytes"]) if done["max_db_bytes"] else None,
+            "last_pass_ago": ago(done["last_pass"])}
 
 
 def overview_hosts(streams: list) -> list[dict]:

@@ -58,7 +58,7 @@ def _unversioned(conn: Connection) -> str | None:
         return "0002"
     if ours == TABLES and "stack" in columns:
         if "trend" in {c["name"] for c in inspect(conn).get_columns("streams")}:
-            return "0005"
+            return "0006" if "bucket" in columns else "0005"
         indexes = {i["name"] for i in inspect(conn).get_indexes("records")}
         return "0004" if "ix_records_stream_kind_ts" in indexes else "0003"
     raise SchemaError(f"its tables ({', '.join(sorted(ours))}) are not those of any collector version")

@@ -3,6 +3,7 @@ database, so every server process behind a load balancer reports the same, lab-w
 
 from __future__ import annotations
 
+from collector.compaction import COUNTERS
 from collector.rejections import REASONS
 from collector.stream import Stream
 
@@ -32,6 +33,10 @@ def render(batches: int, records: int, counters: dict[str, int], streams: list[S
     _family(lines, "collector_rejected_total", "counter", "Requests to /data rejected, by reason.")
     for reason in REASONS:
         lines.append(f"collector_rejected_total{_labels(reason=reason)} {counters.get('rejected:' + reason, 0)}")
+    _family(lines, "collector_retention_records_total", "counter",
+            "Records retention took away: stack records merged into buckets, deleted for age, deleted by the size bound.")
+    for action in ("merged", "expired", "evicted"):
+        lines.append(f"collector_retention_records_total{_labels(action=action)} {counters.get(COUNTERS[action], 0)}")
     _family(lines, "collector_missing_sequences", "gauge", "Sequences missing across all streams.")
     lines.append(f"collector_missing_sequences {sum(s.missing_count for s in streams)}")
     per_stream = [

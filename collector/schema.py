@@ -4,7 +4,8 @@ row per metric record (its JSON as received plus the columns queries filter on),
 kept up to date in the batch's own transaction, so no reader or answer scans the batches), and named
 counters for what leaves no row (duplicates, rejections) so every server process reports the same
 totals. A stack record's frames are a stack row, stored once, keyed by their hash (stacks.py); the
-record keeps the hash. Every change to these tables is also an Alembic migration
+record keeps the hash. Old stack records are merged into time buckets and old rows deleted by the
+compaction passes (compaction.py), which log each pass and where they got to. Every change to these tables is also an Alembic migration
 (collector/migrations/versions), which brings a database of any earlier collector up to them."""
 
 from __future__ import annotations
@@ -95,11 +96,15 @@ records = Table(
     Column("data", Text, nullable=False),           # the record as JSON text: compact, ASCII, its fields as sent
     # a stack record's frames, cut out of data (NULL: the record has none)
     Column("stack", LargeBinary(16), ForeignKey("stacks.hash")),
+    Column("bucket", Integer),  # a merged stack record's bucket in seconds (retention.py); NULL: as received
     Index("ix_records_stream_ts", "stream", "ts"),
     # a stream's newest records of one kind (the overview's trend lines, a chart's points) without
     # walking past its other kinds: a sysnest stream holds 5 process rows per summary
     Index("ix_records_stream_kind_ts", "stream", "kind", "ts"),
     Index("ix_records_ts", "ts"),
+    # a batch's records: deleting an old batch checks that none is left (a foreign key's check without
+    # it reads every record)
+    Index("ix_records_batch", "batch"),
 )
 
 counters = Table(
@@ -108,3 +113,22 @@ counters = Table(
     Column("value", BigInteger, nullable=False),
 )
 
+
+compactions = Table(
+    "compactions", metadata,  # one row per compaction pass (compaction.py), the newest kept
+    Column("id", ID, primary_key=True, autoincrement=True),
+    Column("started_at", Float, nullable=False),
+    Column("finished_at", Float, nullable=False),
+    Column("merged", BigInteger, nullable=False),   # stack records merged away (rows before - rows after)
+    Column("expired", BigInteger, nullable=False),  # records deleted past the last tier's age
+    Column("evicted", BigInteger, nullable=False),  # records deleted, oldest first, by the size bound
+    Column("batches", BigInteger, nullable=False),  # batch rows deleted (no record left)
+    Column("db_bytes", BigInteger),                 # the database's size after the pass (compaction.py says how)
+)
+
+retention_marks = Table(
+    "retention_marks", metadata,  # how far each bucket length has been merged: a pass starts a little before
+    Column("bucket_s", Integer, primary_key=True, autoincrement=False),
+    Column("done_until", Float, nullable=False),  # every record before this time ...
+    Column("done_id", BigInteger, nullable=False),  # ... up to this id (a later one may be a late batch's)
+)

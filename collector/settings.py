@@ -8,11 +8,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from collector import retention
 from collector.tokens import load_tokens
 
 DEFAULT_DB = "sqlite:///collector.db"
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
 DEFAULT_MAX_STREAMS = 10_000
+DEFAULT_COMPACT_EVERY_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,9 @@ class Settings:
     max_streams: int = DEFAULT_MAX_STREAMS  # a batch that would make one more is refused (429)
     max_body: int = DEFAULT_MAX_BODY  # bytes, of the body and of its decompressed form
     legacy_slack_s: float = 2.0  # clock tolerance when placing an original-client batch in a run
+    retention: str = retention.DEFAULT_POLICY  # tiers (retention.parse_policy) or "off"
+    max_db_bytes: int | None = None  # the size bound (dbsize.py says what counts); None: none
+    compact_every_s: float = DEFAULT_COMPACT_EVERY_S  # between two compaction passes; 0: no pass
 
     @property
     def auth_required(self) -> bool:
@@ -52,6 +57,11 @@ def from_mapping(config: Mapping[str, Any] | None) -> Settings:
     settings = Settings(**known)
     if settings.max_body < 1024:
         raise ValueError("max_body must be at least 1024 bytes")
+    retention.parse_policy(settings.retention)  # or PolicyError, a ValueError saying what is wrong
+    if settings.max_db_bytes is not None and settings.max_db_bytes < 2**20:
+        raise ValueError("max_db_bytes must be at least 1 MiB")
+    if settings.compact_every_s < 0:
+        raise ValueError("compact_every_s must be 0 (no compaction) or more")
     return Settings(**{**known, "db_url": normalise_db_url(settings.db_url)})
 
 
@@ -66,6 +76,12 @@ def from_environment() -> dict[str, Any]:
         config["max_body"] = int(env["COLLECTOR_MAX_BODY"])
     if env.get("COLLECTOR_READ_TOKENS_FILE"):
         config["read_tokens"] = load_tokens(None, env["COLLECTOR_READ_TOKENS_FILE"])
+    if env.get("COLLECTOR_RETENTION"):
+        config["retention"] = env["COLLECTOR_RETENTION"]
+    if env.get("COLLECTOR_MAX_DB_BYTES"):
+        config["max_db_bytes"] = retention.parse_bytes(env["COLLECTOR_MAX_DB_BYTES"])
+    if env.get("COLLECTOR_COMPACT_EVERY"):
+        config["compact_every_s"] = float(env["COLLECTOR_COMPACT_EVERY"])
     if env.get("COLLECTOR_ALLOWED_HOSTS"):
         config["allowed_hosts"] = tuple(h.strip() for h in env["COLLECTOR_ALLOWED_HOSTS"].split(",") if h.strip())
     if env.get("COLLECTOR_TOKENS_FILE") or env.get("COLLECTOR_TOKEN"):

@@ -35,10 +35,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
-from collector import json_sql, migrate
+from collector import json_sql, migrate, retention
 from collector import stacks as stack_text
+from collector.compaction import COUNTERS, Compactor
 from collector.rejections import Rejections
-from collector.schema import ID, batches, counters, gaps, records, stacks, streams
+from collector.schema import ID, batches, compactions, counters, gaps, records, stacks, streams
 from collector.stream import MISSING_LISTED, TOTALS, Stream
 from collector.writer import BUSY_TIMEOUT_MS, BatchWriter
 from registry.spec import divided
@@ -111,14 +112,18 @@ def make_engine(url: str) -> Engine:
 
 
 class Store:
-    def __init__(self, url: str, max_streams: int = 0) -> None:
+    def __init__(self, url: str, max_streams: int = 0, policy: retention.Policy | None = None,
+                 max_db_bytes: int | None = None) -> None:
         self.engine = make_engine(url)
         self.dialect = self.engine.dialect.name
         migrate.upgrade_engine(self.engine)  # or SchemaError, before anything is served
         self._rejections = Rejections()
         self.writer = BatchWriter(self.engine, self._rejections, max_streams)
+        # retention: merged and deleted by passes of its own (compaction.py), started by the app
+        self.compactor = Compactor(self.engine, policy or retention.Policy(), max_db_bytes)
 
     def close(self) -> None:
+        self.compactor.stop()
         self.writer.close()
         self.engine.dispose()
 
@@ -138,6 +143,18 @@ class Store:
         for reason, n in self._rejections.pending().items():
             found["rejected:" + reason] = found.get("rejected:" + reason, 0) + n
         return found
+
+    def retention(self, found: dict[str, int] | None = None) -> dict:
+        """What compaction has done (the counters, every process's: `found` if read already) and its newest
+        pass, for the overview."""
+        found = self.counters() if found is None else found
+        c = compactions.c
+        with self.engine.connect() as conn:
+            newest = conn.execute(select(c.finished_at, c.db_bytes).order_by(c.id.desc()).limit(1)).first()
+        done = {name: found.get(counter, 0) for name, counter in COUNTERS.items()}
+        compactor = self.compactor
+        return {**done, "policy": compactor.policy.text(), "max_db_bytes": compactor.max_db_bytes,
+                "last_pass": newest.finished_at if newest else None, "db_bytes": newest.db_bytes if newest else None}
 
     def totals(self) -> tuple[int, int]:
         """(batches, records) stored."""

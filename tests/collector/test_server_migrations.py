@@ -13,14 +13,15 @@ import pytest
 from collector_payloads import ours
 from helpers import PYTHON, ROOT
 from server_fixtures import SERVER, free_port
-from sqlalchemy import UniqueConstraint, create_engine, insert, select, text
+from sqlalchemy import UniqueConstraint, create_engine, insert, inspect, select, text
 
 from collector import migrate
 from collector.store import make_engine
 
 SCHEMAS = f"{ROOT}/tests/samples/collector_schemas"
 # each landed collector version's schema, by the commit that introduced it, and its Alembic revision
-VERSIONS = {"44efcbf": "0001", "429a250": "0002", "af34d32": "0003", "1ccc11a": "0004", "fd2630b": "0005"}
+VERSIONS = {"44efcbf": "0001", "429a250": "0002", "af34d32": "0003", "1ccc11a": "0004", "fd2630b": "0005",
+            "7e1b4dc": "0006"}
 STACK_HASH = bytes(range(16))
 ALICE = {"Authorization": "Bearer tok-alice"}
 
@@ -178,6 +179,27 @@ def test_db_upgrade_command(db_url):
 
 
 def _tables(conn) -> set[str]:
-    from sqlalchemy import inspect
-
     return set(inspect(conn).get_table_names())
+
+
+def test_a_0005_database_upgraded_to_0006_is_compacted(db_url, make_collector):
+    """Migration 0006 on a database of the collector before it: records.bucket NULL in every record, the
+    compactions log and the marks empty, and a retention pass on it deletes the old records, their
+    batches (through the new records-by-batch index) and their streams, and logs itself."""
+    engine = create_engine(db_url)
+    meta = _old_schema("fd2630b")
+    meta.create_all(engine)
+    with engine.begin() as conn:
+        _fill(conn, meta, "fd2630b")
+    engine.dispose()
+    app = make_collector(retention="raw=1d", compact_every_s=0)
+    with make_engine(db_url).connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM records WHERE bucket IS NULL")).scalar() == 12
+        assert "ix_records_batch" in {i["name"] for i in inspect(conn).get_indexes("records")}
+        assert _rows(conn, "compactions", "id") == [] and _rows(conn, "retention_marks", "bucket_s") == []
+    done = app.extensions["collector"].store.compactor.run(now=86400.0 + 200)  # every record is from ts 50-53
+    assert (done.expired, done.batches) == (12, 6)
+    with make_engine(db_url).connect() as conn:
+        assert [_rows(conn, t, "count(*)")[0][0] for t in ("records", "batches", "streams", "gaps", "compactions")] == \
+            [0, 0, 0, 0, 1]
+        assert dict(_rows(conn, "counters", "name, value"))["retention:expired"] == 12

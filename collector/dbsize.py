@@ -1,0 +1,45 @@
+"""How big the collector's database is, as the size bound (--max-db-bytes) counts it. SQLite: the pages
+in use, (page_count - freelist_count) * page_size: a deleted row's pages go to the freelist and take
+the next data, so the file stops growing there (it does not shrink without VACUUM; the WAL, truncated
+past 64 MB by the writer, is not counted). PostgreSQL: pg_total_relation_size of the collector's tables
+(their heap, indexes and TOAST), not the whole database, which may hold other things."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, Engine, func, select, text
+
+from collector.schema import metadata
+
+
+def measure(engine: Engine) -> int | None:
+    """The database's size in bytes as above; None for a database of another kind."""
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            pages = conn.exec_driver_sql("PRAGMA page_count").scalar()
+            free = conn.exec_driver_sql("PRAGMA freelist_count").scalar()
+            size = conn.exec_driver_sql("PRAGMA page_size").scalar()
+            return (pages - free) * size
+        if conn.dialect.name == "postgresql":
+            sizes = [func.coalesce(func.pg_total_relation_size(func.to_regclass(name)), 0)
+                     for name in sorted(metadata.tables)]
+            return int(conn.execute(select(sum(sizes[1:], sizes[0]))).scalar())
+    return None
+
+
+def estimated_rows(conn: Connection, table: str) -> int:
+    """A table's rows: PostgreSQL's estimate (its statistics: no count(*) over millions of rows), else
+    counted (SQLite counts them on its smallest index)."""
+    found = None
+    if conn.dialect.name == "postgresql":
+        found = conn.execute(text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:t)"), {"t": table}).scalar()
+    if found is None or found < 0:  # never analysed yet, or SQLite
+        found = conn.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar()
+    return int(found)
+
+
+def vacuum(engine: Engine) -> None:
+    """PostgreSQL: VACUUM the tables rows are deleted from, so the next data reuses their space (a plain
+    VACUUM: it takes no lock that stops ingest)."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        for table in ("records", "batches"):
+            conn.exec_driver_sql(f"VACUUM (ANALYZE) {table}")
