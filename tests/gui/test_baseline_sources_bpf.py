@@ -11,7 +11,7 @@ import select
 import pytest
 from gui_fakes import make_window
 from helpers import MetricProcess, sampling_started, settle_and_stop
-from share_workload import Shares, build_shares, own_shares
+from share_workload import build_shares, own_shares, shares
 
 from monitor.session import SessionWriter
 
@@ -23,7 +23,7 @@ HZ = 997
 def record_run(exe: str, a_permille: int, path: str, seconds: float = 3.0) -> dict[str, float]:
     """cpuprofile -p on one run of the workload, its records saved as the window's Record… saves them;
     the workload's own shares."""
-    child = Shares(exe, a_permille, seconds)
+    child = shares(exe, a_permille, seconds)
     tool = MetricProcess("cpuprofile", "-p", str(child.pid), "-F", str(HZ), "0.5")
     try:
         tool.wait_meta()

@@ -12,12 +12,8 @@ import subprocess
 
 import pytest
 
-SHARES_C = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
-
+# the thread's CPU clock, and hot_a: a hot loop calling keep() (test_cpuprofile's workload has them too)
+HOT_A_C = r"""
 static double cpu(clockid_t clock)
 {
     struct timespec t;
@@ -27,12 +23,13 @@ static double cpu(clockid_t clock)
 
 volatile unsigned long sink = 88172645463325252UL;
 
+/* a call makes each hot function a non-leaf: gcc keeps a leaf's frame pointer only with
+ * -mno-omit-leaf-frame-pointer, which this gcc ignores at -O1 */
 __attribute__((noinline)) void keep(unsigned long x)
 {
     sink = x;
 }
 
-/* the same loop in both: their times follow the iterations asked for */
 __attribute__((noinline)) void hot_a(long n)
 {
     unsigned long x = sink;
@@ -40,7 +37,14 @@ __attribute__((noinline)) void hot_a(long n)
         x = x * 6364136223846793005UL + 1442695040888963407UL;
     keep(x);
 }
+"""
 
+SHARES_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>""" + HOT_A_C + r"""
+/* the same loop as hot_a: their times follow the iterations asked for */
 __attribute__((noinline)) void hot_b(long n)
 {
     unsigned long x = sink;
@@ -87,15 +91,20 @@ int main(int argc, char **argv)
 """
 
 
-def build_shares(directory) -> str:
-    """The workload built in `directory` with frame pointers everywhere (gcc from the distro)."""
+def build_c(source: str, directory, name: str) -> str:
+    """`source` built as directory/name with frame pointers everywhere: leaf functions keep theirs, and
+    no caller vanishes in a tail call (gcc from the distro)."""
     if not shutil.which("gcc"):
         pytest.fail("gcc is needed to build the workload (scripts/apt-packages.txt)")
-    src, exe = directory / "shares.c", directory / "shares"
-    src.write_text(SHARES_C)
+    src, exe = directory / f"{name}.c", directory / name
+    src.write_text(source)
     subprocess.run(["gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
                     "-fno-optimize-sibling-calls", "-o", str(exe), str(src)], check=True)
     return str(exe)
+
+
+def build_shares(directory) -> str:
+    return build_c(SHARES_C, directory, "shares")
 
 
 def own_shares(report: dict) -> dict[str, float]:
@@ -103,12 +112,11 @@ def own_shares(report: dict) -> dict[str, float]:
     return {f: 100.0 * report[f] / report["cpu_s"] for f in ("hot_a", "hot_b")}
 
 
-class Shares:
-    """One run of the workload, waiting on stdin until released."""
+class Waiting:
+    """A workload program that prints "ready PID" and waits on stdin until tracing has started."""
 
-    def __init__(self, exe: str, a_permille: int, seconds: float) -> None:
-        self.proc = subprocess.Popen([exe, str(a_permille), str(seconds)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         word, pid = self.proc.stdout.readline().split()
         assert word == "ready"
         self.pid = int(pid)
@@ -118,7 +126,7 @@ class Shares:
         self.proc.stdin.flush()
 
     def report(self) -> dict:
-        """Its own report (blocks until the work is done)."""
+        """Its own report, a JSON line (blocks until the work is done)."""
         return json.loads(self.proc.stdout.readline())
 
     def end(self) -> None:
@@ -128,3 +136,8 @@ class Shares:
         except OSError:
             pass
         self.proc.wait(timeout=30)
+
+
+def shares(exe: str, a_permille: int, seconds: float) -> Waiting:
+    """The shares workload, hot_a's part of each round given in permille."""
+    return Waiting([exe, str(a_permille), str(seconds)])
