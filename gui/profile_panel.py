@@ -90,6 +90,7 @@ class ProfilePanel(LiveChart):
         # the collector's URL and token as the window has them configured, for "Baseline from collector…"
         self.collector_settings: Callable[[], tuple[str, str]] = lambda: ("", "")
         self.baseline_dialog: FileBaselineDialog | CollectorBaselineDialog | None = None
+        self.loaded_baseline: Baseline | None = None    # from a file or a collector: not of this run, so kept
         self.function: Frame | None = None        # the sandwich's and the butterfly's function
         self._top_frames: list[Frame] = []
         self._drawn_at = 0.0
@@ -244,7 +245,13 @@ class ProfilePanel(LiveChart):
         return drew
 
     def clear(self) -> None:
+        """A new run (or an opened session): a baseline loaded from a file or a collector stays to compare
+        it with; a pinned one was of the run before and goes."""
         self.store.clear()
+        if self.loaded_baseline is not None:
+            self.store.pin(self.loaded_baseline.profile)
+        else:
+            self.baseline_label = ""
         super().clear()
 
     # --- choices ------------------------------------------------------------------------------------
@@ -311,6 +318,7 @@ class ProfilePanel(LiveChart):
         """Keep the profile shown now as the baseline (the live one goes on changing); Compare is offered
         once its tree is built, within the store's budget."""
         self.store.pin()
+        self.loaded_baseline = None
         self.baseline_label = (f"baseline: {RANGE_LABELS[self.store.range]} pinned at {time.strftime('%H:%M:%S')}, "
                                f"{format_weight(self.current().profile.total, self.unit)}")
         self.compare_box.setEnabled(False)
@@ -334,7 +342,7 @@ class ProfilePanel(LiveChart):
     def set_baseline(self, baseline: Baseline) -> None:
         """Compare with a baseline read from elsewhere (its tree is built within the store's budget)."""
         self.store.pin(baseline.profile)
-        self.baseline_label = baseline.label
+        self.loaded_baseline, self.baseline_label = baseline, baseline.label
         self.compare_box.setChecked(True)
         self._force_draw()
 

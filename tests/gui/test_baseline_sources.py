@@ -88,6 +88,13 @@ def test_baseline_from_a_saved_session_gives_each_functions_change(qtbot, panel,
     loaded(qtbot, panel, dialog)
     assert changes(panel) == {"hot_a": -50.0, "hot_b": 50.0, "main": 0.0, "work": 0.0}
     assert "baseline: file monday.ndjson, 1.5 s (from 0 s of 2.0 s)" in panel.status.text()
+    # a new run (a metric started, a session opened) keeps it: it is not of the run cleared
+    panel.clear()
+    panel.add_records(stacks(1, 900.0, 1, 1))
+    qtbot.waitUntil(lambda: panel.redraw(force=True) is not None and panel.comparing() and not panel.store.backlog,
+                    timeout=5000)
+    assert changes(panel) == {"hot_a": -30.0, "hot_b": 30.0, "main": 0.0, "work": 0.0}
+    assert "baseline: file monday.ndjson, 1.5 s" in panel.status.text()
 
 
 @pytest.mark.parametrize(("content", "reason"), [
@@ -186,3 +193,12 @@ def test_the_collector_dialog_starts_from_the_windows_collector(qtbot, tmp_path)
     dialog = window.tab_for("cpuprofile").chart.ask_baseline("collector")
     assert (dialog.url.text(), dialog.token.text(), dialog.metric_box.currentText()) == \
         ("http://lab:5000", "secret", "cpuprofile")
+
+
+def test_a_pinned_baseline_goes_with_the_run_it_was_of(qtbot, panel):
+    panel.pin_baseline()
+    qtbot.waitUntil(lambda: panel.redraw(force=True) is not None and panel.store.baseline_ready, timeout=5000)
+    assert "pinned at" in panel.status_text(panel.current())
+    panel.clear()
+    panel.redraw(force=True)
+    assert panel.store.baseline is None and "baseline" not in panel.status_text(panel.current())
