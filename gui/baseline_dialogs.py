@@ -44,6 +44,7 @@ class BaselineDialog(QDialog):
     def __init__(self, title: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle(title)
+        self.setMinimumWidth(520)              # a path, a URL and a collector's reason read whole
         self.form = QFormLayout()
         self.status = QLabel(self)
         self.status.setWordWrap(True)
