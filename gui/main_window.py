@@ -30,6 +30,7 @@ from gui.metric_list import MetricList
 from gui.metric_tab import MetricTab
 from gui.metric_tabs import MetricTabs
 from gui.panels import LogPanel, OverheadPanel, TransportPanel
+from gui.profile_panel import ProfilePanel
 from gui.session_panel import SessionPanel
 from gui.style import INVALID_STYLE
 from gui.time_link import TimeLink
@@ -116,6 +117,9 @@ class MainWindow(QMainWindow):
         tab.stop_requested.connect(self.stop_metric)
         tab.retry_requested.connect(self.retry_metric)
         tab.drill_requested.connect(self.show_process)
+        for chart in tab.charts:
+            if isinstance(chart, ProfilePanel):        # "Baseline from collector…" starts from the collector set here
+                chart.collector_settings = lambda: (self.ui.server_url.text().strip(), self.ui.server_token.text())
 
     def _load_settings(self, server_url: str | None, token: str | None) -> None:
         s = self.settings

@@ -8,14 +8,17 @@ Python stacks are shown without the interpreter's frames, and an off-CPU metric'
 that blocked, unless the toggles ask for them. A sampling metric's samples are also shown as time.
 
 Ranges: the latest interval, the last N seconds, or the whole run (gui/profile_store.py keeps all three up
-to date as records arrive). "Pin baseline" keeps the profile shown now; "Compare" then colours the live
-graph by each frame's change of share against it and lists the functions by change.
+to date as records arrive). "Pin baseline" keeps the profile shown now; "Baseline from file…" takes the
+metric's profile in a saved session (all of it or a span), "Baseline from collector…" a selection's from
+a collector (gui/baseline_dialogs.py, read off the GUI thread). "Compare" then colours the live graph by
+each frame's change of share against the baseline (shares per side: runs of different lengths compare)
+and lists the functions by change; the status line names where the baseline came from.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -38,6 +41,8 @@ from PySide6.QtWidgets import (
 )
 
 import config
+from gui.baseline import Baseline
+from gui.baseline_dialogs import CollectorBaselineDialog, FileBaselineDialog
 from gui.fitting import TwoLineHeaders, fit_columns
 from gui.flamegraph import FlameGraph, format_weight
 from gui.live import LiveChart
@@ -82,6 +87,10 @@ class ProfilePanel(LiveChart):
         self.store = ProfileStore(self.unit, self.chart.y, snapshot=self.chart.snapshot,
                                   shown="latest" if self.chart.snapshot else "whole", blocked=self.chart.blocked)
         self.baseline_label = ""
+        # the collector's URL and token as the window has them configured, for "Baseline from collector…"
+        self.collector_settings: Callable[[], tuple[str, str]] = lambda: ("", "")
+        self.baseline_dialog: FileBaselineDialog | CollectorBaselineDialog | None = None
+        self.loaded_baseline: Baseline | None = None    # from a file or a collector: not of this run, so kept
         self.function: Frame | None = None        # the sandwich's and the butterfly's function
         self._top_frames: list[Frame] = []
         self._drawn_at = 0.0
@@ -109,6 +118,14 @@ class ProfilePanel(LiveChart):
         self.pin_button = QPushButton("Pin baseline", self)
         self.pin_button.setToolTip("keep the profile shown now, to compare the live one with")
         self.pin_button.clicked.connect(self.pin_baseline)
+        self.file_baseline_button = QPushButton("Baseline from file…", self)
+        self.file_baseline_button.setToolTip(f"compare with {spec.name}'s profile in a saved session, "
+                                             "all of it or a span")
+        self.file_baseline_button.clicked.connect(lambda: self.ask_baseline("file"))
+        self.collector_baseline_button = QPushButton("Baseline from collector…", self)
+        self.collector_baseline_button.setToolTip("compare with a collector's profile of a metric's hosts, runs "
+                                                  "and time range")
+        self.collector_baseline_button.clicked.connect(lambda: self.ask_baseline("collector"))
         self.compare_box = QCheckBox("Compare", self)
         self.compare_box.setToolTip("colour frames by their change of share against the baseline: "
                                     "grew red, shrank blue")
@@ -151,6 +168,8 @@ class ProfilePanel(LiveChart):
         view_controls.addWidget(self.interpreter_box)
         view_controls.addWidget(self.scheduler_box)
         view_controls.addStretch(1)
+        view_controls.addWidget(self.file_baseline_button)
+        view_controls.addWidget(self.collector_baseline_button)
 
         self.views = ProfileViews(self)
         self.graph: FlameGraph = self.views.graph
@@ -226,7 +245,13 @@ class ProfilePanel(LiveChart):
         return drew
 
     def clear(self) -> None:
+        """A new run (or an opened session): a baseline loaded from a file or a collector stays to compare
+        it with; a pinned one was of the run before and goes."""
         self.store.clear()
+        if self.loaded_baseline is not None:
+            self.store.pin(self.loaded_baseline.profile)
+        else:
+            self.baseline_label = ""
         super().clear()
 
     # --- choices ------------------------------------------------------------------------------------
@@ -293,9 +318,32 @@ class ProfilePanel(LiveChart):
         """Keep the profile shown now as the baseline (the live one goes on changing); Compare is offered
         once its tree is built, within the store's budget."""
         self.store.pin()
+        self.loaded_baseline = None
         self.baseline_label = (f"baseline: {RANGE_LABELS[self.store.range]} pinned at {time.strftime('%H:%M:%S')}, "
                                f"{format_weight(self.current().profile.total, self.unit)}")
         self.compare_box.setEnabled(False)
+        self._force_draw()
+
+    def ask_baseline(self, source: str) -> FileBaselineDialog | CollectorBaselineDialog:
+        """Open the dialog that reads a baseline from a saved session ("file") or a collector; it hands
+        the baseline to set_baseline once read, off the GUI thread."""
+        if self.baseline_dialog is not None:
+            self.baseline_dialog.close()
+            self.baseline_dialog.deleteLater()
+        if source == "file":
+            dialog: FileBaselineDialog | CollectorBaselineDialog = FileBaselineDialog(self.spec, self)
+        else:
+            dialog = CollectorBaselineDialog(self.spec, *self.collector_settings(), parent=self)
+        dialog.chosen.connect(self.set_baseline)
+        self.baseline_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def set_baseline(self, baseline: Baseline) -> None:
+        """Compare with a baseline read from elsewhere (its tree is built within the store's budget)."""
+        self.store.pin(baseline.profile)
+        self.loaded_baseline, self.baseline_label = baseline, baseline.label
+        self.compare_box.setChecked(True)
         self._force_draw()
 
     def comparing(self) -> bool:
@@ -316,6 +364,7 @@ class ProfilePanel(LiveChart):
         self._fill_top(view)
         self._fill_butterfly(view)
         self.tables.setTabEnabled(1, baseline is not None)
+        self.tables.setTabToolTip(1, self.baseline_label if baseline is not None else "")
         self.legend.setVisible(baseline is not None)
         if baseline is not None:
             self.graph.boxes()                          # lays out now: the strongest change is known then

@@ -203,10 +203,14 @@ class ProfileStore:
                 self.work.extend((stack, -weight) for stack, weight in interval.profile)
 
     # --- choices ------------------------------------------------------------------------------------
-    def pin(self) -> None:
-        """Keep the profile shown now as the baseline: its tree is built by process(), a budget at a time."""
+    def pin(self, profile: Profile | None = None) -> None:
+        """Keep the profile shown now (or `profile`: a saved session's, a collector's) as the baseline: its
+        tree is built by process(), a budget at a time."""
+        profile = self.shown.profile if profile is None else profile
+        if profile.unit != self.unit:
+            raise ValueError(f"a baseline in {profile.unit} cannot compare with a profile in {self.unit}")
         self.baseline = self._aggregate()
-        self.baseline_work = deque(self.shown.profile.stacks.items())
+        self.baseline_work = deque(profile.stacks.items())
 
     def _aggregate(self) -> Aggregate:
         shape = None if self.interpreter and self.scheduler else partial(

@@ -14,9 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QPushButton
 
 from gui.host_window import HostWindow
 from monitor.intervals import mark_final_partial, span_text
-from monitor.session import SessionError, SessionWriter, read_session
-
-FILTER = "Sessions (*.ndjson *.jsonl);;All files (*)"
+from monitor.session import SESSION_FILES, SessionError, SessionWriter, read_session
 
 
 class SessionPanel(QObject):
@@ -36,7 +34,7 @@ class SessionPanel(QObject):
 
     # --- open -------------------------------------------------------------------------------------
     def ask_open(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self.open_button.window(), "Open a recorded session", os.getcwd(), FILTER)
+        path, _ = QFileDialog.getOpenFileName(self.open_button.window(), "Open a recorded session", os.getcwd(), SESSION_FILES)
         if path:
             self.open(path)
 
@@ -84,7 +82,7 @@ class SessionPanel(QObject):
             self.stop_recording()
             return
         path, _ = QFileDialog.getSaveFileName(self.record_button.window(), "Record every record to",
-                                              os.path.join(os.getcwd(), "session.ndjson"), FILTER)
+                                              os.path.join(os.getcwd(), "session.ndjson"), SESSION_FILES)
         if not path or not self.start_recording(path):
             self.record_button.setChecked(False)
 

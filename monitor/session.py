@@ -15,6 +15,9 @@ from collections.abc import Iterable
 
 from client.wire import is_record
 
+# what a session file is called, for the file dialogs that open one
+SESSION_FILES = "Sessions (*.ndjson *.jsonl);;All files (*)"
+
 
 class SessionError(Exception):
     """One line: why a file is not a session."""

@@ -17,6 +17,7 @@ import time
 
 import pytest
 from helpers import MetricProcess, human_output, sampling_started, settle_and_stop
+from share_workload import HOT_A_C, Waiting, build_c
 
 pytestmark = pytest.mark.bpf
 
@@ -29,31 +30,7 @@ WORKLOAD_C = r"""
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-
-static double cpu(clockid_t clock)
-{
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-volatile unsigned long sink = 88172645463325252UL;
-
-/* a call makes each hot function a non-leaf: gcc keeps a leaf's frame pointer only with
- * -mno-omit-leaf-frame-pointer, which this gcc ignores at -O1 */
-__attribute__((noinline)) void keep(unsigned long x)
-{
-    sink = x;
-}
-
-__attribute__((noinline)) void hot_a(long n)
-{
-    unsigned long x = sink;
-    for (long i = 0; i < n; i++)
-        x = x * 6364136223846793005UL + 1442695040888963407UL;
-    keep(x);
-}
-
+""" + HOT_A_C + r"""
 __attribute__((noinline)) void hot_b(long n)
 {
     unsigned long x = sink | 1;
@@ -151,42 +128,23 @@ HZ = 997
 def workload(tmp_path_factory) -> str:
     """The workload built with frame pointers everywhere: leaf functions keep theirs, and no caller
     vanishes in a tail call."""
-    if not shutil.which("gcc"):
-        pytest.fail("gcc is needed to build the workload (scripts/apt-packages.txt)")
     d = tmp_path_factory.mktemp("cpuprofile")
-    src, exe = d / "hotspots.c", d / "hotspots"
-    src.write_text(WORKLOAD_C)
-    subprocess.run(["gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
-                    "-fno-optimize-sibling-calls", "-o", str(exe), str(src)], check=True)
-    return str(exe)
+    return build_c(WORKLOAD_C, d, "hotspots")
 
 
-class Workload:
+class Workload(Waiting):
     """The C program, waiting on stdin until tracing has started."""
 
     def __init__(self, exe: str, mode: str, seconds: float) -> None:
-        self.proc = subprocess.Popen([exe, mode, str(seconds)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True)
-        word, pid = self.proc.stdout.readline().split()
-        assert word == "ready"
-        self.pid = int(pid)
+        super().__init__([exe, mode, str(seconds)])
 
     def run(self, tool: MetricProcess | None = None) -> dict:
         """Release it; its own report when done. The metric's records are read meanwhile: a metric
         blocked on a full pipe stops reading its ring buffer."""
-        self.proc.stdin.write("\n")
-        self.proc.stdin.flush()
+        self.release()
         while tool and not select.select([self.proc.stdout], [], [], 0.2)[0]:
             tool.drain(0.05)
-        return json.loads(self.proc.stdout.readline())
-
-    def end(self) -> None:
-        try:
-            self.proc.stdin.write("\n")
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        self.proc.wait(timeout=30)
+        return self.report()
 
 
 def profile_of(exe: str, mode: str, seconds: float, *args: str, perf_out: str | None = None):

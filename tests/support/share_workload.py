@@ -1,0 +1,143 @@
+"""A workload whose two hot functions split its CPU time in a share given on its command line (70/30, then
+30/70: a run that changed), each call timed on the thread's own CPU clock, so the change of each
+function's share between two runs is known from the workload itself. Built here with frame pointers.
+Run: `shares PERMILLE_A SECONDS`; it prints "ready PID", waits for a line on stdin, works, prints
+{"cpu_s", "hot_a", "hot_b"} (seconds of process CPU, and of each function's calls), waits for a last line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+# the thread's CPU clock, and hot_a: a hot loop calling keep() (test_cpuprofile's workload has them too)
+HOT_A_C = r"""
+static double cpu(clockid_t clock)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+volatile unsigned long sink = 88172645463325252UL;
+
+/* a call makes each hot function a non-leaf: gcc keeps a leaf's frame pointer only with
+ * -mno-omit-leaf-frame-pointer, which this gcc ignores at -O1 */
+__attribute__((noinline)) void keep(unsigned long x)
+{
+    sink = x;
+}
+
+__attribute__((noinline)) void hot_a(long n)
+{
+    unsigned long x = sink;
+    for (long i = 0; i < n; i++)
+        x = x * 6364136223846793005UL + 1442695040888963407UL;
+    keep(x);
+}
+"""
+
+SHARES_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>""" + HOT_A_C + r"""
+/* the same loop as hot_a: their times follow the iterations asked for */
+__attribute__((noinline)) void hot_b(long n)
+{
+    unsigned long x = sink;
+    for (long i = 0; i < n; i++)
+        x = x * 6364136223846793005UL + 1442695040888963407UL;
+    keep(x);
+}
+
+__attribute__((noinline)) void work(long a_permille, double seconds, double own[2])
+{
+    double start = cpu(CLOCK_THREAD_CPUTIME_ID), t0, t1, t2;
+    unsigned long r = 12345;
+    do {
+        r = r * 6364136223846793005UL + 1;
+        long n = 1000000 + (long)(r >> 33) % 600000 - 300000;   /* +-30 %: no lockstep with the sampler */
+        t0 = cpu(CLOCK_THREAD_CPUTIME_ID);
+        hot_a(n * a_permille / 1000);
+        t1 = cpu(CLOCK_THREAD_CPUTIME_ID);
+        hot_b(n * (1000 - a_permille) / 1000);
+        t2 = cpu(CLOCK_THREAD_CPUTIME_ID);
+        own[0] += t1 - t0;
+        own[1] += t2 - t1;
+    } while (t2 - start < seconds);
+}
+
+int main(int argc, char **argv)
+{
+    double own[2] = {0, 0};
+    char line[64];
+    if (argc != 3)
+        return 2;
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    if (!fgets(line, sizeof(line), stdin))
+        return 1;
+    double p0 = cpu(CLOCK_PROCESS_CPUTIME_ID);
+    work(atol(argv[1]), atof(argv[2]), own);
+    double p1 = cpu(CLOCK_PROCESS_CPUTIME_ID);
+    printf("{\"cpu_s\": %.6f, \"hot_a\": %.6f, \"hot_b\": %.6f}\n", p1 - p0, own[0], own[1]);
+    fflush(stdout);
+    fgets(line, sizeof(line), stdin);
+    return 0;
+}
+"""
+
+
+def build_c(source: str, directory, name: str) -> str:
+    """`source` built as directory/name with frame pointers everywhere: leaf functions keep theirs, and
+    no caller vanishes in a tail call (gcc from the distro)."""
+    if not shutil.which("gcc"):
+        pytest.fail("gcc is needed to build the workload (scripts/apt-packages.txt)")
+    src, exe = directory / f"{name}.c", directory / name
+    src.write_text(source)
+    subprocess.run(["gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
+                    "-fno-optimize-sibling-calls", "-o", str(exe), str(src)], check=True)
+    return str(exe)
+
+
+def build_shares(directory) -> str:
+    return build_c(SHARES_C, directory, "shares")
+
+
+def own_shares(report: dict) -> dict[str, float]:
+    """Percent of the process's CPU time in each hot function, by its own clock."""
+    return {f: 100.0 * report[f] / report["cpu_s"] for f in ("hot_a", "hot_b")}
+
+
+class Waiting:
+    """A workload program that prints "ready PID" and waits on stdin until tracing has started."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        word, pid = self.proc.stdout.readline().split()
+        assert word == "ready"
+        self.pid = int(pid)
+
+    def release(self) -> None:
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+
+    def report(self) -> dict:
+        """Its own report, a JSON line (blocks until the work is done)."""
+        return json.loads(self.proc.stdout.readline())
+
+    def end(self) -> None:
+        try:
+            self.proc.stdin.write("\n")
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self.proc.wait(timeout=30)
+
+
+def shares(exe: str, a_permille: int, seconds: float) -> Waiting:
+    """The shares workload, hot_a's part of each round given in permille."""
+    return Waiting([exe, str(a_permille), str(seconds)])
