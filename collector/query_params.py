@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from flask import request
 
+from collector.selection import PARAMS as SELECTION
 from collector.state import error
 from collector.tokens import TOKEN_QUERY_PARAM
 
@@ -25,6 +26,8 @@ KNOWN = {
                     "cgroup", "cgroup_match"},
     "api.metrics": set(),
     "api.healthz": set(),
+    "profile_api.profile": {*SELECTION, "format"},
+    "profile_api.diff": {"base", "target", "format"},
 }
 
 
