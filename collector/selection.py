@@ -68,9 +68,9 @@ class Selection:
         return f"{self.source} on {hosts}{',' + runs if runs else ''}"
 
 
-def parse(args: MultiDict[str, str], prefix: str = "") -> Selection:
-    """The selection the parameters name (each PARAMS name, after `prefix`); BadRange says what is wrong.
-    Other parameters are the caller's to refuse."""
+def parse(args: MultiDict[str, str], prefix: str = "", source: str | None = None) -> Selection:
+    """The selection the parameters name (each PARAMS name, after `prefix`; source: the metric, instead of
+    a parameter); BadRange says what is wrong. Other parameters are the caller's to refuse."""
     def values(name: str) -> tuple[str, ...]:
         found = tuple(dict.fromkeys(v for v in args.getlist(prefix + name) if v))
         if len(found) > MAX_VALUES:
@@ -80,7 +80,7 @@ def parse(args: MultiDict[str, str], prefix: str = "") -> Selection:
             raise BadRange(f"{prefix + name} must be 1..{limit} printable characters")
         return found
 
-    sources = values("source")
+    sources = (source,) if source else values("source")
     if len(sources) != 1:
         raise BadRange(f"{prefix}source names the metric, once (e.g. {prefix}source=cpuprofile)")
     match = args.get(prefix + "cgroup_match") or "exact"
