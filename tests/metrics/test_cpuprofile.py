@@ -17,55 +17,11 @@ import time
 
 import pytest
 from helpers import MetricProcess, human_output, sampling_started, settle_and_stop
+from hotspots import PRELUDE, build
 
 pytestmark = pytest.mark.bpf
 
-WORKLOAD_C = r"""
-#define _GNU_SOURCE
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
-
-static double cpu(clockid_t clock)
-{
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-volatile unsigned long sink = 88172645463325252UL;
-
-/* a call makes each hot function a non-leaf: gcc keeps a leaf's frame pointer only with
- * -mno-omit-leaf-frame-pointer, which this gcc ignores at -O1 */
-__attribute__((noinline)) void keep(unsigned long x)
-{
-    sink = x;
-}
-
-__attribute__((noinline)) void hot_a(long n)
-{
-    unsigned long x = sink;
-    for (long i = 0; i < n; i++)
-        x = x * 6364136223846793005UL + 1442695040888963407UL;
-    keep(x);
-}
-
-__attribute__((noinline)) void hot_b(long n)
-{
-    unsigned long x = sink | 1;
-    for (long i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-    }
-    keep(x);
-}
-
-__attribute__((noinline)) void hot_c(long n)
+WORKLOAD_C = PRELUDE + r"""__attribute__((noinline)) void hot_c(long n)
 {
     unsigned long x = sink;
     for (long i = 0; i < n; i++)
@@ -151,14 +107,7 @@ HZ = 997
 def workload(tmp_path_factory) -> str:
     """The workload built with frame pointers everywhere: leaf functions keep theirs, and no caller
     vanishes in a tail call."""
-    if not shutil.which("gcc"):
-        pytest.fail("gcc is needed to build the workload (scripts/apt-packages.txt)")
-    d = tmp_path_factory.mktemp("cpuprofile")
-    src, exe = d / "hotspots.c", d / "hotspots"
-    src.write_text(WORKLOAD_C)
-    subprocess.run(["gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
-                    "-fno-optimize-sibling-calls", "-o", str(exe), str(src)], check=True)
-    return str(exe)
+    return build(WORKLOAD_C, str(tmp_path_factory.mktemp("cpuprofile")), "hotspots")
 
 
 class Workload:

@@ -1,100 +1,29 @@
-"""The diff of two selections against the workload's own clock: a C program (frame pointers) spends its
-one thread in hot_a and hot_b, 70/30 of its CPU in one run and 30/70 in the other, timing every call on
-its thread CPU clock; each run is profiled by cpuprofile under the headless client (--command: the
-program in a cgroup of its own, cpuprofile limited to it) posting to a real collector (server.py), and
-/api/profile/diff between the two runs gives each function's change of share within 5 points of the
-change the program measured itself."""
+"""The diff of two selections against the workload's own clock: a C program (tests/support/hotspots.py,
+frame pointers) spends its one thread in hot_a and hot_b, 70/30 of its CPU in one run and 30/70 in the
+other, timing every call on its thread CPU clock; each run is profiled by cpuprofile under the headless
+client (--command: the program in a cgroup of its own, cpuprofile limited to it) posting to a real
+collector (server.py), and /api/profile/diff between the two runs gives each function's change of share
+within 5 points of the change the program measured itself."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
-import shutil
 import subprocess
 from urllib.parse import quote
 
 import pytest
 import requests
 from helpers import PYTHON, ROOT
+from hotspots import SHARES_C, build
 from server_fixtures import ServerProcess
 
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
-WORKLOAD_C = r"""
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-
-static double cpu(clockid_t clock)
-{
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-volatile unsigned long sink = 88172645463325252UL;
-
-/* a call keeps each hot function a non-leaf, so it keeps its frame pointer at -O1 */
-__attribute__((noinline)) void keep(unsigned long x)
-{
-    sink = x;
-}
-
-__attribute__((noinline)) void hot_a(long n)
-{
-    unsigned long x = sink;
-    for (long i = 0; i < n; i++)
-        x = x * 6364136223846793005UL + 1442695040888963407UL;
-    keep(x);
-}
-
-__attribute__((noinline)) void hot_b(long n)
-{
-    unsigned long x = sink | 1;
-    for (long i = 0; i < n; i++)
-        x = x * 2862933555777941757UL + 3037000493UL;
-    keep(x);
-}
-
-/* argv: share of hot_a, seconds of CPU, report file. Call lengths vary at random (+-30 %) so a sampler
- * with a fixed period cannot fall in step with the loop; each call is timed on the thread's CPU clock */
-int main(int argc, char **argv)
-{
-    double share = atof(argv[1]), seconds = atof(argv[2]), own[2] = {0, 0};
-    double p0 = cpu(CLOCK_PROCESS_CPUTIME_ID), start = cpu(CLOCK_THREAD_CPUTIME_ID), t0, t1, t2;
-    unsigned long r = 12345;
-    do {
-        r = r * 6364136223846793005UL + 1;
-        double vary = 1.0 + ((long)(r >> 33) % 600 - 300) / 1000.0;
-        t0 = cpu(CLOCK_THREAD_CPUTIME_ID);
-        hot_a((long)(1000000 * share * vary));
-        t1 = cpu(CLOCK_THREAD_CPUTIME_ID);
-        hot_b((long)(1000000 * (1 - share) * vary));
-        t2 = cpu(CLOCK_THREAD_CPUTIME_ID);
-        own[0] += t1 - t0;
-        own[1] += t2 - t1;
-    } while (t2 - start < seconds);
-    FILE *out = fopen(argv[3], "w");
-    fprintf(out, "{\"cpu_s\": %.6f, \"hot_a\": %.6f, \"hot_b\": %.6f}\n", cpu(CLOCK_PROCESS_CPUTIME_ID) - p0,
-            own[0], own[1]);
-    return fclose(out) != 0;
-}
-"""
 SECONDS = 6.0
 HZ = 997
 HOT = ("hot_a", "hot_b")
-
-
-def build(tmp_path) -> str:
-    if not shutil.which("gcc"):
-        pytest.fail("gcc is needed to build the workload (scripts/apt-packages.txt)")
-    src, exe = tmp_path / "shares.c", tmp_path / "shares"
-    src.write_text(WORKLOAD_C)
-    subprocess.run(["gcc", "-O1", "-g", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
-                    "-fno-optimize-sibling-calls", "-o", str(exe), str(src)], check=True)
-    return str(exe)
 
 
 def profiled_run(exe: str, share: float, server: ServerProcess, tmp_path, name: str) -> dict[str, float]:
@@ -113,7 +42,7 @@ def profiled_run(exe: str, share: float, server: ServerProcess, tmp_path, name: 
 
 @pytest.mark.timeout(420)
 def test_diff_of_two_runs_matches_the_workloads_own_change(tmp_path):
-    exe = build(tmp_path)
+    exe = build(SHARES_C, str(tmp_path), "shares")
     server = ServerProcess("--db", str(tmp_path / "lab.db"), output=str(tmp_path / "server.log"))
     try:
         base_truth = profiled_run(exe, 0.7, server, tmp_path, "base")
