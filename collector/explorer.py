@@ -75,7 +75,7 @@ def choices(streams: list[Stream], source: str | None) -> dict:
     for s in sorted(of_source, key=lambda s: (s.first_seen, s.host)):
         runs.setdefault(s.run_id, []).append(s.host)
     return {"sources": sorted({s.source for s in streams if profiled(s.source)}),
-            "hosts": sorted({s.host for s in of_source}), "runs": list(runs.items()), "ranges": ["", *RANGES]}
+            "hosts": sorted({s.host for s in of_source}), "runs": list(runs.items()), "ranges": RANGES}
 
 
 def read_view() -> View:

@@ -102,6 +102,7 @@ def test_the_url_holds_the_whole_state_and_its_links_read_back(client):
     # the form shows the state it came from
     assert re.search(r'name="base_run_id" value="R1" checked', again) and 'value="/lab/a"' in again
     assert re.search(r'name="run_id" value="R2" checked', again) and not re.search(r'name="run_id" value="R1" checked', again)
+    assert re.findall(r'<option value="([^"]*)" selected>', again) == ["cpuprofile", "run", "run"]
     # a zoom keeps everything and adds its path; reset goes back
     zoom = html.unescape(re.search(r'<a href="([^"]*focus=work%3Bmain[^"]*)">', text).group(1))
     zoomed = page(client, urlsplit(zoom).query)
