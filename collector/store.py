@@ -23,7 +23,6 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    cast,
     create_engine,
     event,
     false,
@@ -34,7 +33,6 @@ from sqlalchemy import (
     text,
     union_all,
 )
-from sqlalchemy.dialects import postgresql
 
 from collector import json_sql, migrate
 from collector import stacks as stack_text
@@ -438,7 +436,7 @@ class Store:
         if not tree:
             return self._field_in("cgroup", (path,))
         below = path if path.endswith("/") else path + "/"
-        field = self._field_text("cgroup")
+        field = json_sql.field_text(self.dialect, records.c.data, "cgroup")
         return and_(self._near("cgroup", path, prefix=True), or_(field == path, func.substr(field, 1, len(below)) == below))
 
     def _field_in(self, name: str, values: tuple[str, ...]) -> ColumnElement:
@@ -446,7 +444,7 @@ class Store:
         test on the stored text (compact JSON, so the field reads `"name":"VALUE"`) skips the other records
         before the JSON is parsed, and the parsed field settles it (the text may be nested, a meta
         record's filters, or a longer value)."""
-        return and_(or_(*(self._near(name, v) for v in values)), self._field_text(name).in_(values))
+        return and_(or_(*(self._near(name, v) for v in values)), json_sql.field_text(self.dialect, records.c.data, name).in_(values))
 
     def _near(self, name: str, value: str, prefix: bool = False) -> ColumnElement:
         r = records.c
@@ -454,12 +452,6 @@ class Store:
         texts = dict.fromkeys(q for q in (json.dumps(value, ensure_ascii=True), orjson.dumps(value).decode())
                               if q.isascii())
         return or_(*(r.data.contains(f'"{name}":' + (q[:-1] if prefix else q), autoescape=True) for q in texts))
-
-    def _field_text(self, name: str) -> ColumnElement:
-        r = records.c
-        if self.dialect == "postgresql":
-            return cast(r.data, postgresql.JSON)[name].astext
-        return func.json_extract(r.data, f"$.{name}")
 
 
 @functools.lru_cache(maxsize=16)
