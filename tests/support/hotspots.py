@@ -60,14 +60,22 @@ __attribute__((noinline)) void hot_b(long n)
 
 """
 
-SHARES_C = PRELUDE + r"""/* argv: share of hot_a (0..1), seconds of thread CPU time, report file. Each turn calls whichever of
- * hot_a and hot_b is behind its share of the time so far, with a length that varies at random (+-30 %)
- * so a sampler with a fixed period cannot fall in step; each call is timed on the thread's CPU clock */
+SHARES_C = PRELUDE + r"""/* argv: share of hot_a (0..1), seconds of thread CPU time. Says "ready PID", runs once a line comes
+ * on stdin, prints its own report, and stays until the next line (a profiler names its last samples
+ * while it lives). Each turn calls whichever of hot_a and hot_b is behind its share of the time so
+ * far, with a length that varies at random (+-30 %) so a sampler with a fixed period cannot fall in
+ * step; each call is timed on the thread's CPU clock */
 int main(int argc, char **argv)
 {
-    double share = atof(argv[1]), seconds = atof(argv[2]), own[2] = {0, 0};
-    double p0 = cpu(CLOCK_PROCESS_CPUTIME_ID), start = cpu(CLOCK_THREAD_CPUTIME_ID), t0, t1;
+    double share = atof(argv[1]), seconds = atof(argv[2]), own[2] = {0, 0}, p0, start, t0, t1;
+    char line[64];
     unsigned long r = 12345;
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    if (!fgets(line, sizeof(line), stdin))
+        return 1;
+    p0 = cpu(CLOCK_PROCESS_CPUTIME_ID);
+    start = cpu(CLOCK_THREAD_CPUTIME_ID);
     do {
         r = r * 6364136223846793005UL + 1;
         long vary = (long)(r >> 33) % 600 - 300;
@@ -80,10 +88,11 @@ int main(int argc, char **argv)
         t1 = cpu(CLOCK_THREAD_CPUTIME_ID);
         own[b] += t1 - t0;
     } while (t1 - start < seconds);
-    FILE *out = fopen(argv[3], "w");
-    fprintf(out, "{\"cpu_s\": %.6f, \"hot_a\": %.6f, \"hot_b\": %.6f}\n", cpu(CLOCK_PROCESS_CPUTIME_ID) - p0,
-            own[0], own[1]);
-    return fclose(out) != 0;
+    printf("{\"cpu_s\": %.6f, \"hot_a\": %.6f, \"hot_b\": %.6f}\n", cpu(CLOCK_PROCESS_CPUTIME_ID) - p0,
+           own[0], own[1]);
+    fflush(stdout);
+    fgets(line, sizeof(line), stdin);
+    return 0;
 }
 """
 
