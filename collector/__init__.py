@@ -1,7 +1,7 @@
 """The collector an instructor runs for a lab, as a Flask app: create_app() wires payload validation
-(body.py, payload.py), storage (store.py, writer.py), the JSON and Prometheus API (api.py) and the
-dashboard (dashboard.py). server.py at the top serves it with waitress; gunicorn can import
-`collector:create_app()` (settings then come from COLLECTOR_* environment variables)."""
+(body.py, payload.py), storage (store.py, writer.py), the JSON and Prometheus API (api.py), profiles
+(profile_api.py) and the dashboard (dashboard.py, compare.py, explorer.py). server.py at the top
+serves it with waitress; gunicorn can import `collector:create_app()` (settings then come from COLLECTOR_* environment variables)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from flask import Flask, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
-from collector import api, compare, dashboard, guard, ingest, profile_api, query_params, retention
+from collector import api, compare, dashboard, explorer, guard, ingest, profile_api, query_params, retention
 from collector import settings as settings_mod
 from collector.state import EXTENSION, JSON_PATHS, Collector, error
 from collector.store import Store
@@ -50,7 +50,7 @@ def create_app(settings: Mapping[str, Any] | None = None) -> Flask:
                   app_settings.max_db_bytes)
     app.extensions[EXTENSION] = Collector(app_settings, store, _batch_log(app_settings.log_file))
     store.compactor.start(app_settings.compact_every_s)
-    for blueprint in (ingest.bp, api.bp, profile_api.bp, dashboard.bp, compare.bp):
+    for blueprint in (ingest.bp, api.bp, profile_api.bp, dashboard.bp, compare.bp, explorer.bp):
         app.register_blueprint(blueprint)
     guard.install(app, app_settings)
 

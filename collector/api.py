@@ -66,12 +66,15 @@ def cgroup_filter(args: MultiDict[str, str]) -> dict:
         if args.get("cgroup_match") and "cgroup" not in args:  # (a form's empty cgroup box: no filter)
             raise BadQuery("cgroup_match needs a cgroup")
         return {}
+    return {"cgroup": cgroup_path(path), "cgroup_tree": match == "tree"}
+
+
+def cgroup_path(path: str) -> str:
+    """A cgroup v2 path as records carry it ('/' first, no trailing '/'); BadQuery for anything else."""
     if not path.startswith("/") or len(path) > CGROUP_MAX or any(ord(c) < 32 for c in path):
         raise BadQuery("cgroup must be a cgroup v2 path as records carry it, '/' first "
                        "(e.g. /system.slice/nginx.service)")
-    if len(path) > 1:
-        path = path.rstrip("/") or "/"
-    return {"cgroup": path, "cgroup_tree": match == "tree"}
+    return (path.rstrip("/") or "/") if len(path) > 1 else path
 
 
 def _cursor() -> Cursor | None:

@@ -1,18 +1,20 @@
-"""A stream's profile over a time range: its stack records in the range (the frames read once per
-distinct stack), weighted as the metric's registry entry says (Chart "stacks": the field y, in the
+"""A profile over a time range of one stream or of a selection of streams (collector/selection.py): their
+stack records in the range merged (one query for every stream, the frames read once per distinct
+stack), weighted as the metric's registry entry says (Chart "stacks": the field y, in the
 chart's unit; a snapshot metric, such as compmem's outstanding bytes, by its newest interval only). A
-profile in samples says a sample's time where the stream's newest summary gives its frequency_hz."""
+profile in samples says a sample's time where the streams' newest summaries give one frequency_hz."""
 
 from __future__ import annotations
 
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
 from collector.chart import registered
+from collector.store import StackFilters
 from profile_data import Profile, stack_of
 from profile_data.records import profile_unit, weight_of
 
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from collector.store import Store
 
 MAX_RECORDS = 200_000  # stack records read for one profile at most (the newest)
+MAX_STREAMS = 500  # streams one selection may match (each stream's newest interval is a term of one query)
 INTERVAL_SPREAD_S = 10.0  # "latest": the newest interval's records are read from this far before the newest
 RANGE_HELP = "range must be run, latest, or a length such as 90s, 5m, 1h (the stream's last seconds)"
 _LENGTH = re.compile(r"^([0-9]{1,7})([smh])$")
@@ -49,6 +52,7 @@ class RangeProfile:
     records: int
     truncated: bool  # more than MAX_RECORDS records in the range: the newest were read
     period_ns: float = 0.0  # a sample's time (samples only; 0: no frequency said)
+    streams: int = 1  # the streams the selection matched
 
 
 def weighting(source: str) -> Weighting:
@@ -86,47 +90,71 @@ def bound(name: str, value: str | None) -> float | None:
 def range_profile(store: Store, host: str, run_id: str, source: str, range_text: str | None = None,
                   since: float | None = None, until: float | None = None, cgroup: str | None = None,
                   cgroup_tree: bool = False) -> RangeProfile:
-    """The profile of the stream's stack records in the range: since/until (unix seconds) if given,
-    else range_text relative to the stream's newest stack record; only a cgroup's (or its tree's)
-    records when one is given."""
+    """The profile of one stream's stack records in the range (selection_profile of that stream)."""
+    return selection_profile(store, source, (host,), (run_id,), range_text, since, until,
+                             (cgroup,) if cgroup is not None else (), cgroup_tree)
+
+
+def selection_profile(store: Store, source: str, hosts: tuple[str, ...] = (), run_ids: tuple[str, ...] = (),
+                      range_text: str | None = None, since: float | None = None, until: float | None = None,
+                      cgroups: tuple[str, ...] = (), cgroup_tree: bool = False,
+                      comms: tuple[str, ...] = ()) -> RangeProfile:
+    """The merged profile of the stack records of `source`'s streams from any of `hosts` and any of
+    `run_ids` (none: all), of any of `cgroups` (or their trees) and `comms` when given, in the range:
+    since/until (unix seconds) if given, else range_text relative to the newest stack record of those
+    streams; "latest", and a snapshot metric's range, is each stream's newest interval (summed over
+    the streams). One query reads the records of every stream, the frames once per distinct stack.
+    LookupError when no stream matches; BadRange for a range it cannot read or too many streams."""
     name, seconds = parse_range(range_text)
     if since is not None and until is not None and since > until:
         raise BadRange("since is after until")
     w = weighting(source)
+    ids = store.selection_streams(source, hosts, run_ids, MAX_STREAMS)
+    if not ids:
+        raise LookupError(f"no stream of {source!r} matches the selection")
+    if len(ids) > MAX_STREAMS:
+        raise BadRange(f"the selection matches more than {MAX_STREAMS} streams: name hosts or runs")
     newest_only = name == "latest" or w.snapshot
+    since_of = None
     if (seconds is not None or newest_only) and since is None:
-        newest = store.newest_stack_ts(host, run_id, source, until)
-        # an interval's records are written together: the newest is within its last seconds
-        since = None if newest is None else newest - (INTERVAL_SPREAD_S if newest_only else seconds)
-    rows, frames, truncated = store.stack_records(host, run_id, source, since, until, MAX_RECORDS, cgroup,
-                                                  cgroup_tree)
-    records = [orjson.loads(data) for _ts, data, _hash in rows]
-    if rows and newest_only:
-        newest_interval = records[-1].get("interval")
-        keep = [i for i, r in enumerate(records) if r.get("interval") == newest_interval]
+        newest = store.newest_stack_times(ids, until)
+        if newest_only:  # an interval's records are written together: the newest is within its last seconds
+            since_of = {stream: ts - INTERVAL_SPREAD_S for stream, ts in newest.items()}
+        elif newest:
+            since = max(newest.values()) - seconds
+    rows, frames, truncated = store.selection_stack_records(
+        ids, StackFilters(since, until, since_of, cgroups, cgroup_tree, comms), MAX_RECORDS)
+    records = [orjson.loads(row[1]) for row in rows]
+    if rows and newest_only:  # each stream's newest interval: that of its newest record
+        interval = {row[3]: record.get("interval") for row, record in zip(rows, records, strict=True)}
+        keep = [i for i, (row, record) in enumerate(zip(rows, records, strict=True))
+                if record.get("interval") == interval[row[3]]]
         rows, records = [rows[i] for i in keep], [records[i] for i in keep]
     # summed per (stack, comm) first: a stack tuple is hashed once, not once per record
     weights: dict[tuple[bytes, object], float] = {}
     first: dict[tuple[bytes, object], dict] = {}
-    for (_ts, _data, digest), record in zip(rows, records, strict=True):
+    for row, record in zip(rows, records, strict=True):
         value = weight_of(record, w.field, w.unit)
         if value:
-            key = (digest, record.get("comm"))
+            key = (row[2], record.get("comm"))
             if key not in weights:
                 weights[key], first[key] = 0, record
             weights[key] += value
     profile = Profile(w.unit)
-    for (digest, _comm), value in weights.items():
-        stack = stack_of({**first[digest, _comm], **orjson.loads(frames[digest])})
+    for key, value in weights.items():
+        stack = stack_of({**first[key], **orjson.loads(frames[key[0]])})
         if stack:
             profile.add(stack, value)
     return RangeProfile(profile, w, rows[0][0] if rows else None, rows[-1][0] if rows else None, len(rows),
-                        truncated, sample_period_ns(store, host, run_id, source, until) if w.unit == "samples" else 0.0)
+                        truncated, sample_period_ns(store, ids, until) if w.unit == "samples" else 0.0, len(ids))
 
 
-def sample_period_ns(store: Any, host: str, run_id: str, source: str, until: float | None) -> float:
-    """1e9 / the frequency_hz of the stream's newest summary (up to `until`), or 0."""
-    newest = store.records(host, run_id, source, kind="summary", until=until, limit=1, newest=True, max_text=65536)
-    data = orjson.loads(newest[0]["data"]) if newest and newest[0]["data"] else {}
-    hz = data.get("frequency_hz") if isinstance(data, dict) else None
-    return 1e9 / hz if isinstance(hz, (int, float)) and not isinstance(hz, bool) and hz > 0 else 0.0
+def sample_period_ns(store: Store, stream_ids: list[int], until: float | None) -> float:
+    """1e9 / the frequency_hz of the streams' newest summaries (up to `until`) when they all say the same
+    one; else 0 (no time is said beside the samples)."""
+    rates = set()
+    for text in store.newest_summaries(stream_ids, until).values():
+        data = orjson.loads(text) if text else {}
+        hz = data.get("frequency_hz") if isinstance(data, dict) else None
+        rates.add(hz if isinstance(hz, (int, float)) and not isinstance(hz, bool) and hz > 0 else None)
+    return 1e9 / rates.pop() if len(rates) == 1 and None not in rates else 0.0

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from flask import request
 
+from collector.explorer import PARAMS as EXPLORER
+from collector.selection import PARAMS as SELECTION
 from collector.state import error
 from collector.tokens import TOKEN_QUERY_PARAM
 
@@ -25,6 +27,9 @@ KNOWN = {
                     "cgroup", "cgroup_match"},
     "api.metrics": set(),
     "api.healthz": set(),
+    "profile_api.profile": {*SELECTION, "format"},
+    "profile_api.diff": {"base", "target", "format"},
+    "explorer.page": set(EXPLORER),
 }
 
 

@@ -23,9 +23,9 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    cast,
     create_engine,
     event,
+    false,
     func,
     null,
     or_,
@@ -33,7 +33,6 @@ from sqlalchemy import (
     text,
     union_all,
 )
-from sqlalchemy.dialects import postgresql
 
 from collector import json_sql, migrate, retention
 from collector import stacks as stack_text
@@ -68,6 +67,18 @@ class RecordFilters:
     until: float | None = None
     cgroup: str | None = None  # the records' `cgroup` field: this path ...
     cgroup_tree: bool = False  # ... or (True) this path and every group below it
+
+
+@dataclass(frozen=True)
+class StackFilters:
+    """Which stack records of a selection's streams: a time range (since_of: each stream's own start
+    instead, by id), and the records' `cgroup` (any of these paths, or their trees) and `comm` fields."""
+    since: float | None = None
+    until: float | None = None
+    since_of: dict[int, float] | None = None
+    cgroups: tuple[str, ...] = ()
+    cgroup_tree: bool = False
+    comms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -295,35 +306,75 @@ class Store:
             where = [r.stream == stream_id, r.stack.is_not(None)] + ([r.ts <= until] if until is not None else [])
             return conn.execute(select(func.max(r.ts)).where(*where)).scalar()
 
-    def stack_records(self, host: str, run_id: str, source: str, since: float | None, until: float | None,
-                      limit: int, cgroup: str | None = None,
-                      cgroup_tree: bool = False) -> tuple[list[tuple[float, str, bytes]], dict[bytes, str], bool]:
-        """The stream's stack records in [since, until] (of a cgroup, or its tree, when given), oldest
-        first: (ts, the record's JSON without its frames, its stack's hash), the newest `limit` of them;
-        each of their stacks' frames by hash; and whether records were left out by the limit."""
-        r = records.c
+    def selection_streams(self, source: str, hosts: tuple[str, ...] = (), run_ids: tuple[str, ...] = (),
+                          limit: int | None = None) -> list[int]:
+        """The ids of the streams of `source` from any of `hosts` and any of `run_ids` (none given: every
+        one), at most `limit` + 1 of them (the caller says when a selection is too wide)."""
+        s = streams.c
+        where = [s.source == source]
+        if hosts:
+            where.append(s.host.in_(hosts))
+        if run_ids:
+            where.append(s.run_id.in_(run_ids))
+        query = select(s.id).where(*where).order_by(s.id)
         with self.engine.connect() as conn:
-            stream_id = self._stream_id(conn, host, run_id, source)
-            if stream_id is None:
-                return [], {}, False
-            where = [r.stream == stream_id, r.stack.is_not(None)]
-            if since is not None:
-                where.append(r.ts >= since)
-            if until is not None:
-                where.append(r.ts <= until)
-            if cgroup is not None:
-                where.append(self._of_cgroup(cgroup, cgroup_tree))
-            rows = conn.execute(select(r.ts, r.data, r.stack).where(*where)
+            return [int(i) for i in conn.execute(query if limit is None else query.limit(limit + 1)).scalars()]
+
+    def newest_stack_times(self, stream_ids: list[int], until: float | None = None) -> dict[int, float]:
+        """Per stream, the time of its newest stack record (at or before until); streams without one left out."""
+        r = records.c
+        where = [r.stream.in_(stream_ids), r.stack.is_not(None)] + ([r.ts <= until] if until is not None else [])
+        with self.engine.connect() as conn:
+            return {int(stream_id): float(ts) for stream_id, ts in
+                    conn.execute(select(r.stream, func.max(r.ts)).where(*where).group_by(r.stream))}
+
+    def selection_stack_records(self, stream_ids: list[int], of: StackFilters,
+                                limit: int) -> tuple[list[tuple[float, str, bytes, int]], dict[bytes, str], bool]:
+        """The stack records of these streams that the filters keep, oldest first: (ts, the record's JSON
+        without its frames, its stack's hash, its stream's id), the newest `limit` of them, in one query
+        whatever the number of streams; each of their stacks' frames by hash, read once per distinct
+        stack; and whether records were left out by the limit."""
+        r = records.c
+        if not stream_ids:
+            return [], {}, False
+        where = [r.stream.in_(stream_ids) if len(stream_ids) > 1 else r.stream == stream_ids[0], r.stack.is_not(None)]
+        if of.since_of is not None:  # each stream's own window: its newest interval
+            where.append(or_(*(and_(r.stream == stream_id, r.ts >= since) for stream_id, since in of.since_of.items()))
+                         if of.since_of else false())
+        if of.since is not None:
+            where.append(r.ts >= of.since)
+        if of.until is not None:
+            where.append(r.ts <= of.until)
+        if of.cgroups:
+            where.append(or_(*(self._of_cgroup(path, of.cgroup_tree) for path in of.cgroups)))
+        if of.comms:
+            where.append(self._field_in("comm", of.comms))
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(r.ts, r.data, r.stack, r.stream).where(*where)
                                 .order_by(r.ts.desc(), r.id.desc()).limit(limit + 1)).all()
             truncated = len(rows) > limit
-            rows = [(float(ts), data, bytes(digest)) for ts, data, digest in rows[:limit]][::-1]
-            wanted = sorted({digest for _ts, _data, digest in rows})
+            rows = [(float(ts), data, bytes(digest), int(stream)) for ts, data, digest, stream in rows[:limit]][::-1]
+            wanted = sorted({row[2] for row in rows})
             frames: dict[bytes, str] = {}
             for start in range(0, len(wanted), STACKS_PER_QUERY):
                 chunk = wanted[start:start + STACKS_PER_QUERY]
                 frames.update((bytes(h), f) for h, f in
                               conn.execute(select(stacks.c.hash, stacks.c.frames).where(stacks.c.hash.in_(chunk))))
         return rows, frames, truncated
+
+    def newest_summaries(self, stream_ids: list[int], until: float | None = None,
+                         max_text: int = 65536) -> dict[int, str | None]:
+        """Per stream, the JSON text of its newest summary record (at or before until; None when over
+        max_text), for every stream in one query."""
+        r = records.c
+        where = [r.stream.in_(stream_ids), r.kind == "summary"] + ([r.ts <= until] if until is not None else [])
+        newest = select(r.stream.label("stream"), func.max(r.ts).label("ts")).where(*where).group_by(r.stream).subquery()
+        data = case((func.length(r.data) > max_text, null()), else_=r.data)
+        query = (select(r.stream, data).select_from(records.join(newest, and_(r.stream == newest.c.stream,
+                                                                               r.ts == newest.c.ts)))
+                 .where(r.kind == "summary").order_by(r.id))
+        with self.engine.connect() as conn:
+            return {int(stream_id): text for stream_id, text in conn.execute(query)}
 
     def record_page(self, filters: RecordFilters, after: Cursor | None, rows: int, max_bytes: int) -> Page:
         """Where the page of records after `after` ends: at most `rows` of them, and no more of their stored
@@ -398,22 +449,26 @@ class Store:
 
     def _of_cgroup(self, path: str, tree: bool) -> ColumnElement:
         """Records whose top-level `cgroup` field is `path` (tree: or a group below it). No column of its
-        own: a substring test on the stored text (compact JSON, so the field reads `"cgroup":"PATH`) skips
-        the other records before the JSON is parsed, and the parsed field settles it (the text may be
-        nested, a meta record's filters, or a longer path)."""
+        own: see _field_in."""
+        if not tree:
+            return self._field_in("cgroup", (path,))
+        below = path if path.endswith("/") else path + "/"
+        field = json_sql.field_text(self.dialect, records.c.data, "cgroup")
+        return and_(self._near("cgroup", path, prefix=True), or_(field == path, func.substr(field, 1, len(below)) == below))
+
+    def _field_in(self, name: str, values: tuple[str, ...]) -> ColumnElement:
+        """Records whose top-level string field `name` is one of `values`. No column of its own: a substring
+        test on the stored text (compact JSON, so the field reads `"name":"VALUE"`) skips the other records
+        before the JSON is parsed, and the parsed field settles it (the text may be nested, a meta
+        record's filters, or a longer value)."""
+        return and_(or_(*(self._near(name, v) for v in values)), json_sql.field_text(self.dialect, records.c.data, name).in_(values))
+
+    def _near(self, name: str, value: str, prefix: bool = False) -> ColumnElement:
         r = records.c
         # as the collector stored it (body.py, payload.py): json's text, or orjson's when ASCII (DEL unescaped)
-        texts = dict.fromkeys(q for q in (json.dumps(path, ensure_ascii=True), orjson.dumps(path).decode())
+        texts = dict.fromkeys(q for q in (json.dumps(value, ensure_ascii=True), orjson.dumps(value).decode())
                               if q.isascii())
-        near = or_(*(r.data.contains('"cgroup":' + (q[:-1] if tree else q), autoescape=True) for q in texts))
-        if self.dialect == "postgresql":
-            field = cast(r.data, postgresql.JSON)["cgroup"].astext
-        else:
-            field = func.json_extract(r.data, "$.cgroup")
-        if not tree:
-            return and_(near, field == path)
-        below = path if path.endswith("/") else path + "/"
-        return and_(near, or_(field == path, func.substr(field, 1, len(below)) == below))
+        return or_(*(r.data.contains(f'"{name}":' + (q[:-1] if prefix else q), autoescape=True) for q in texts))
 
 
 @functools.lru_cache(maxsize=16)

@@ -34,7 +34,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from profile_data import Frame, Node
-from profile_data.display import format_weight, frame_rgb, weight_text  # noqa: F401 - format_weight: re-exported
+from profile_data.display import change_rgb, format_weight, frame_rgb, weight_text  # noqa: F401 - format_weight: re-exported
 
 ROW = 18                      # px per frame row
 MIN_WIDTH = 1.0               # frames narrower than this many px are not drawn (nor their callees)
@@ -67,13 +67,7 @@ def frame_color(frame: Frame) -> QColor:
 
 def change_color(change: float, strongest: float) -> QColor:
     """Red for a share that grew, blue for one that shrank, white for none; saturated at `strongest`."""
-    t = round(16 * min(1.0, abs(change) / strongest)) / 16 if strongest > 0 else 0.0
-    fade = int(235 - 200 * t)
-    if change > 0:
-        return QColor(255, fade, fade)
-    if change < 0:
-        return QColor(fade, fade, 255)
-    return QColor(235, 235, 235)
+    return QColor(*change_rgb(change, strongest))
 
 
 class FlameGraph(QWidget):

@@ -1,7 +1,7 @@
 """How a profile is shown, the same in the window and on the collector's pages: a weight in its unit
-as people read it, and a frame's colour (flamegraph.pl's palette: red to dark orange for user code,
+as people read it, a frame's colour (flamegraph.pl's palette: red to dark orange for user code,
 orange to yellow for the kernel, green for interpreted (Python) functions, grey-blue for processes;
-steady per name)."""
+steady per name), and a differential frame's colour (grew red, shrank blue)."""
 
 from __future__ import annotations
 
@@ -40,3 +40,15 @@ def frame_rgb(frame: Frame) -> tuple[int, int, int]:
     if frame.kind in ("process", "root"):
         return 150 + int(30 * v1), 170 + int(30 * v2), 200 + int(30 * v3)
     return 200 + int(55 * v3), 40 + int(90 * v1), int(50 * v2)
+
+
+def change_rgb(change: float, strongest: float) -> tuple[int, int, int]:
+    """A differential frame: red for a share that grew, blue for one that shrank, light grey for none;
+    in 16 steps, saturated at `strongest` (points)."""
+    t = round(16 * min(1.0, abs(change) / strongest)) / 16 if strongest > 0 else 0.0
+    fade = int(235 - 200 * t)
+    if change > 0:
+        return 255, fade, fade
+    if change < 0:
+        return fade, fade, 255
+    return 235, 235, 235

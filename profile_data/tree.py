@@ -136,6 +136,8 @@ class FunctionChange(NamedTuple):
     current_pct: float
     change_pct: float          # current - baseline, in percentage points
     self_change_pct: float     # the same for the self share
+    baseline_self_pct: float = 0.0   # self share in the baseline, %
+    current_self_pct: float = 0.0
 
 
 def differential(baseline: Profile | Functions, current: Profile | Functions,
@@ -150,6 +152,7 @@ def differential(baseline: Profile | Functions, current: Profile | Functions,
         b_self, b_tot = before.weights.get(frame, (0.0, 0.0))
         c_self, c_tot = after.weights.get(frame, (0.0, 0.0))
         b_pct, c_pct = 100.0 * b_tot / b_total, 100.0 * c_tot / c_total
-        out.append(FunctionChange(frame, b_pct, c_pct, c_pct - b_pct, 100.0 * (c_self / c_total - b_self / b_total)))
+        b_self_pct, c_self_pct = 100.0 * b_self / b_total, 100.0 * c_self / c_total
+        out.append(FunctionChange(frame, b_pct, c_pct, c_pct - b_pct, c_self_pct - b_self_pct, b_self_pct, c_self_pct))
     out.sort(key=lambda c: (-abs(c.change_pct), -abs(c.self_change_pct), c.frame))
     return out[:limit] if limit is not None else out

@@ -110,7 +110,8 @@ def test_bad_profile_query_is_400_with_a_reason(collector_client, query):
 def test_profile_of_no_stream_is_404_and_page_range_errors_are_400(collector_client):
     post_intervals(collector_client, "offcpu", sample("offcpu"), 1)
     assert collector_client.get(f"/api/profile?{KEY}&source=nope").status_code == 404
-    assert collector_client.get("/api/profile?source=offcpu").status_code == 400
+    assert collector_client.get("/api/profile?source=offcpu").status_code == 200  # a selection: every stream
+    assert collector_client.get("/api/profile?host=lab-pc-01&run_id=run-a").status_code == 400  # no metric
     answer = collector_client.get(f"/stream?{KEY}&source=offcpu&range=soon")
     assert answer.status_code == 400 and answer.get_json()["reason"] == "bad_query"
     assert collector_client.get(f"/stream?{KEY}&source=offcpu&focus=no;such;path&search=%00").status_code in (200, 400)

@@ -59,3 +59,12 @@ def served(tmp_path):
         server.task_dispatcher.shutdown()
         app.extensions["collector"].store.close()
         assert not thread.is_alive()
+
+
+def problems(driver) -> list[str]:
+    """Console errors and failed loads since the last call, and resources that answered 4xx/5xx."""
+    logged = [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    failed = driver.execute_script(
+        "return performance.getEntriesByType('resource').concat(performance.getEntriesByType('navigation'))"
+        ".filter(e => e.responseStatus >= 400).map(e => e.name + ' ' + e.responseStatus);")
+    return logged + failed

@@ -37,6 +37,22 @@ def offcpu_like(folded: str, interval: int = 1, ts: float = 100.0) -> list[dict]
 
 
 
+def cpu_stack(ts: float, interval: int, leaf: str, count: int, comm: str = "work", cgroup: str = "/lab/a") -> dict:
+    """One cpuprofile stack record: comm;main;LEAF, `count` samples."""
+    return {"metric": "cpuprofile", "ts": ts, "kind": "stack", "interval": interval, "pid": 42, "comm": comm,
+            "cgroup": cgroup, "count": count,
+            "frames": [{"name": "main", "module": "work", "kind": "user"}, {"name": leaf, "module": "work", "kind": "user"}]}
+
+
+def post_stacks(client, host: str, run_id: str, intervals: list[list[dict]], first_sequence: int = 0) -> None:
+    """Each interval's records as one cpuprofile batch of the stream (host, run_id)."""
+    for n, records in enumerate(intervals):
+        answer = client.post("/data", data=json.dumps(ours(first_sequence + n, host=host, run_id=run_id,
+                                                           source="cpuprofile", records=records)),
+                             content_type="application/json")
+        assert answer.status_code == 200, answer.get_json()
+
+
 def post_intervals(client, source: str, records: list[dict], intervals: int) -> list[dict]:
     """The same records posted as `intervals` batches, 10 s apart (a metric's stacks recur)."""
     posted = []

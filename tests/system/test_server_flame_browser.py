@@ -7,20 +7,12 @@ the pages log no console error and load nothing that answers 404."""
 from __future__ import annotations
 
 import pytest
+from browser import problems
 from stack_posts import post_intervals, sample
 
 pytestmark = pytest.mark.slow   # `make test-quick` leaves it out
 
 PAGE = "/stream?host=lab-pc-01&run_id=run-a&source=offcpu&range=run"
-
-
-def problems(driver) -> list[str]:
-    """Console errors and failed loads since the last call, and resources that answered 4xx/5xx."""
-    logged = [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
-    failed = driver.execute_script(
-        "return performance.getEntriesByType('resource').concat(performance.getEntriesByType('navigation'))"
-        ".filter(e => e.responseStatus >= 400).map(e => e.name + ' ' + e.responseStatus);")
-    return logged + failed
 
 
 def frame_boxes(driver) -> dict[str, list[float]]:
