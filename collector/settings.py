@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from collector.push_targets import PushTarget, load_push_config, parse_targets
 from collector.tokens import load_tokens
 
 DEFAULT_DB = "sqlite:///collector.db"
@@ -25,6 +26,7 @@ class Settings:
     max_streams: int = DEFAULT_MAX_STREAMS  # a batch that would make one more is refused (429)
     max_body: int = DEFAULT_MAX_BODY  # bytes, of the body and of its decompressed form
     legacy_slack_s: float = 2.0  # clock tolerance when placing an original-client batch in a run
+    push_targets: tuple[PushTarget, ...] = ()  # Pyroscope / OTLP backends profiles are pushed to (push_targets.py)
 
     @property
     def auth_required(self) -> bool:
@@ -49,6 +51,8 @@ def from_mapping(config: Mapping[str, Any] | None) -> Settings:
     unknown = set(config) - set(known)
     if unknown:
         raise ValueError(f"unknown collector setting(s): {', '.join(sorted(unknown))}")
+    if "push_targets" in known:
+        known["push_targets"] = parse_targets(known["push_targets"])
     settings = Settings(**known)
     if settings.max_body < 1024:
         raise ValueError("max_body must be at least 1024 bytes")
@@ -68,6 +72,8 @@ def from_environment() -> dict[str, Any]:
         config["read_tokens"] = load_tokens(None, env["COLLECTOR_READ_TOKENS_FILE"])
     if env.get("COLLECTOR_ALLOWED_HOSTS"):
         config["allowed_hosts"] = tuple(h.strip() for h in env["COLLECTOR_ALLOWED_HOSTS"].split(",") if h.strip())
+    if env.get("COLLECTOR_PUSH_CONFIG"):
+        config["push_targets"] = load_push_config(env["COLLECTOR_PUSH_CONFIG"])
     if env.get("COLLECTOR_TOKENS_FILE") or env.get("COLLECTOR_TOKEN"):
         config["tokens"] = load_tokens(env.get("COLLECTOR_TOKEN"), env.get("COLLECTOR_TOKENS_FILE"))
     return config
