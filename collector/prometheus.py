@@ -9,7 +9,7 @@ from collector.rejections import REASONS
 from collector.stream import Stream
 
 if TYPE_CHECKING:
-    from collector.pusher import PushStats
+    from collector.push_targets import PushStats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -2,7 +2,8 @@
 backends"): Grafana Pyroscope servers (their /ingest API) and OpenTelemetry Collectors (OTLP/HTTP), each
 with its own interval, metrics, hosts, format and headers. Read from a JSON file (`server.py
 --push-config`, COLLECTOR_PUSH_CONFIG) or given to create_app as `push_targets` (a list of the same
-objects); a bad entry is a ValueError naming it."""
+objects); a bad entry is a ValueError naming it. Also what one push carries (Push) and a target's
+counts (PushStats), which collector/pusher.py keeps and the overview and /metrics show."""
 
 from __future__ import annotations
 
@@ -152,3 +153,33 @@ class Push:
     headers: dict[str, str]
     body: bytes = b""
     files: dict[str, tuple[str, bytes, str]] | None = None
+
+
+@dataclass
+class PushStats:
+    """One target's counts since the collector started."""
+
+    target: PushTarget
+    sent: int = 0  # profiles the target accepted
+    failures: int = 0  # tries that failed (no answer, or not 2xx)
+    retries: int = 0  # tries after a failed one
+    dropped: int = 0  # profiles not queued: the queue was full
+    abandoned: int = 0  # profiles given up: retries spent, a 4xx, or the collector stopping
+    windows: int = 0  # schedule ticks that read the database
+    read_errors: int = 0  # ticks whose reading failed (the window is read again next time)
+    queued: int = 0
+    last_success: float = 0.0
+    last_error: str = ""
+
+    def as_dict(self) -> dict:
+        return {"name": self.target.name, "kind": self.target.kind, "url": shown_url(self.target.url),
+                "format": self.target.format, "interval_s": self.target.interval_s, "sent": self.sent,
+                "failures": self.failures, "retries": self.retries, "dropped": self.dropped,
+                "abandoned": self.abandoned, "windows": self.windows, "read_errors": self.read_errors,
+                "queued": self.queued, "last_success": self.last_success, "last_error": self.last_error}
+
+
+def shown_url(url: str) -> str:
+    """The URL without a user:password@ part (the overview shows it)."""
+    scheme, sep, rest = url.partition("://")
+    return scheme + sep + rest.split("@", 1)[-1] if "@" in rest.split("/", 1)[0] else url

@@ -3,8 +3,8 @@ scheduler thread makes, every target's interval, one profile per stream of its m
 the window since its last one (ending delay_s before now, so the window's batches have arrived) and
 queues it; a sender thread per target POSTs them. A failed try (no answer, 429, 5xx) is tried again
 after a backoff that doubles (or the answer's Retry-After), up to the target's retries; another 4xx is
-not tried again. A full queue drops the new profile. Everything is counted (PushStats: the overview page
-and /metrics). Ingest never waits on any of it: /data only writes to the database, and the scheduler
+not tried again. A full queue drops the new profile. Everything is counted (PushStats, in
+push_targets.py: the overview page and /metrics). Ingest never waits on any of it: /data only writes to the database, and the scheduler
 reads from it in its own thread.
 
 The counts are this process's own. Several collector processes with one push config would each push
@@ -18,52 +18,21 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import requests
 
 from collector import otlp_export, pyroscope_push
 from collector.profiles import RangeProfile, range_profile
-from collector.push_targets import Push, PushTarget
+from collector.push_targets import Push, PushStats, PushTarget
 from collector.store import Store
 
 CLOCK_SLACK_S = 300.0  # a stream last seen this long before a window starts holds none of its records
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # OTLP/HTTP's retryable answers, and timeouts
-MAX_ERROR = 200  # characters of the last error kept for the overview
+MAX_ERROR = 200  # characters of the last error kept for the overview (and in PushStats)
 
 log = logging.getLogger("collector.push")
 Builder = Callable[[PushTarget, tuple[str, str, str], RangeProfile, float, float], Push]
 BUILDERS: dict[str, Builder] = {"pyroscope": pyroscope_push.build, "otlp": otlp_export.build}
-
-
-@dataclass
-class PushStats:
-    """One target's counts since the collector started."""
-
-    target: PushTarget
-    sent: int = 0  # profiles the target accepted
-    failures: int = 0  # tries that failed (no answer, or not 2xx)
-    retries: int = 0  # tries after a failed one
-    dropped: int = 0  # profiles not queued: the queue was full
-    abandoned: int = 0  # profiles given up: retries spent, a 4xx, or the collector stopping
-    windows: int = 0  # schedule ticks that read the database
-    read_errors: int = 0  # ticks whose reading failed (the window is read again next time)
-    queued: int = 0
-    last_success: float = 0.0
-    last_error: str = ""
-
-    def as_dict(self) -> dict:
-        return {"name": self.target.name, "kind": self.target.kind, "url": shown_url(self.target.url),
-                "format": self.target.format, "interval_s": self.target.interval_s, "sent": self.sent,
-                "failures": self.failures, "retries": self.retries, "dropped": self.dropped,
-                "abandoned": self.abandoned, "windows": self.windows, "read_errors": self.read_errors,
-                "queued": self.queued, "last_success": self.last_success, "last_error": self.last_error}
-
-
-def shown_url(url: str) -> str:
-    """The URL without a user:password@ part (the overview shows it)."""
-    scheme, sep, rest = url.partition("://")
-    return scheme + sep + rest.split("@", 1)[-1] if "@" in rest.split("/", 1)[0] else url
 
 
 class _Target:

@@ -11,10 +11,12 @@ exactly what was posted."""
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
 from collector_payloads import envelope, ours, prometheus_samples
+from helpers import ROOT
 from pprof_decode import decode
 from push_receivers import (
     Receiver,
@@ -292,3 +294,12 @@ def test_server_refuses_a_bad_push_config_in_one_line(tmp_path, capsys):
     assert exited.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"server.py: error: {config}: push target 'otlp-1': queue must be a whole number > 0")
+
+
+def test_the_documented_example_config_parses():
+    with open(os.path.join(ROOT, "docs", "push-config.example.json")) as f:
+        pyroscope, otel = parse_targets(json.load(f))
+    assert (pyroscope.url, pyroscope.sources, pyroscope.format) == (
+        "http://pyroscope.lab:4040/ingest", ("cpuprofile", "offcpu"), "folded")
+    assert (otel.url, otel.hosts, otel.format) == (
+        "http://otel-collector.lab:4318/v1development/profiles", ("lab-pc-01", "lab-pc-02"), "protobuf")
