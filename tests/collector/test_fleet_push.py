@@ -29,7 +29,7 @@ from server_fixtures import free_port
 from stack_posts import cpuprofile_stacks
 
 import server
-from collector import create_app
+from collector import create_app, settings
 from collector.push_targets import parse_targets
 from collector.pusher import Pusher
 from collector.state import EXTENSION, PUSH_EXTENSION
@@ -303,3 +303,14 @@ def test_the_documented_example_config_parses():
         "http://pyroscope.lab:4040/ingest", ("cpuprofile", "offcpu"), "folded")
     assert (otel.url, otel.hosts, otel.format) == (
         "http://otel-collector.lab:4318/v1development/profiles", ("lab-pc-01", "lab-pc-02"), "protobuf")
+
+
+def test_gunicorn_reads_the_push_config_from_the_environment(tmp_path, monkeypatch):
+    config = tmp_path / "push.json"
+    config.write_text('{"targets": [{"kind": "otlp", "url": "http://otel:4318", "name": "otel"}]}')
+    monkeypatch.setenv("COLLECTOR_PUSH_CONFIG", str(config))
+    (target,) = settings.from_mapping(None).push_targets
+    assert (target.name, target.url) == ("otel", "http://otel:4318/v1development/profiles")
+    config.write_text("[{")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        settings.from_mapping(None)
