@@ -155,8 +155,9 @@ def _serve(args: argparse.Namespace) -> int:
         store.close()
         return 1
     logging.getLogger("collector").info(
-        "collector on http://%s:%d/ storing in %s%s", args.host, args.port, store.engine.url.render_as_string(),
-        f", {len(args.tokens)} token(s) required" if args.tokens else " (no tokens: anyone may post)")
+        "collector on http://%s:%d/ storing in %s%s%s", args.host, args.port, store.engine.url.render_as_string(),
+        f", {len(args.tokens)} token(s) required" if args.tokens else " (no tokens: anyone may post)",
+        f"; pushing profiles to {', '.join(t.name for t in args.push_targets)}" if args.push_targets else "")
     try:
         server.run()
     except KeyboardInterrupt:  # Ctrl-C is how an instructor stops it

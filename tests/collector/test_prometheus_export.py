@@ -17,8 +17,9 @@ from collector_payloads import envelope, ours, prometheus_samples
 from helpers import PYTHON, ROOT
 from server_fixtures import IN_CI, ServerProcess, free_port
 
-from collector import measurements
+from collector import measurements, prometheus
 from collector.measurements import SERIES_TOP
+from collector.push_targets import PushStats, parse_targets
 
 PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
 needs_prometheus = pytest.mark.skipif(not (PROMETHEUS and PROMTOOL) and not IN_CI,
@@ -80,6 +81,18 @@ def test_exposition_passes_promtool_and_holds_the_records(collector_client):
     assert offcpu[f'profiler_offcpu_total_seconds{{comm="other",{host}}}'] == pytest.approx(sum(range(1, 6)) / 1e3)
     assert sum(offcpu.values()) == pytest.approx(sum(range(1, SERIES_TOP + 6)) / 1e3)
     assert samples["collector_batches_total"] == 6                    # the collector's own health, alongside
+
+
+@needs_prometheus
+def test_push_families_pass_promtool():
+    """The push targets' counts (collector/pusher.py), as /metrics appends them."""
+    targets = parse_targets([{"kind": "otlp", "url": "http://otel:4318"}, {"kind": "pyroscope", "url": "http://p"}])
+    text = prometheus.render_push([PushStats(targets[0], sent=3, last_success=T0), PushStats(targets[1], failures=2)])
+    checked = promtool_check(text)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    samples = prometheus_samples(text)
+    assert samples['collector_push_profiles_sent_total{target="otlp-1",kind="otlp"}'] == 3
+    assert samples['collector_push_failures_total{target="pyroscope-2",kind="pyroscope"}'] == 2
 
 
 def test_many_hosts_read_together_each_newest_run_and_interval(collector_client, monkeypatch):
