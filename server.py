@@ -8,6 +8,7 @@ EXAMPLES:
     python server.py --host 0.0.0.0 --tokens-file lab-tokens.txt --log-file server_data.log
     python server.py --db postgresql://lab@dbhost/lab --port 5001
     python server.py --retention raw=48h,5m=30d --max-db-bytes 20GB  # keep less, and at most 20 GB
+    python server.py --push-config push.json           # also push profiles to Pyroscope / OpenTelemetry
     python server.py db upgrade --db old-lab.db         # upgrade an older collector's database, then exit
 """
 
@@ -23,7 +24,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from collector import create_app, httpserver, migrate, retention
 from collector import settings as settings_mod
-from collector.state import EXTENSION
+from collector.push_targets import load_push_config
+from collector.state import EXTENSION, PUSH_EXTENSION
 from collector.store import make_engine
 from collector.tokens import load_tokens, loose_permissions
 
@@ -65,6 +67,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="largest request body in bytes, before and after gunzip (default 8 MiB)")
     parser.add_argument("--max-streams", type=int, default=settings_mod.DEFAULT_MAX_STREAMS,
                         help="streams (host, run, metric) kept at most; a batch making one more gets 429 (default 10000)")
+    parser.add_argument("--push-config", metavar="FILE",
+                        help="push profiles on a schedule to Grafana Pyroscope or an OpenTelemetry Collector: a JSON"
+                             " list of targets (docs/collector.md, 'Pushing profiles to fleet backends')")
     parser.add_argument("--threads", type=int, default=8, help="waitress worker threads (default 8)")
     parser.add_argument("--retention", default=retention.DEFAULT_POLICY,
                         help="how long records are kept: raw records for the first age, then stack records merged"
@@ -96,10 +101,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     try:
         args.tokens = load_tokens(args.token, args.tokens_file)
         args.read_tokens = load_tokens(None, args.read_tokens_file)
+        args.push_targets = load_push_config(args.push_config) if args.push_config else ()
     except ValueError as e:
         parser.error(str(e))
-    for path in (args.tokens_file, args.read_tokens_file):
-        warning = loose_permissions(path) if path else None
+    for path, what in ((args.tokens_file, "tokens file"), (args.read_tokens_file, "tokens file"),
+                       (args.push_config, "push config")):  # a push target's headers may hold credentials
+        warning = loose_permissions(path, what) if path else None
         if warning:
             print(f"server.py: warning: {warning}", file=sys.stderr)
     return args
@@ -150,28 +157,34 @@ def _serve(args: argparse.Namespace) -> int:
         app = create_app({"db_url": args.db, "log_file": args.log_file, "tokens": args.tokens,
                           "read_tokens": args.read_tokens, "allowed_hosts": tuple(args.allowed_host),
                           "max_body": args.max_body, "max_streams": args.max_streams, "retention": args.retention,
-                          "max_db_bytes": args.max_db_bytes, "compact_every_s": args.compact_every})
+                          "max_db_bytes": args.max_db_bytes, "compact_every_s": args.compact_every,
+                          "push_targets": args.push_targets})
     except migrate.SchemaError as e:  # the URL may hold a password: not shown
         print(f"server.py: refusing the database: {e}", file=sys.stderr)
         return 1
     except (SQLAlchemyError, ValueError, OSError) as e:
         print(f"server.py: cannot open the database or log: {str(e).splitlines()[0]}", file=sys.stderr)
         return 1
-    store = app.extensions[EXTENSION].store
+    store, pusher = app.extensions[EXTENSION].store, app.extensions[PUSH_EXTENSION]
     try:
         server = httpserver.make_server(app, args.host, args.port, args.threads, args.max_body)
     except OSError as e:
         print(f"server.py: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
+        if pusher:
+            pusher.stop()
         store.close()
         return 1
     logging.getLogger("collector").info(
-        "collector on http://%s:%d/ storing in %s%s", args.host, args.port, store.engine.url.render_as_string(),
-        f", {len(args.tokens)} token(s) required" if args.tokens else " (no tokens: anyone may post)")
+        "collector on http://%s:%d/ storing in %s%s%s", args.host, args.port, store.engine.url.render_as_string(),
+        f", {len(args.tokens)} token(s) required" if args.tokens else " (no tokens: anyone may post)",
+        f"; pushing profiles to {', '.join(t.name for t in args.push_targets)}" if args.push_targets else "")
     try:
         server.run()
     except KeyboardInterrupt:  # Ctrl-C is how an instructor stops it
         pass
     finally:
+        if pusher:
+            pusher.stop()
         store.close()
     return 0
 

@@ -15,9 +15,21 @@ from flask import Flask, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
-from collector import api, compare, dashboard, explorer, guard, ingest, profile_api, query_params, retention
+from collector import (
+    api,
+    compare,
+    dashboard,
+    explorer,
+    guard,
+    ingest,
+    otlp_export,
+    profile_api,
+    pusher,
+    query_params,
+    retention,
+)
 from collector import settings as settings_mod
-from collector.state import EXTENSION, JSON_PATHS, Collector, error
+from collector.state import EXTENSION, JSON_PATHS, PUSH_EXTENSION, Collector, error
 from collector.store import Store
 
 if TYPE_CHECKING:
@@ -40,7 +52,7 @@ def _batch_log(log_file: str | None) -> logging.Logger:
 
 def create_app(settings: Mapping[str, Any] | None = None) -> Flask:
     """The collector app. settings: collector.settings.Settings fields by name (db_url, log_file, tokens,
-    max_body, legacy_slack_s, retention, max_db_bytes, compact_every_s); None reads COLLECTOR_* environment variables (for gunicorn)."""
+    max_body, legacy_slack_s, retention, max_db_bytes, compact_every_s, push_targets); None reads COLLECTOR_* environment variables (for gunicorn)."""
     app_settings = settings_mod.from_mapping(settings)
     # named "server" as before the move (Flask names the app's logger after it); files from this package
     app = Flask("server", root_path=os.path.dirname(os.path.abspath(__file__)), template_folder="templates",
@@ -50,7 +62,7 @@ def create_app(settings: Mapping[str, Any] | None = None) -> Flask:
                   app_settings.max_db_bytes)
     app.extensions[EXTENSION] = Collector(app_settings, store, _batch_log(app_settings.log_file))
     store.compactor.start(app_settings.compact_every_s)
-    for blueprint in (ingest.bp, api.bp, profile_api.bp, dashboard.bp, compare.bp, explorer.bp):
+    for blueprint in (ingest.bp, api.bp, profile_api.bp, otlp_export.bp, dashboard.bp, compare.bp, explorer.bp):
         app.register_blueprint(blueprint)
     guard.install(app, app_settings)
 
@@ -72,4 +84,6 @@ def create_app(settings: Mapping[str, Any] | None = None) -> Flask:
         app.extensions[EXTENSION].log.error("storage error on %s: %s", request.path, type(e).__name__)
         return error(503, "storage_unavailable", type(e).__name__)
 
+    # last: its threads start reading the store once the app is whole (server.py stops them)
+    app.extensions[PUSH_EXTENSION] = pusher.start(app.extensions[EXTENSION].store, app_settings.push_targets)
     return app

@@ -15,7 +15,7 @@ from client.wire import SCHEMAS
 from collector import export, prometheus
 from collector.measurements import Measurements
 from collector.payload import MAX_RECORDS
-from collector.state import ACCEPTS, error, state
+from collector.state import ACCEPTS, error, push_stats, state
 from collector.store import Cursor, RecordFilters
 
 if TYPE_CHECKING:
@@ -141,6 +141,7 @@ def metrics() -> ResponseReturnValue:
     store = state().store
     batches, records_n = store.totals()
     text = prometheus.render(batches, records_n, store.counters(), store.streams())
+    text += prometheus.render_push(push_stats())
     return Response(text + generate_latest(_measurements()).decode(), content_type=prometheus.CONTENT_TYPE)
 
 

@@ -18,7 +18,7 @@ from collector.api import BadQuery, cgroup_filter
 from collector.profile_api import speedscope_available
 from collector.profiles import RANGES, BadRange, bound, parse_range, range_profile
 from collector.rejections import REASONS
-from collector.state import error, state
+from collector.state import error, push_stats, state
 from profile_data import flame_svg
 from profile_data.display import weight_text
 from registry import units
@@ -89,7 +89,8 @@ def index() -> ResponseReturnValue:
                            hosts=len({s.host for s in streams}), runs=len({(s.host, s.run_id) for s in streams}),
                            ranges_text=ranges_text, overview=overview_hosts(streams), quiet_s=QUIET_S,
                            sources=sorted(sources), compare_urls={source: url_for("compare.page", source=source)
-                                                                   for source in sources})
+                                                                   for source in sources},
+                           pushes=[p.as_dict() for p in push_stats()])
 
 
 @bp.get("/api/overview")

@@ -3,9 +3,14 @@ database, so every server process behind a load balancer reports the same, lab-w
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collector.compaction import COUNTERS
 from collector.rejections import REASONS
 from collector.stream import Stream
+
+if TYPE_CHECKING:
+    from collector.push_targets import PushStats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -54,4 +59,33 @@ def render(batches: int, records: int, counters: dict[str, int], streams: list[S
         _family(lines, name, kind, help_text)
         for s in streams:
             lines.append(f"{name}{_labels(host=s.host, run_id=s.run_id, source=s.source)} {value(s)}")
+    return "\n".join(lines) + "\n"
+
+
+# PushStats' counts by outcome: (family, kind, help, field)
+PUSH_FAMILIES = (
+    ("collector_push_profiles_sent_total", "counter", "Profiles a push target accepted (this process's).", "sent"),
+    ("collector_push_failures_total", "counter", "Push tries that failed: no answer, or not 2xx (this process's).",
+     "failures"),
+    ("collector_push_retries_total", "counter", "Push tries after a failed one (this process's).", "retries"),
+    ("collector_push_profiles_dropped_total", "counter", "Profiles not queued for a push target: its queue was full.",
+     "dropped"),
+    ("collector_push_profiles_abandoned_total", "counter",
+     "Profiles given up: retries spent, refused with a 4xx, or the collector stopping.", "abandoned"),
+    ("collector_push_read_errors_total", "counter", "Push windows whose profiles could not be read.", "read_errors"),
+    ("collector_push_queue_profiles", "gauge", "Profiles waiting to be sent to a push target.", "queued"),
+    ("collector_push_last_success_timestamp_seconds", "gauge", "When a push target last accepted a profile.",
+     "last_success"),
+)
+
+
+def render_push(stats: list[PushStats]) -> str:
+    """The push targets' counts (collector/pusher.py); '' when none is configured."""
+    if not stats:
+        return ""
+    lines: list[str] = []
+    for name, kind, help_text, field in PUSH_FAMILIES:
+        _family(lines, name, kind, help_text)
+        for s in stats:
+            lines.append(f"{name}{_labels(target=s.target.name, kind=s.target.kind)} {getattr(s, field)!r}")
     return "\n".join(lines) + "\n"

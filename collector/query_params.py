@@ -29,6 +29,7 @@ KNOWN = {
     "api.healthz": set(),
     "profile_api.profile": {*SELECTION, "format"},
     "profile_api.diff": {"base", "target", "format"},
+    "otlp_export.profile_otlp": {*SELECTION, "format"},
     "explorer.page": set(EXPLORER),
 }
 

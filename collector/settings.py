@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collector import retention
+from collector.push_targets import PushTarget, load_push_config, parse_targets
 from collector.tokens import load_tokens
 
 DEFAULT_DB = "sqlite:///collector.db"
@@ -30,6 +31,7 @@ class Settings:
     retention: str = retention.DEFAULT_POLICY  # tiers (retention.parse_policy) or "off"
     max_db_bytes: int | None = None  # the size bound (dbsize.py says what counts); None: none
     compact_every_s: float = DEFAULT_COMPACT_EVERY_S  # between two compaction passes; 0: no pass
+    push_targets: tuple[PushTarget, ...] = ()  # Pyroscope / OTLP backends profiles are pushed to (push_targets.py)
 
     @property
     def auth_required(self) -> bool:
@@ -54,6 +56,8 @@ def from_mapping(config: Mapping[str, Any] | None) -> Settings:
     unknown = set(config) - set(known)
     if unknown:
         raise ValueError(f"unknown collector setting(s): {', '.join(sorted(unknown))}")
+    if "push_targets" in known:
+        known["push_targets"] = parse_targets(known["push_targets"])
     settings = Settings(**known)
     if settings.max_body < 1024:
         raise ValueError("max_body must be at least 1024 bytes")
@@ -84,6 +88,8 @@ def from_environment() -> dict[str, Any]:
         config["compact_every_s"] = float(env["COLLECTOR_COMPACT_EVERY"])
     if env.get("COLLECTOR_ALLOWED_HOSTS"):
         config["allowed_hosts"] = tuple(h.strip() for h in env["COLLECTOR_ALLOWED_HOSTS"].split(",") if h.strip())
+    if env.get("COLLECTOR_PUSH_CONFIG"):
+        config["push_targets"] = load_push_config(env["COLLECTOR_PUSH_CONFIG"])
     if env.get("COLLECTOR_TOKENS_FILE") or env.get("COLLECTOR_TOKEN"):
         config["tokens"] = load_tokens(env.get("COLLECTOR_TOKEN"), env.get("COLLECTOR_TOKENS_FILE"))
     return config

@@ -14,6 +14,7 @@ from collector.settings import Settings
 from collector.store import Store
 
 EXTENSION = "collector"
+PUSH_EXTENSION = "collector.push"  # the app's Pusher (collector/pusher.py), None without push targets
 JSON_PATHS = ("/data", "/api/", "/metrics", "/healthz")    # every answer JSON (or the exposition format)
 # RFC 7694: a server lists in Accept-Encoding the codings it takes in request bodies
 ACCEPTS = {"Accept-Encoding": "gzip"}
@@ -28,6 +29,12 @@ class Collector:
 
 def state() -> Collector:
     return current_app.extensions[EXTENSION]
+
+
+def push_stats() -> list:
+    """The push targets' PushStats (collector/pusher.py); [] when none is configured."""
+    pusher = current_app.extensions.get(PUSH_EXTENSION)
+    return pusher.stats() if pusher else []
 
 
 def error_body(reason: str, detail: str) -> dict[str, str]:

@@ -65,14 +65,14 @@ def load_tokens(token: str | None, tokens_file: str | None) -> dict[str, str]:
     return tokens
 
 
-def loose_permissions(path: str) -> str | None:
-    """A warning when a tokens file can be read by others than its owner (it should be 0600)."""
+def loose_permissions(path: str, what: str = "tokens file") -> str | None:
+    """A warning when a file of secrets can be read by others than its owner (it should be 0600)."""
     try:
         mode = os.stat(path).st_mode & 0o777
     except OSError:
         return None
     if mode & 0o077:
-        return f"tokens file {path} is readable by others (mode {mode:o}): chmod 600 {path}"
+        return f"{what} {path} is readable by others (mode {mode:o}): chmod 600 {path}"
     return None
 
 

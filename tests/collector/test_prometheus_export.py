@@ -17,13 +17,17 @@ from collector_payloads import envelope, ours, prometheus_samples
 from helpers import PYTHON, ROOT
 from server_fixtures import IN_CI, ServerProcess, free_port
 
-from collector import measurements
+from collector import measurements, prometheus
 from collector.measurements import SERIES_TOP
+from collector.push_targets import PushStats, parse_targets
 
 PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
 needs_prometheus = pytest.mark.skipif(not (PROMETHEUS and PROMTOOL) and not IN_CI,
                                       reason="Debian's prometheus package is not installed (scripts/setup.sh)")
 T0 = 1_750_000_000.0
+# the scrape job docs/prometheus-grafana.md gives: its target and token file are replaced by the test's
+EXAMPLE_CONFIG = os.path.join(ROOT, "docs", "prometheus", "prometheus.yml")
+EXAMPLE_TARGET, EXAMPLE_TOKEN_FILE = "instructor-pc:5000", "/etc/prometheus/lab-collector.token"
 
 
 def _hist(interval: int, counts: list[int], name: str = "run_time") -> dict:
@@ -77,6 +81,18 @@ def test_exposition_passes_promtool_and_holds_the_records(collector_client):
     assert offcpu[f'profiler_offcpu_total_seconds{{comm="other",{host}}}'] == pytest.approx(sum(range(1, 6)) / 1e3)
     assert sum(offcpu.values()) == pytest.approx(sum(range(1, SERIES_TOP + 6)) / 1e3)
     assert samples["collector_batches_total"] == 6                    # the collector's own health, alongside
+
+
+@needs_prometheus
+def test_push_families_pass_promtool():
+    """The push targets' counts (collector/pusher.py), as /metrics appends them."""
+    targets = parse_targets([{"kind": "otlp", "url": "http://otel:4318"}, {"kind": "pyroscope", "url": "http://p"}])
+    text = prometheus.render_push([PushStats(targets[0], sent=3, last_success=T0), PushStats(targets[1], failures=2)])
+    checked = promtool_check(text)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    samples = prometheus_samples(text)
+    assert samples['collector_push_profiles_sent_total{target="otlp-1",kind="otlp"}'] == 3
+    assert samples['collector_push_failures_total{target="pyroscope-2",kind="pyroscope"}'] == 2
 
 
 def test_many_hosts_read_together_each_newest_run_and_interval(collector_client, monkeypatch):
@@ -140,11 +156,38 @@ def test_histogram_quantile_resolves_fast_events(collector_client):
         assert true / 2 <= estimate <= true * 2
 
 
-def _prometheus_config(path, collector_port: int) -> None:
-    path.write_text(json.dumps({  # YAML is a superset of JSON
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [{"job_name": "profiler", "scrape_interval": "1s", "scrape_timeout": "900ms",
-                            "static_configs": [{"targets": [f"127.0.0.1:{collector_port}"]}]}]}))
+def example_scrape_config(tmp_path, collector_port: int, token: str) -> str:
+    """docs/prometheus/prometheus.yml as a lab would use it, with the collector's address, the token's
+    file (the token written there, 0600) and, for a test, a scrape every second."""
+    token_file = tmp_path / "lab-collector.token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    with open(EXAMPLE_CONFIG) as f:
+        text = f.read()
+    for documented, used in ((EXAMPLE_TARGET, f"127.0.0.1:{collector_port}"), (EXAMPLE_TOKEN_FILE, str(token_file)),
+                             ("15s", "1s")):
+        assert documented in text, documented
+        text = text.replace(documented, used)
+    config = tmp_path / "prometheus.yml"
+    config.write_text(text)
+    return str(config)
+
+
+def read_tokens_file(tmp_path, token: str) -> str:
+    """The collector's --read-tokens-file naming Prometheus' token."""
+    path = tmp_path / "read-tokens.txt"
+    path.write_text(f"prometheus {token}\n")
+    path.chmod(0o600)
+    return str(path)
+
+
+@needs_prometheus
+def test_example_scrape_config_passes_promtool(tmp_path):
+    config = example_scrape_config(tmp_path, 5000, "a-read-token")
+    checked = subprocess.run([PROMTOOL, "check", "config", config], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    with open(EXAMPLE_CONFIG) as f:
+        assert "credentials_file: " + EXAMPLE_TOKEN_FILE in f.read()
 
 
 def _query(base: str, promql: str, at: float) -> list[dict]:
@@ -170,16 +213,20 @@ def _sample_time(base: str, promql: str, newest: float, tmp_path) -> float:
 @pytest.mark.bpf
 @pytest.mark.slow
 def test_real_prometheus_returns_the_stored_values(tmp_path):
+    """Scraped as docs/prometheus/prometheus.yml says, with a read token: once the collector has tokens,
+    /metrics needs one (collector/guard.py)."""
     db = tmp_path / "lab.db"
-    server = ServerProcess("--db", str(db))
+    token = "prometheus-reads-7f3c9e2a"
+    # a read token only: the headless client posts without one, Prometheus reads with it
+    server = ServerProcess("--db", str(db), "--read-tokens-file", read_tokens_file(tmp_path, token))
     prom_port = free_port()
-    config = tmp_path / "prometheus.yml"
-    _prometheus_config(config, server.port)
+    config = example_scrape_config(tmp_path, server.port, token)
     prom = subprocess.Popen([PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
                              f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
                             stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"))  # noqa: SIM115
     base = f"http://127.0.0.1:{prom_port}"
     try:
+        assert requests.get(server.url + "/metrics", timeout=10).status_code == 401   # the token is needed
         client = subprocess.run([PYTHON, os.path.join(ROOT, "main_app.py"), "--headless", "--metric", "sysnest",
                                  "--metric", "cpuschedrun", "--arg", "sysnest.interval=0.5",
                                  "--arg", "cpuschedrun.interval=0.5", "--duration", "5", "--server", server.url,

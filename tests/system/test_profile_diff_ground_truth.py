@@ -18,8 +18,8 @@ from urllib.parse import quote
 import pytest
 import requests
 from helpers import PYTHON, ROOT
-from share_workload import build_shares
 from server_fixtures import ServerProcess
+from share_workload import build_shares
 
 pytestmark = [pytest.mark.bpf, pytest.mark.slow]
 
