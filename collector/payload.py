@@ -1,5 +1,6 @@
-"""POST /data bodies -> a validated Batch, or Rejected with a status and a one-line JSON reason. The bytes
-become JSON in body.py; here the JSON is checked against the contract.
+"""POST /data bodies -> a validated Batch, or Rejected with a status and a one-line JSON reason. The usual
+body is read by the contract's msgspec structs (batch_structs.py) in one pass; any other becomes JSON in
+body.py and is checked here rule by rule, in the contract's order, naming the first rule it breaks.
 
 Three payloads are accepted (docs/collector.md has the contract):
   schema 2 (our transport): schema, timestamp, metric, batch_id, sequence, host, run_id,
@@ -17,7 +18,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 from msgspec import UNSET
@@ -80,7 +80,7 @@ def _required(obj: dict, key: str, where: str = "payload") -> Any:
 def _text(value: Any, key: str, max_len: int, where: str = "payload") -> str:
     if not isinstance(value, str):
         raise bad("wrong_type", f"{where} {key!r} must be a string")
-    if not _name_ok(value, max_len):
+    if not 0 < len(value) <= max_len or not value.isprintable():
         raise bad("bad_value", f"{where} {key!r} must be 1..{max_len} printable characters")
     return value
 
@@ -112,7 +112,7 @@ def parse_body(body: bytes) -> Batch:
     may_hold_stacks = b'"stack"' in body
     decoded = batch_structs.decode(body)
     if decoded is None:
-        return parse_batch(*parse_json(body), may_hold_stacks=may_hold_stacks)
+        return parse_batch(parse_json(body), may_hold_stacks=may_hold_stacks)
     return _decoded_batch(decoded, may_hold_stacks)
 
 
@@ -132,8 +132,8 @@ def _decoded_batch(decoded: Decoded, may_hold_stacks: bool) -> Batch:
     return batch
 
 
-def parse_batch(payload: Any, record_texts: list[str] | None = None, may_hold_stacks: bool = True) -> Batch:
-    """A validated Batch; record_texts (from parse_json) are stored as the records' JSON when given."""
+def parse_batch(payload: Any, may_hold_stacks: bool = True) -> Batch:
+    """A validated Batch, or Rejected naming the first rule broken, in the contract's order."""
     if not isinstance(payload, dict):
         raise bad("wrong_type", "payload must be a JSON object")
     schema = 0
@@ -158,10 +158,7 @@ def parse_batch(payload: Any, record_texts: list[str] | None = None, may_hold_st
         raise bad("wrong_type", f"payload {records_key!r} must be a list")
     if len(records) > MAX_RECORDS:
         raise bad("bad_value", f"more than {MAX_RECORDS} records in one batch")
-    if record_texts is not None and len(record_texts) != len(records):
-        record_texts = None
-    if not _records_at_once(batch, records, record_texts):
-        _records_one_by_one(batch, records, records_key)  # says which record is wrong
+    _check_records(batch, records, records_key)
     _stacks_and_figures(batch, records, may_hold_stacks)
     return batch
 
@@ -187,46 +184,8 @@ def _split_stacks(batch: Batch, records: Sequence[dict]) -> None:
     batch.stack_keys = keys
 
 
-_NUMBER_TYPES = frozenset({int, float})  # not bool: its type is bool
-_IS_DICT = frozenset({dict}).__contains__
-
-
-def _name_ok(value: Any, max_len: int) -> bool:
-    """A name or id: 1..max_len printable characters (_text says which rule a wrong one breaks)."""
-    return type(value) is str and 0 < len(value) <= max_len and value.isprintable()
-
-
-def _records_at_once(batch: Batch, records: list, record_texts: list[str] | None) -> bool:
-    """Validate and store the records column by column (each check runs once over a column, and
-    once per distinct metric or kind name). False if any record is wrong; nothing is set then."""
-    n = len(records)
-    if not all(map(_IS_DICT, map(type, records))):
-        return False
-    if batch.schema:
-        metrics = list(map(dict.get, records, repeat("metric", n)))
-        kinds = list(map(dict.get, records, repeat("kind", n)))
-        ts = list(map(dict.get, records, repeat("ts", n), repeat(batch.timestamp, n)))
-        try:
-            names_ok = (all(_name_ok(m, METRIC_LEN) for m in set(metrics))
-                        and all(_name_ok(k, KIND_LEN) for k in set(kinds)))
-        except TypeError:  # unhashable: a list or an object where a name belongs
-            return False
-        if not names_ok or not set(map(type, ts)) <= _NUMBER_TYPES or (n and not 0 <= min(ts) <= max(ts) < MAX_TIMESTAMP):
-            return False
-        ts = list(map(float, ts))
-    else:
-        metrics, kinds, ts = [batch.source] * n, [LEGACY_KIND] * n, [batch.timestamp] * n
-    if record_texts is None:
-        data = list(map(_encode, records))
-    elif all(map(str.isascii, record_texts)):
-        data = record_texts
-    else:  # stored text stays ASCII, as before; such a record is encoded again
-        data = [t if t.isascii() else _encode(r) for t, r in zip(record_texts, records, strict=True)]
-    batch.ts, batch.kinds, batch.metrics, batch.data = ts, kinds, metrics, data
-    return True
-
-
-def _records_one_by_one(batch: Batch, records: list, records_key: str) -> None:
+def _check_records(batch: Batch, records: list, records_key: str) -> None:
+    """Each record checked and stored as a row of the batch's columns; the first wrong one is named."""
     for index, record in enumerate(records):
         where = f"{records_key}[{index}]"
         if not isinstance(record, dict):

@@ -40,7 +40,7 @@ USUAL = {
 
 def checked(body: bytes):
     """The Batch of payload.py's checks alone."""
-    return parse_batch(*parse_json(body), may_hold_stacks=b'"stack"' in body)
+    return parse_batch(parse_json(body), may_hold_stacks=b'"stack"' in body)
 
 
 @pytest.mark.parametrize("payload", USUAL.values(), ids=USUAL)
