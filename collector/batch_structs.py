@@ -1,7 +1,8 @@
 """The POST /data contract (docs/collector.md) as msgspec types, and the usual body read by them: the
 payload's keys typed and bounded, and each record's envelope (metric, kind, ts) checked, in msgspec's C
 decoder as it reads the JSON; each record's JSON text is cut out of the body as sent, which is what the
-store keeps when it is already compact ASCII.
+store keeps when it is already compact ASCII. A compact body of flat records (no list or object inside a
+record: most metrics' rows and summaries) is read in one pass, any other usual body in two.
 
 decode() gives None for any body it does not prove valid (a wrong or missing key, an unusual shape, a
 text that needs a closer look): payload.py's checks then decide and name what is wrong with the messages
@@ -36,9 +37,10 @@ Time = Annotated[float, Meta(ge=0, lt=MAX_TIMESTAMP)]  # an integer too, as a fl
 
 class Envelope(Struct):
     """What the collector reads of a record of schema 1 or 2 (docs/ndjson.md); its other keys stay in
-    its text, unread."""
-    metric: Annotated[str, Meta(min_length=1, max_length=METRIC_LEN)]
-    kind: Annotated[str, Meta(min_length=1, max_length=KIND_LEN)]
+    its text, unread. metric and kind are required (decode checks: a record of the original client,
+    which needs neither, is read by this type too when its batch is read in one pass)."""
+    metric: Annotated[str, Meta(min_length=1, max_length=METRIC_LEN)] | UnsetType = UNSET
+    kind: Annotated[str, Meta(min_length=1, max_length=KIND_LEN)] | UnsetType = UNSET
     ts: Time | UnsetType = UNSET  # the batch's timestamp when left out
 
 
@@ -63,6 +65,12 @@ class Payload(Struct, forbid_unknown_fields=True):
     metrics: list[Raw] | UnsetType = UNSET  # schema 1 and the original client
 
 
+class FlatPayload(Payload, forbid_unknown_fields=True):
+    """A payload whose records are read in the same pass, their texts cut out of the body apart (decode)."""
+    records: list[Envelope] | UnsetType = UNSET
+    metrics: list[Envelope] | UnsetType = UNSET
+
+
 def _records_decoder(schema: int) -> msgspec.json.Decoder:
     """The body read a second time for its records only, each as its schema makes it (0: any object)."""
     records_key = batch_names(schema or None)[1]
@@ -76,7 +84,7 @@ def _required(schema: int) -> tuple[str, ...]:
     return ("timestamp", metric_key, "batch_id", "sequence", *ours, records_key)
 
 
-_PAYLOAD = msgspec.json.Decoder(Payload)
+_PAYLOAD, _FLAT_PAYLOAD = msgspec.json.Decoder(Payload), msgspec.json.Decoder(FlatPayload)
 _RECORDS = {schema: _records_decoder(schema) for schema in (0, *SCHEMAS)}
 _REQUIRED = {schema: _required(schema) for schema in (0, *SCHEMAS)}
 # a record's text with whitespace or an escape may not be the text the store keeps (compact, ASCII, each
@@ -98,59 +106,109 @@ class Decoded(NamedTuple):
 
 
 class Records:
-    """A batch's records as dicts, each decoded from its text when asked for: the store needs only the
-    texts, the trend line a few records and stacks.py the stack records."""
+    """A batch's records as dicts, each decoded from its stored text when asked for: the store needs only
+    the texts, the trend line a few records and stacks.py the stack records."""
 
-    def __init__(self, raws: list[Raw]) -> None:
-        self._raws = raws
+    def __init__(self, texts: list[str]) -> None:
+        self._texts = texts
 
     def __len__(self) -> int:
-        return len(self._raws)
+        return len(self._texts)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
-        return msgspec.json.decode(self._raws[index])
+        return msgspec.json.decode(self._texts[index])
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return map(msgspec.json.decode, self._raws)
+        return map(msgspec.json.decode, self._texts)
 
 
 def decode(body: bytes) -> Decoded | None:
     """The body's payload and records, valid by the contract; None: payload.py's checks decide."""
     if not body.isascii():  # a record's text is stored ASCII; msgspec checks no UTF-8 in what it skips
         return None
+    compact = not any(map(body.__contains__, _SPACE_OR_ESCAPE_BYTES))
+    if compact and _flat(body):
+        decoded = _decode_flat(body)
+        if decoded is not None:
+            return decoded
+    return _decode_in_two_passes(body, compact)
+
+
+def _flat(body: bytes) -> bool:
+    """The body's only list is its records' and no object is a key's value: flat records, depth 3.
+    (Brackets inside strings only make it say False.)"""
+    start = body.find(b"[")
+    return (start >= 0 and body.find(b"[", start + 1) < 0 and body.find(b"]") == body.rfind(b"]")
+            and b":{" not in body)
+
+
+def _decode_flat(body: bytes) -> Decoded | None:
+    """A compact body of flat records in one pass: payload and envelopes read by msgspec, each record's
+    text cut out of the list's text at "},{" (a record's end and the next one's start, in compact JSON)."""
+    try:
+        payload = _FLAT_PAYLOAD.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    schema, records = _head(payload)
+    if records is None:
+        return None
+    listed = body[body.find(b"[") + 1:body.rfind(b"]")]
+    # a string holding "},{" would make one part more than there are records
+    texts = listed.replace(b"},{", b"}\n{").decode().split("\n") if records else []
+    if len(texts) != len(records) or may_overflow(number_shapes(listed)):
+        return None
+    return _decoded(payload, schema, records, texts)
+
+
+def _decode_in_two_passes(body: bytes, compact: bool) -> Decoded | None:
+    """Any usual body: the payload with each record's text (msgspec.Raw) in one pass, the records' envelopes
+    in a second."""
     try:
         payload = _PAYLOAD.decode(body)
     except (msgspec.DecodeError, RecursionError):
         return None
+    schema, raws = _head(payload)
+    if raws is None:
+        return None
+    joined = b"\n".join(raws)
+    # the payload's numbers are typed, the records' others are not read: 1e999 there would be inf. Only
+    # the records are looked at: a batch_id of hex digits such as "...0e123..." looks like an exponent
+    if may_overflow(number_shapes(joined)):
+        return None
+    try:
+        records = getattr(_RECORDS[schema].decode(body), batch_names(schema or None)[1])
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    texts = _texts(raws, joined, compact)
+    if not _shallow(body, texts):
+        return None
+    return _decoded(payload, schema, records, texts)
+
+
+def _head(payload: Payload) -> tuple[int, list | None]:
+    """The payload's schema and its list of records; None for the list when a key the schema requires is
+    missing, a name is not printable or the records are too many."""
     schema = 0 if payload.schema is UNSET else payload.schema
     metric_key, records_key = batch_names(schema or None)
     other_list = "records" if records_key == "metrics" else "metrics"
     if (any(getattr(payload, key) is UNSET for key in _REQUIRED[schema])
             or getattr(payload, other_list) is not UNSET  # a list nobody reads: its values unchecked
-            or not all(map(str.isprintable, _names(payload, metric_key, schema)))):
-        return None
-    raws: list[Raw] = getattr(payload, records_key)
-    joined = b"\n".join(raws)
-    # the payload's numbers are typed, the records' others are not read: 1e999 there would be inf. Only
-    # the records are looked at: a batch_id of hex digits such as "...0e123..." looks like an exponent
-    if len(raws) > MAX_RECORDS or may_overflow(number_shapes(joined)):
-        return None
-    try:
-        records = getattr(_RECORDS[schema].decode(body), records_key)
-    except (msgspec.DecodeError, RecursionError):
-        return None
+            or not all(map(str.isprintable, _names(payload, metric_key, schema)))
+            or len(getattr(payload, records_key)) > MAX_RECORDS):
+        return schema, None
+    return schema, getattr(payload, records_key)
+
+
+def _decoded(payload: Payload, schema: int, records: list, texts: list[str]) -> Decoded | None:
+    """The Decoded batch, once its records' envelopes are complete and their names printable."""
     if schema:
         metrics, kinds = list(map(_metric, records)), list(map(_kind, records))
-        if not all(map(str.isprintable, {*metrics, *kinds})):
+        if UNSET in metrics or UNSET in kinds or not all(map(str.isprintable, {*metrics, *kinds})):
             return None
         ts = list(map(_ts, records))
     else:
         metrics, kinds, ts = [], [], []
-    compact = not any(map(body.__contains__, _SPACE_OR_ESCAPE_BYTES))
-    texts = _texts(raws, joined, compact)
-    if not _shallow(body, texts, compact):
-        return None
-    return Decoded(payload, schema, metrics, kinds, ts, texts, Records(raws))
+    return Decoded(payload, schema, metrics, kinds, ts, texts, Records(texts))
 
 
 def _names(payload: Payload, metric_key: str, schema: int) -> list[str]:
@@ -167,12 +225,9 @@ def _texts(raws: list[Raw], joined: bytes, compact: bool) -> list[str]:
             for text in map(str, map(memoryview, raws), repeat("ascii"))]
 
 
-def _shallow(body: bytes, texts: list[str], compact: bool) -> bool:
+def _shallow(body: bytes, texts: list[str]) -> bool:
     """No record nests deeper than MAX_DEPTH, judged by its brackets (strings holding brackets only make
-    it stricter). Flat records are seen in two quick searches (counting brackets is slower than decoding)."""
-    if compact and b":{" not in body and body.find(b"[", body.find(b"[") + 1) < 0:
-        return True  # the list of records is the only array and no object is a key's value: depth 3
-    # the whole body's brackets, less the payload's "{", the list's "[" and each record's "{"
+    it stricter): the whole body's, less the payload's "{", the list's "[" and each record's "{"."""
     if body.count(b"{") + body.count(b"[") - 2 - len(texts) < _RECORD_BRACKETS:
         return True
     return (max(map(str.count, texts, ["{"] * len(texts)), default=0)

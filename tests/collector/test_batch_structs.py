@@ -35,6 +35,8 @@ USUAL = {
     "stack records": {**BASE, "metric": "cpuprofile", "records": [STACK, {**STACK, "count": 4}]},
     "string with a space": {**BASE, "records": [envelope("m", 1.0, 1, comm="Web Content")]},
     "ids that look like huge numbers": {**BASE, "batch_id": "9e999", "run_id": "1" * 120},
+    "strings holding brackets": {**BASE, "batch_id": "[b]", "records": [envelope("m", 1.0, 1, comm="a},{b:{"),
+                                                                       envelope("m", 2.0, 1, comm="]")]},
 }
 
 
@@ -48,6 +50,12 @@ def test_usual_bodies_are_read_by_the_structs_into_the_checks_batch(payload):
     for body in (compact(payload), json.dumps(payload).encode()):  # as the transport sends it, and spaced
         assert batch_structs.decode(body) is not None
         assert dataclasses.asdict(parse_body(body)) == dataclasses.asdict(checked(body))
+
+
+def test_a_compact_batch_of_flat_records_is_read_in_one_pass():
+    # the usual batch of most metrics (stack and hist records nest: they take two passes)
+    for payload in (USUAL["schema 2"], USUAL["schema 1"], USUAL["original client"]):
+        assert batch_structs._decode_flat(compact(payload)) is not None
 
 
 def test_a_record_sent_spaced_or_escaped_is_stored_compact_and_ascii():
