@@ -145,13 +145,10 @@ def _flat(body: bytes) -> bool:
 def _decode_flat(body: bytes) -> Decoded | None:
     """A compact body of flat records in one pass: payload and envelopes read by msgspec, each record's
     text cut out of the list's text at "},{" (a record's end and the next one's start, in compact JSON)."""
-    try:
-        payload = _FLAT_PAYLOAD.decode(body)
-    except (msgspec.DecodeError, RecursionError):
+    read = _payload(_FLAT_PAYLOAD, body)
+    if read is None:
         return None
-    schema, records = _head(payload)
-    if records is None:
-        return None
+    payload, schema, records = read
     listed = body[body.find(b"[") + 1:body.rfind(b"]")]
     # a string holding "},{" would make one part more than there are records
     texts = listed.replace(b"},{", b"}\n{").decode().split("\n") if records else []
@@ -163,31 +160,39 @@ def _decode_flat(body: bytes) -> Decoded | None:
 def _decode_in_two_passes(body: bytes, compact: bool) -> Decoded | None:
     """Any usual body: the payload with each record's text (msgspec.Raw) in one pass, the records' envelopes
     in a second."""
-    try:
-        payload = _PAYLOAD.decode(body)
-    except (msgspec.DecodeError, RecursionError):
+    read = _payload(_PAYLOAD, body)
+    if read is None:
         return None
-    schema, raws = _head(payload)
-    if raws is None:
-        return None
+    payload, schema, raws = read
     joined = b"\n".join(raws)
     # the payload's numbers are typed, the records' others are not read: 1e999 there would be inf. Only
     # the records are looked at: a batch_id of hex digits such as "...0e123..." looks like an exponent
     if may_overflow(number_shapes(joined)):
         return None
-    try:
-        records = getattr(_RECORDS[schema].decode(body), batch_names(schema or None)[1])
-    except (msgspec.DecodeError, RecursionError):
+    records = _read(_RECORDS[schema], body)
+    if records is None:
         return None
+    records = getattr(records, batch_names(schema or None)[1])
     texts = _texts(raws, joined, compact)
     if not _shallow(body, texts):
         return None
     return _decoded(payload, schema, records, texts)
 
 
-def _head(payload: Payload) -> tuple[int, list | None]:
-    """The payload's schema and its list of records; None for the list when a key the schema requires is
-    missing, a name is not printable or the records are too many."""
+def _read(decoder: msgspec.json.Decoder, body: bytes) -> Any:
+    """What decoder reads of body; None when msgspec refuses it."""
+    try:
+        return decoder.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _payload(decoder: msgspec.json.Decoder, body: bytes) -> tuple[Payload, int, list] | None:
+    """The payload, its schema and its list of records; None when msgspec refuses it, a key the schema
+    requires is missing, a name is not printable or the records are too many."""
+    payload = _read(decoder, body)
+    if payload is None:
+        return None
     schema = 0 if payload.schema is UNSET else payload.schema
     metric_key, records_key = batch_names(schema or None)
     other_list = "records" if records_key == "metrics" else "metrics"
@@ -195,8 +200,8 @@ def _head(payload: Payload) -> tuple[int, list | None]:
             or getattr(payload, other_list) is not UNSET  # a list nobody reads: its values unchecked
             or not all(map(str.isprintable, _names(payload, metric_key, schema)))
             or len(getattr(payload, records_key)) > MAX_RECORDS):
-        return schema, None
-    return schema, getattr(payload, records_key)
+        return None
+    return payload, schema, getattr(payload, records_key)
 
 
 def _decoded(payload: Payload, schema: int, records: list, texts: list[str]) -> Decoded | None:
