@@ -1,5 +1,6 @@
-"""POST /data bodies -> a validated Batch, or Rejected with a status and a one-line JSON reason. The bytes
-become JSON in body.py; here the JSON is checked against the contract.
+"""POST /data bodies -> a validated Batch, or Rejected with a status and a one-line JSON reason. The usual
+body is read by the contract's msgspec structs (batch_structs.py) in one pass; any other becomes JSON in
+body.py and is checked here rule by rule, in the contract's order, naming the first rule it breaks.
 
 Three payloads are accepted (docs/collector.md has the contract):
   schema 2 (our transport): schema, timestamp, metric, batch_id, sequence, host, run_id,
@@ -15,18 +16,27 @@ Everything is bounded (size, depth, counts, numbers) so no body can make the ser
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
+from msgspec import UNSET
+
 from client.wire import SCHEMAS, batch_names
-from collector import stacks, trend
+from collector import batch_structs, stacks, trend
+from collector.batch_structs import (
+    HOST_LEN,
+    KIND_LEN,
+    MAX_RECORDS,
+    MAX_SEQUENCE,
+    MAX_TIMESTAMP,
+    METRIC_LEN,
+    NAME_LEN,
+    Decoded,
+)
 from collector.body import parse_json
 from collector.rejections import Rejected, bad
 
-MAX_SEQUENCE = 2**53 - 1  # the largest integer every JSON implementation keeps exact
-MAX_RECORDS = 100_000  # per batch
-MAX_TIMESTAMP = 1e11  # year 5138: anything later is a unit mistake (ms, ns)
 LEGACY_KIND = "legacy"  # records of the original client are stored with this kind
 
 
@@ -70,7 +80,7 @@ def _required(obj: dict, key: str, where: str = "payload") -> Any:
 def _text(value: Any, key: str, max_len: int, where: str = "payload") -> str:
     if not isinstance(value, str):
         raise bad("wrong_type", f"{where} {key!r} must be a string")
-    if not _name_ok(value, max_len):
+    if not 0 < len(value) <= max_len or not value.isprintable():
         raise bad("bad_value", f"{where} {key!r} must be 1..{max_len} printable characters")
     return value
 
@@ -96,12 +106,34 @@ def _encode(record: dict) -> str:
 
 
 def parse_body(body: bytes) -> Batch:
+    """A validated Batch: the usual body read by msgspec's types (batch_structs.py), any other by the
+    checks below, which also name what is wrong."""
     # a body without the word cannot hold a stack record: most batches skip the look at each record
-    return parse_batch(*parse_json(body), may_hold_stacks=b'"stack"' in body)
+    may_hold_stacks = b'"stack"' in body
+    decoded = batch_structs.decode(body)
+    if decoded is None:
+        return parse_batch(parse_json(body), may_hold_stacks=may_hold_stacks)
+    return _decoded_batch(decoded, may_hold_stacks)
 
 
-def parse_batch(payload: Any, record_texts: list[str] | None = None, may_hold_stacks: bool = True) -> Batch:
-    """A validated Batch; record_texts (from parse_json) are stored as the records' JSON when given."""
+def _decoded_batch(decoded: Decoded, may_hold_stacks: bool) -> Batch:
+    payload, schema, n = decoded.payload, decoded.schema, len(decoded.texts)
+    timestamp = payload.timestamp
+    batch = Batch(schema=schema, timestamp=timestamp, source=getattr(payload, batch_names(schema or None)[0]),
+                  batch_id=payload.batch_id, sequence=payload.sequence, host=payload.host if schema else None,
+                  run_id=payload.run_id if schema else None, dropped=payload.dropped if schema else 0,
+                  data=decoded.texts)
+    if schema:
+        batch.ts = [timestamp if t is UNSET else t for t in decoded.ts]
+        batch.kinds, batch.metrics = decoded.kinds, decoded.metrics
+    else:
+        batch.ts, batch.kinds, batch.metrics = [timestamp] * n, [LEGACY_KIND] * n, [batch.source] * n
+    _stacks_and_figures(batch, decoded.records, may_hold_stacks)
+    return batch
+
+
+def parse_batch(payload: Any, may_hold_stacks: bool = True) -> Batch:
+    """A validated Batch, or Rejected naming the first rule broken, in the contract's order."""
     if not isinstance(payload, dict):
         raise bad("wrong_type", "payload must be a JSON object")
     schema = 0
@@ -114,11 +146,11 @@ def parse_batch(payload: Any, record_texts: list[str] | None = None, may_hold_st
     batch = Batch(
         schema=schema,
         timestamp=_time(_required(payload, "timestamp"), "timestamp"),
-        source=_text(_required(payload, metric_key), metric_key, 128),
-        batch_id=_text(_required(payload, "batch_id"), "batch_id", 128),
+        source=_text(_required(payload, metric_key), metric_key, NAME_LEN),
+        batch_id=_text(_required(payload, "batch_id"), "batch_id", NAME_LEN),
         sequence=_int(_required(payload, "sequence"), "sequence", MAX_SEQUENCE),
-        host=_text(_required(payload, "host"), "host", 255) if schema else None,
-        run_id=_text(_required(payload, "run_id"), "run_id", 128) if schema else None,
+        host=_text(_required(payload, "host"), "host", HOST_LEN) if schema else None,
+        run_id=_text(_required(payload, "run_id"), "run_id", NAME_LEN) if schema else None,
         dropped=_int(payload.get("dropped", 0), "dropped", MAX_SEQUENCE) if schema else 0,
     )
     records = _required(payload, records_key)
@@ -126,18 +158,19 @@ def parse_batch(payload: Any, record_texts: list[str] | None = None, may_hold_st
         raise bad("wrong_type", f"payload {records_key!r} must be a list")
     if len(records) > MAX_RECORDS:
         raise bad("bad_value", f"more than {MAX_RECORDS} records in one batch")
-    if record_texts is not None and len(record_texts) != len(records):
-        record_texts = None
-    if not _records_at_once(batch, records, record_texts):
-        _records_one_by_one(batch, records, records_key)  # says which record is wrong
+    _check_records(batch, records, records_key)
+    _stacks_and_figures(batch, records, may_hold_stacks)
+    return batch
+
+
+def _stacks_and_figures(batch: Batch, records: Sequence[dict], may_hold_stacks: bool) -> None:
     if may_hold_stacks and batch.schema:
         _split_stacks(batch, records)
     if batch.schema:
         batch.figures = trend.figures(batch.source, batch.kinds, records, batch.ts)
-    return batch
 
 
-def _split_stacks(batch: Batch, records: list) -> None:
+def _split_stacks(batch: Batch, records: Sequence[dict]) -> None:
     """Cut the frames out of the batch's stack records, to be stored once each (stacks.py)."""
     keys: list[bytes | None] | None = None
     for index, record in enumerate(records):
@@ -151,45 +184,8 @@ def _split_stacks(batch: Batch, records: list) -> None:
     batch.stack_keys = keys
 
 
-_NUMBER_TYPES = frozenset({int, float})  # not bool: its type is bool
-_IS_DICT = frozenset({dict}).__contains__
-
-
-def _name_ok(value: Any, max_len: int) -> bool:
-    """A name or id: 1..max_len printable characters (_text says which rule a wrong one breaks)."""
-    return type(value) is str and 0 < len(value) <= max_len and value.isprintable()
-
-
-def _records_at_once(batch: Batch, records: list, record_texts: list[str] | None) -> bool:
-    """Validate and store the records column by column (each check runs once over a column, and
-    once per distinct metric or kind name). False if any record is wrong; nothing is set then."""
-    n = len(records)
-    if not all(map(_IS_DICT, map(type, records))):
-        return False
-    if batch.schema:
-        metrics = list(map(dict.get, records, repeat("metric", n)))
-        kinds = list(map(dict.get, records, repeat("kind", n)))
-        ts = list(map(dict.get, records, repeat("ts", n), repeat(batch.timestamp, n)))
-        try:
-            names_ok = (all(_name_ok(m, 64) for m in set(metrics)) and all(_name_ok(k, 32) for k in set(kinds)))
-        except TypeError:  # unhashable: a list or an object where a name belongs
-            return False
-        if not names_ok or not set(map(type, ts)) <= _NUMBER_TYPES or (n and not 0 <= min(ts) <= max(ts) < MAX_TIMESTAMP):
-            return False
-        ts = list(map(float, ts))
-    else:
-        metrics, kinds, ts = [batch.source] * n, [LEGACY_KIND] * n, [batch.timestamp] * n
-    if record_texts is None:
-        data = list(map(_encode, records))
-    elif all(map(str.isascii, record_texts)):
-        data = record_texts
-    else:  # stored text stays ASCII, as before; such a record is encoded again
-        data = [t if t.isascii() else _encode(r) for t, r in zip(record_texts, records, strict=True)]
-    batch.ts, batch.kinds, batch.metrics, batch.data = ts, kinds, metrics, data
-    return True
-
-
-def _records_one_by_one(batch: Batch, records: list, records_key: str) -> None:
+def _check_records(batch: Batch, records: list, records_key: str) -> None:
+    """Each record checked and stored as a row of the batch's columns; the first wrong one is named."""
     for index, record in enumerate(records):
         where = f"{records_key}[{index}]"
         if not isinstance(record, dict):
@@ -206,8 +202,8 @@ def _records_one_by_one(batch: Batch, records: list, records_key: str) -> None:
 
 def _envelope(record: dict, batch: Batch, where: str) -> tuple[float, str, str]:
     try:
-        metric = _text(_required(record, "metric", where), "metric", 64, where)
-        kind = _text(_required(record, "kind", where), "kind", 32, where)
+        metric = _text(_required(record, "metric", where), "metric", METRIC_LEN, where)
+        kind = _text(_required(record, "kind", where), "kind", KIND_LEN, where)
         ts = _time(record["ts"], "ts", where) if "ts" in record else batch.timestamp
     except Rejected as e:
         raise bad("bad_record", e.detail) from None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Sequence
 
 from collector import chart
 
@@ -32,17 +33,18 @@ def tag(source: str) -> str:
     return "/".join(plot.figure.fields) + f"*{plot.figure.scale:g}"
 
 
-def figures(source: str, kinds: list[str], records: list, ts: list[float]) -> list[tuple[float, float]]:
-    """The batch's newest POINTS (ts, figure) of the records its source's figure is read from, in time order."""
+def figures(source: str, kinds: list[str], records: Sequence[dict], ts: list[float]) -> list[tuple[float, float]]:
+    """The batch's newest POINTS (ts, figure) of the records its source's figure is read from, in time order
+    (only those records are looked at: batch_structs.Records decodes each when asked for)."""
     plot = declared(source)
     if plot is None:
         return []
     found = []
-    for kind, record, t in zip(kinds, records, ts, strict=True):
+    for index, kind in enumerate(kinds):
         if kind == plot.kind:
-            value = plot.value(record)
+            value = plot.value(records[index])
             if value is not None and math.isfinite(value):
-                found.append((t, value))
+                found.append((ts[index], value))
     found.sort(key=lambda p: p[0])
     return found[-POINTS:]
 
