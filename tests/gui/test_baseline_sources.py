@@ -159,8 +159,8 @@ def test_baseline_from_a_collector_gives_the_same_change_fetched_off_the_gui_thr
 
 
 @pytest.mark.parametrize(("host", "url", "reason"), [
-    ("nowhere", None, "collector answered HTTP 404: not_found: no such stream"),
-    ("", None, "collector answered HTTP 400: bad_query: host, run_id and source name the stream"),
+    ("nowhere", None, "collector answered HTTP 404: not_found: no stream of 'cpuprofile' matches the selection"),
+    ("h" * 256, None, "collector answered HTTP 400: bad_query: host must be 1..255 printable characters"),
     ("lab-pc-01", "http://127.0.0.1:{free}", "collector unreachable: connection refused"),
 ])
 def test_a_collector_that_refuses_says_why_in_the_dialog(qtbot, panel, collector, host, url, reason):
