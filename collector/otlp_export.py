@@ -10,11 +10,9 @@ from typing import TYPE_CHECKING
 
 from flask import Blueprint, Response, request
 
-from collector import selection
-from collector.profile_api import file_name, read
-from collector.profiles import BadRange, RangeProfile
+from collector.profile_api import file_name, profile_headers, requested_profile
+from collector.profiles import RangeProfile
 from collector.push_targets import Push, PushTarget
-from collector.state import error
 from profile_data.otlp import to_otlp_bytes
 
 if TYPE_CHECKING:
@@ -44,19 +42,11 @@ def build(target: PushTarget, key: tuple[str, str, str], result: RangeProfile, s
 
 @bp.get("/api/profile/otlp")
 def profile_otlp() -> ResponseReturnValue:
-    try:
-        if request.args.get("format", "otlp") != "otlp":
-            raise BadRange("format: this endpoint answers OTLP only (other formats: /api/profile)")
-        sel = selection.parse(request.args)
-        result = read(sel)
-    except BadRange as e:
-        return error(400, "bad_query", str(e))
-    except LookupError as e:
-        return error(404, "not_found", str(e))
+    wrong = request.args.get("format", "otlp") != "otlp"
+    sel, result = requested_profile("format: this endpoint answers OTLP only (other formats: /api/profile)" if wrong else None)
     # a selection of several hosts or runs names them all (comma-separated; "*": any)
     stream = (",".join(sel.hosts) or "*", ",".join(sel.run_ids) or "*", sel.source)
     since, until = result.since or 0.0, result.until or 0.0
     return Response(otlp_body(stream, result, since, until, SERVICE), mimetype=CONTENT_TYPE,
-                    headers={"X-Profile-Records": str(result.records), "X-Profile-Truncated": str(result.truncated).lower(),
-                             "X-Profile-Streams": str(result.streams),
+                    headers={**profile_headers(result),
                              "Content-Disposition": f"attachment; filename={file_name(sel)}.otlp.pb"})

@@ -44,6 +44,38 @@ def read(sel: Selection) -> RangeProfile:
     return sel.profile(state().store)
 
 
+class Refused(Exception):
+    """A query answered with a 4xx (the answer, made by state.error)."""
+
+    def __init__(self, answer: tuple[Response, int]) -> None:
+        super().__init__(answer[1])
+        self.answer = answer
+
+
+@bp.app_errorhandler(Refused)
+def _refused(e: Refused) -> ResponseReturnValue:
+    return e.answer
+
+
+def requested_profile(format_error: str | None = None) -> tuple[Selection, RangeProfile]:
+    """The request's selection and its profile; Refused with a 400 for a bad query (or format_error), a
+    404 when no stream matches."""
+    try:
+        if format_error:
+            raise BadRange(format_error)
+        sel = selection.parse(request.args)
+        return sel, read(sel)
+    except BadRange as e:
+        raise Refused(error(400, "bad_query", str(e))) from None
+    except LookupError as e:
+        raise Refused(error(404, "not_found", str(e))) from None
+
+
+def profile_headers(result: RangeProfile) -> dict[str, str]:
+    return {"X-Profile-Records": str(result.records), "X-Profile-Truncated": str(result.truncated).lower(),
+            "X-Profile-Streams": str(result.streams)}
+
+
 def file_name(sel: Selection) -> str:
     """source-host-run_id, as a single stream's export was always named ('+' between several, 'all': none)."""
     hosts, runs = "+".join(sel.hosts) or "all", "+".join(sel.run_ids) or "all"
@@ -69,18 +101,9 @@ def functions_json(profile: Profile) -> tuple[list[dict], int]:
 @bp.get("/api/profile")
 def profile() -> ResponseReturnValue:
     fmt = request.args.get("format", "folded")
-    try:
-        if fmt not in FORMATS:
-            raise BadRange(f"format must be one of {', '.join(FORMATS)}")
-        sel = selection.parse(request.args)
-        result = read(sel)
-    except BadRange as e:
-        return error(400, "bad_query", str(e))
-    except LookupError as e:
-        return error(404, "not_found", str(e))
+    sel, result = requested_profile(None if fmt in FORMATS else f"format must be one of {', '.join(FORMATS)}")
     name = file_name(sel)
-    headers = {"X-Profile-Records": str(result.records), "X-Profile-Truncated": str(result.truncated).lower(),
-               "X-Profile-Streams": str(result.streams)}
+    headers = profile_headers(result)
     if fmt == "json":
         functions, n = functions_json(result.profile)
         return Response(orjson.dumps({**summary(sel, result), "functions": functions, "functions_total": n}),
