@@ -38,6 +38,8 @@ def points(plot: chart.Plot, rows: list[dict], summaries: dict[object, dict]) ->
         if value is None or not math.isfinite(value):
             continue
         interval, name = record.get("interval"), chart.series_name(plot, record)
+        if summaries.get(interval, {}).get("partial") is True:
+            continue        # an interval cut short (a stop's): its rate is no rate, not drawn
         sums[(interval, name)] = sums.get((interval, name), 0.0) + value
         newest[interval] = max(newest.get(interval, row["ts"]), row["ts"])
         totals[name] = totals.get(name, 0.0) + value
@@ -50,7 +52,8 @@ def points(plot: chart.Plot, rows: list[dict], summaries: dict[object, dict]) ->
     # an interval a process had nothing in is a 0 on its line, not a gap bridged (from its first record on)
     oldest = min(newest.values(), default=0.0)
     for interval, summary in summaries.items():
-        if interval not in newest and _is_time(summary.get("ts")) and summary["ts"] >= oldest:
+        if interval not in newest and _is_time(summary.get("ts")) and summary["ts"] >= oldest \
+                and summary.get("partial") is not True:
             newest[interval] = summary["ts"]
     names = {name for _interval, name in merged}
     lines: dict[str, list[tuple[float, float]]] = {}

@@ -39,7 +39,7 @@ def figures(source: str, kinds: list[str], records: list, ts: list[float]) -> li
         return []
     found = []
     for kind, record, t in zip(kinds, records, ts, strict=True):
-        if kind == plot.kind:
+        if kind == plot.kind and plot.wants(record):
             value = plot.value(record)
             if value is not None and math.isfinite(value):
                 found.append((t, value))
