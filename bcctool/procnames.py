@@ -2,10 +2,11 @@
 with what its command line runs, "python3 (server.py)". A system-wide view otherwise showed the window,
 the collector and the user's own server as rows of a bare `python`.
 
-A comm is shared once two processes with it have been seen during the run, and from then on every
-process with it carries its hint, so a process keeps one name across intervals (a flame graph's root
-does not split at each interval). The hint is read from /proc/PID/cmdline once per process and kept
-(bounded), never per event.
+A comm is shared when two processes on the machine have it as it is first met (one look at every
+/proc/PID/comm for an interval that meets new comms), or once two processes with it have been seen
+during the run; from then on every process with it carries its hint, so a process keeps one name across
+intervals (a flame graph's root does not split). The hint is read from /proc/PID/cmdline once per
+process and kept (bounded), never per event.
 """
 
 from __future__ import annotations
@@ -28,6 +29,20 @@ def read_cmdline(pid: int) -> list[str]:
     except OSError:
         return []
     return [a.decode(errors="replace") for a in raw.rstrip(b"\0").split(b"\0")] if raw else []
+
+
+def comm_census() -> dict[str, int]:
+    """How many processes have each comm now (their main thread's)."""
+    found: dict[str, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/comm") as f:
+                    comm = f.read().rstrip("\n")
+            except OSError:
+                continue
+            found[comm] = found.get(comm, 0) + 1
+    return found
 
 
 def hint_of(argv: list[str], comm: str) -> str:
@@ -63,10 +78,13 @@ def _short(text: str, comm: str) -> str:
 
 class ProcessNames:
     """Each process's name as a view shows it: its comm, with its command line's hint once the comm is
-    shared (see the module docstring). read: the cmdline reader (tests give their own)."""
+    shared (see the module docstring). read, census: the cmdline reader and the machine's comm counts
+    (tests give their own)."""
 
-    def __init__(self, read: Callable[[int], list[str]] = read_cmdline, max_processes: int = 8192) -> None:
+    def __init__(self, read: Callable[[int], list[str]] = read_cmdline,
+                 census: Callable[[], dict[str, int]] = comm_census, max_processes: int = 8192) -> None:
         self._read = read
+        self._census = census
         self._first: dict[str, int] = {}     # comm -> the first process seen with it
         self._shared: set[str] = set()       # comms two processes have had
         self._hints = BoundedCache(max_items=max_processes)
@@ -74,6 +92,8 @@ class ProcessNames:
     def names(self, processes: Iterable[tuple[int, str]]) -> dict[tuple[int, str], str]:
         """{(pid, comm): the name shown} for the processes an interval saw."""
         processes = set(processes)
+        if any(comm not in self._first for _pid, comm in processes):
+            self._shared.update(comm for comm, n in self._census().items() if n > 1)
         for pid, comm in processes:
             if self._first.setdefault(comm, pid) != pid:
                 self._shared.add(comm)

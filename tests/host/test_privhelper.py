@@ -493,7 +493,7 @@ from PySide6.QtWidgets import QApplication
 app = QApplication(["profiler"])
 from host import preflight
 from host.elevation import elevation_works, with_elevation
-from host.procs import descendants
+from bcctool.taskinfo import descendants
 from gui.thread_relay import GuiThreadRelay
 from main_app import MainWindow
 from monitor.controller import MonitorController

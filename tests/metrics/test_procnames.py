@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bcctool.procnames import ProcessNames, hint_of, read_cmdline
+from bcctool.procnames import ProcessNames, comm_census, hint_of, read_cmdline
 
 
 @pytest.mark.parametrize(("argv", "comm", "hint"), [
@@ -39,7 +39,7 @@ def test_a_shared_comm_is_told_apart_and_stays_so_read_once_per_process():
         reads.append(pid)
         return cmdlines[pid]
 
-    names = ProcessNames(read)
+    names = ProcessNames(read, census=lambda: {"python3": 1, "gzip": 1, "bash": 4})
     # one python3 alone: bare, and its command line not read
     assert names.names([(10, "python3"), (12, "gzip")]) == {(10, "python3"): "python3", (12, "gzip"): "gzip"}
     assert reads == []
@@ -55,6 +55,21 @@ def test_a_shared_comm_is_told_apart_and_stays_so_read_once_per_process():
     assert names.names([(12, "gzip")])[(12, "gzip")] == "gzip"      # "-9" says nothing more
 
 
+def test_a_comm_shared_on_the_machine_is_told_apart_from_its_first_interval():
+    """Met alone, a comm that other processes on the machine have is named at once: its name does not
+    change when they are met later (one flame graph root per process across a run)."""
+    censuses = []
+
+    def census():
+        censuses.append(1)
+        return {"python3": 3, "sshd": 1}
+
+    names = ProcessNames(lambda pid: ["python3", f"job{pid}.py"], census=census)
+    assert names.names([(5, "python3"), (6, "sshd")]) == {(5, "python3"): "python3 (job5.py)", (6, "sshd"): "sshd"}
+    assert names.names([(5, "python3"), (6, "sshd")]) == {(5, "python3"): "python3 (job5.py)", (6, "sshd"): "sshd"}
+    assert len(censuses) == 1, "the machine was looked at again with no new comm met"
+
+
 def test_real_processes_are_named_by_their_scripts(tmp_path):
     procs = []
     for name in ("server.py", "worker.py"):
@@ -63,9 +78,11 @@ def test_real_processes_are_named_by_their_scripts(tmp_path):
         procs.append(subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE))
     try:
         comm = "twin"       # their comm as the kernel has it does not matter: shared is what counts
-        found = ProcessNames().names((p.pid, comm) for p in procs)
+        found = ProcessNames(census=dict).names((p.pid, comm) for p in procs)
         assert found == {(procs[0].pid, comm): "twin (server.py)", (procs[1].pid, comm): "twin (worker.py)"}
         assert read_cmdline(procs[0].pid)[1:] == [str(tmp_path / "server.py")]
+        with open(f"/proc/{procs[0].pid}/comm") as f:
+            assert comm_census()[f.read().strip()] >= 2      # the twins, as the machine's census counts them
     finally:
         for p in procs:
             p.stdin.close()
