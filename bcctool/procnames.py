@@ -99,6 +99,11 @@ class ProcessNames:
                 self._shared.add(comm)
         return {(pid, comm): self.name(pid, comm) for pid, comm in processes}
 
+    def renamed(self, counts: dict[tuple, int]) -> dict[tuple, int]:
+        """Counts keyed (pid, comm, ...) with each comm as names() shows it."""
+        found = self.names(key[:2] for key in counts)
+        return {(key[0], found[key[:2]], *key[2:]): n for key, n in counts.items()}
+
     def name(self, pid: int, comm: str) -> str:
         if comm not in self._shared:
             return comm

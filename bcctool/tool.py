@@ -41,6 +41,10 @@ from .bpfload import BPF_DIR, c_string, fdinfo_count, perf_event_name, quiet_loa
 from .own import OwnProcesses
 from .targets import TARGET_CHECKS
 
+# arguments that name what to trace: with one, the run is not system-wide and leaves nothing out as the
+# profiler's own (bcctool/own.py)
+TARGET_DESTS = ("pid", "tid", "ppid", "cgroup")
+
 # An interval whose wait ran less than this share of the interval was cut short (a stop, the
 # --duration's end, a traced process's exit): its summary says `partial`, and no chart draws it as a rate
 PARTIAL_SHARE = 0.9
@@ -137,10 +141,11 @@ class Tool:
             value = getattr(args, dest, None)
             if value is not None and not TARGET_CHECKS[kind](value):
                 self.parser.error(f"argument {dest}: no {kind} {value}")
-        if hasattr(args, "include_self") and not args.include_self and not getattr(args, "pid", None) \
-                and not getattr(args, "tid", None):
-            # a system-wide run leaves out the profiler's own processes unless --include-self (a -p or
-            # --tid names what to trace, whoever's it is)
+        if hasattr(args, "include_self") and not args.include_self \
+                and not any(getattr(args, dest, None) for dest in TARGET_DESTS):
+            # a system-wide run leaves out the profiler's own processes unless --include-self; a target
+            # names what to trace, whoever's it is (a command the app runs in a cgroup of its own is
+            # the app's child, and what the user asked to see)
             self.own = OwnProcesses(getattr(args, "app_pid", None))
             self._filters["own_processes"] = "left out"
         if getattr(args, "cgroup", None) is not None:

@@ -126,14 +126,7 @@ from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 
 sym = Symbolizer(lines=args.source_lines)
 names = StackNames(sym)   # each distinct stack named once, its frames kept
-process_names = ProcessNames()
-
-
-def shown(stacks: dict[tuple, int]) -> dict[tuple, int]:
-    """The named stacks with each process's comm as the views show it: "python3 (server.py)" where
-    processes share it (bcctool/procnames.py)."""
-    found = process_names.names((tgid, comm) for tgid, comm, _cgid, _stack in stacks)
-    return {(tgid, found[(tgid, comm)], cgid, stack): n for (tgid, comm, cgid, stack), n in stacks.items()}
+process_names = ProcessNames()   # "python3 (server.py)" where processes share a comm
 unwinder = Unwinder(cache_dir=default_cache_dir())
 dwarf = args.user_stacks == "dwarf" and not args.kernel_only and not tool.variant
 # kernel: user stacks unwound in BPF with the tables KernelTables loads, samples counted there per interval
@@ -534,7 +527,7 @@ for _interval in tool.intervals():
         # harness ends the run after this interval)
         for key, n in take_interval().items():
             stacks[key] = stacks.get(key, 0) + n
-    stacks = shown(stacks)
+    stacks = process_names.renamed(stacks)
     with lock:
         lost_totals = {source: sum(b[source][b[source].Key(0)]) for source in LOST_MAPS} | walk_errors
     for source, total in lost_totals.items():
@@ -592,7 +585,7 @@ for _interval in tool.intervals():
         tables.forget_gone()
 
 if counted:
-    fold(shown(counted_stacks()))
+    fold(process_names.renamed(counted_stacks()))
     counted_lost()   # the loop read them once an interval: a run shorter than one never did
     for source, total in walk_errors.items():
         tool.set_lost_total(source, total)

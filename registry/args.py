@@ -155,7 +155,8 @@ SOURCE_LINES = Arg("source_lines", "--source-lines", "flag", "name native frames
 INCLUDE_SELF = Arg("include_self", "--include-self", "flag", "include the profiler's own processes (left out by "
                    "default)", default=False, label="Include the profiler's own processes",
                    cli_help="count the profiler's own processes too: this script, the app given by --app-pid and "
-                            "every process below them (left out by default; a -p or --tid target is always traced)")
+                            "every process below them (left out of a system-wide run by default; a -p, --tid, "
+                            "--ppid or --cgroup target is traced whole)")
 APP_PID_ENV = "PROFILER_APP_PID"   # set by the launcher for the app: the launcher's pid, whose tree holds the collector
 APP_PID = Arg("app_pid", "--app-pid", "int", "the profiler app that started this metric", minimum=1, sample=1,
               metavar="PID", form=False,

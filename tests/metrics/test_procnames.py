@@ -3,6 +3,7 @@
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -77,6 +78,10 @@ def test_real_processes_are_named_by_their_scripts(tmp_path):
         script.write_text("import sys, time\nsys.stdin.read()\n")
         procs.append(subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE))
     try:
+        for p, name in zip(procs, ("server.py", "worker.py"), strict=True):    # exec'd: their own command lines
+            deadline = time.monotonic() + 10
+            while read_cmdline(p.pid)[1:] != [str(tmp_path / name)] and time.monotonic() < deadline:
+                time.sleep(0.01)
         comm = "twin"       # their comm as the kernel has it does not matter: shared is what counts
         found = ProcessNames(census=dict).names((p.pid, comm) for p in procs)
         assert found == {(procs[0].pid, comm): "twin (server.py)", (procs[1].pid, comm): "twin (worker.py)"}
@@ -87,3 +92,10 @@ def test_real_processes_are_named_by_their_scripts(tmp_path):
         for p in procs:
             p.stdin.close()
             p.wait(5)
+
+
+def test_counts_keyed_by_process_are_renamed_and_kept():
+    names = ProcessNames(lambda pid: ["python3", f"job{pid}.py"], census=lambda: {"python3": 2})
+    stacks = {(5, "python3", 1, ("main", "spin")): 40, (6, "python3", 1, ("main",)): 2, (7, "cc1", 1, ()): 9}
+    assert names.renamed(stacks) == {(5, "python3 (job5.py)", 1, ("main", "spin")): 40,
+                                     (6, "python3 (job6.py)", 1, ("main",)): 2, (7, "cc1", 1, ()): 9}
