@@ -47,10 +47,15 @@ def comm_census() -> dict[str, int]:
 
 def hint_of(argv: list[str], comm: str) -> str:
     """What a command line runs, to tell its process from others named `comm`: the script an
-    interpreter runs ("server.py", the module after -m, "-c" for a command string), else the
-    executable when its name is not the comm; '' when it says nothing more than the comm."""
+    interpreter runs ("server.py", the module after -m, "-c" for a command string), the title a
+    program gave itself (setproctitle: "autovacuum launcher"), else the executable when its name is not
+    the comm; '' when it says nothing more than the comm."""
     if not argv:
         return ""
+    if " " in argv[0].strip():      # a title the program set itself ("postgres: autovacuum launcher")
+        title = argv[0].strip()
+        title = title[len(comm) + 1:].strip() if title.startswith(f"{comm}:") else title
+        return title if len(title) <= HINT_WIDTH else title[:HINT_WIDTH - 1] + "…"
     exe = os.path.basename(argv[0])
     rest = iter(argv[1:])
     for arg in rest:

@@ -21,6 +21,10 @@ from bcctool.procnames import ProcessNames, comm_census, hint_of, read_cmdline
     (["./forker", "3"], "forker", ""),                  # a value, not what runs: nothing to add
     (["/opt/x/really-long-command-name"], "really-long-com", "really-long-command-name"),   # comm cut at 15
     (["python3"], "python3", ""),
+    (["postgres: autovacuum launcher "], "postgres", "autovacuum launcher"),       # a title it set itself
+    (["sshd: root@pts/0"], "sshd", "root@pts/0"),
+    (["postgres: postgres collector_t2293_6 [local] idle in transaction"], "postgres",
+     "postgres collector_t2293_6 [local] idle…"),
     ([], "kworker/0:1", ""),                            # a kernel thread has no command line
 ])
 def test_hint_of_names_what_the_command_line_runs(argv, comm, hint):
