@@ -13,24 +13,17 @@ import time
 
 import pytest
 from helpers import MetricProcess, end_workload, next_line, run_workload, sampling_started, settle_and_stop
+from workloads import GETPPID_CHILD, GETPPID_N
 
 pytestmark = pytest.mark.bpf
 
-N = 20_000
-GETPPID = f"""
-import os, sys
-sys.stdin.readline()
-for _ in range({N}):
-    os.getppid()
-print("done", flush=True)
-sys.stdin.readline()
-"""
+N = GETPPID_N
 SPIN = "while True:\n    pass\n"
 RUNS = {"left out": (), "included": ("--include-self",)}
 
 
 def test_sysnest_leaves_out_the_marked_twin_and_counts_the_other_exactly():
-    own, other = run_workload(GETPPID), run_workload(GETPPID)
+    own, other = run_workload(GETPPID_CHILD), run_workload(GETPPID_CHILD)
     tools = {}
     try:
         tools = {run: MetricProcess("sysnest", "0.5", "--app-pid", str(own.pid), "--sort", "count", "--top", "1000",
