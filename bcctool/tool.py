@@ -456,6 +456,11 @@ class Tool:
         self.report_lost()
         self.flush()
 
+    def is_own(self, pid: int) -> bool:
+        """A process left out as the profiler's own: the kernel skips it once the map holds it; the
+        user side drops what it did before (the script's own syscalls between attach and the map's fill)."""
+        return self.own is not None and pid in self.own.tgids
+
     def _between_intervals(self) -> None:
         footprint.between_intervals()
         if self.own:

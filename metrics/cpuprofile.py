@@ -527,7 +527,7 @@ for _interval in tool.intervals():
         # harness ends the run after this interval)
         for key, n in take_interval().items():
             stacks[key] = stacks.get(key, 0) + n
-    stacks = process_names.renamed(stacks)
+    stacks = process_names.renamed({k: n for k, n in stacks.items() if not tool.is_own(k[0])})
     with lock:
         lost_totals = {source: sum(b[source][b[source].Key(0)]) for source in LOST_MAPS} | walk_errors
     for source, total in lost_totals.items():
@@ -585,7 +585,7 @@ for _interval in tool.intervals():
         tables.forget_gone()
 
 if counted:
-    fold(process_names.renamed(counted_stacks()))
+    fold(process_names.renamed({k: n for k, n in counted_stacks().items() if not tool.is_own(k[0])}))
     counted_lost()   # the loop read them once an interval: a run shorter than one never did
     for source, total in walk_errors.items():
         tool.set_lost_total(source, total)

@@ -187,7 +187,7 @@ for interval in tool.intervals():
         old = seen.get(key, (0, 0, 0, 0))
         dc, dt, de, dtimed = count - old[0], total_ns - old[1], errors - old[2], timed - old[3]
         seen[key] = (count, total_ns, errors, timed)
-        if dc <= 0:
+        if dc <= 0 or tool.is_own(key[0]):
             continue
         changed.add(key)
         if dtimed != dc:  # sampled: the total of all dc syscalls, estimated from the dtimed ones
