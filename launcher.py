@@ -22,6 +22,7 @@ import urllib.request
 
 import config
 from client import statedir
+from registry.args import APP_PID_ENV
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 HEADLESS_METRICS = ("sysnest", "pagefault", "cpuschedrun")   # cheap ones that show the pipeline working
@@ -135,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"launcher: no display (DISPLAY and WAYLAND_DISPLAY are unset): running headless with "
               f"{', '.join(metrics)} until Ctrl-C", flush=True)
     try:
-        app = subprocess.Popen(command, cwd=ROOT)
+        # the app's metrics leave out the launcher's tree (the app, them, this collector): registry/args.py
+        app = subprocess.Popen(command, cwd=ROOT, env={**os.environ, APP_PID_ENV: str(os.getpid())})
         # Ctrl-C reaches the app too (same process group); SIGTERM or SIGHUP to us is passed on. Either
         # way the app closes cleanly and flushes, and only then does the collector stop.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -27,6 +27,26 @@ def thread_ids(pid: int) -> list[int]:
         return []
 
 
+def descendants(pid: int) -> list[int]:
+    """pid and every process below it (e.g. sudo's child), from /proc/PID/task/TID/children (the
+    app's metric processes; the profiler's own, bcctool/own.py)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            tids = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{current}/task/{tid}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+            except (OSError, ValueError):
+                continue
+    return found
+
+
 def all_threads() -> Iterator[tuple[int, int]]:
     """(tgid, tid) of every thread alive now."""
     for entry in os.listdir("/proc"):

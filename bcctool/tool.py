@@ -38,7 +38,12 @@ from client.wire import RECORD_SCHEMA
 from . import cgroups, footprint, kernelfeatures, ksymstub
 from .arguments import HARNESS_DESTS, OneLineParser, add_argument, parser_options
 from .bpfload import BPF_DIR, c_string, fdinfo_count, perf_event_name, quiet_load, text_of
+from .own import OwnProcesses
 from .targets import TARGET_CHECKS
+
+# arguments that name what to trace: with one, the run is not system-wide and leaves nothing out as the
+# profiler's own (bcctool/own.py)
+TARGET_DESTS = ("pid", "tid", "ppid", "cgroup")
 
 # An interval whose wait ran less than this share of the interval was cut short (a stop, the
 # --duration's end, a traced process's exit): its summary says `partial`, and no chart draws it as a rate
@@ -104,6 +109,7 @@ class Tool:
         self.variant = ""
         self._cgroup_names: cgroups.CgroupNames | None = None
         self._cgroup_cflags: list[str] = []     # --cgroup as -D flags (bpf/common.h skip_cgroup)
+        self.own: OwnProcesses | None = None    # the profiler's own processes, left out (bcctool/own.py)
 
     # --- arguments ------------------------------------------------------------------------------
     def cgroup_fields(self, cgid: int) -> dict[str, Any]:
@@ -135,6 +141,13 @@ class Tool:
             value = getattr(args, dest, None)
             if value is not None and not TARGET_CHECKS[kind](value):
                 self.parser.error(f"argument {dest}: no {kind} {value}")
+        if hasattr(args, "include_self") and not args.include_self \
+                and not any(getattr(args, dest, None) for dest in TARGET_DESTS):
+            # a system-wide run leaves out the profiler's own processes unless --include-self; a target
+            # names what to trace, whoever's it is (a command the app runs in a cgroup of its own is
+            # the app's child, and what the user asked to see)
+            self.own = OwnProcesses(getattr(args, "app_pid", None))
+            self._filters["own_processes"] = "left out"
         if getattr(args, "cgroup", None) is not None:
             # --cgroup PATH: that group and every group below it, made now or later; the BPF side
             # compares the task's ancestor at the target's depth with the target (no map to keep)
@@ -193,7 +206,7 @@ class Tool:
         footprint.restore_compiler_data()  # a second load in one process: the compiler runs again
         path = os.path.join(BPF_DIR, f"{src or self.name}.c")
         base = [f"-I{BPF_DIR}", "-Wno-macro-redefined", "-Wno-unused-function", *(cflags or []),
-                *self._cgroup_cflags]
+                *self._cgroup_cflags, *(["-DSKIP_OWN"] if self.own else [])]
         tries = variants or [[]]
         for n, extra in enumerate(tries):
             last = n == len(tries) - 1
@@ -201,6 +214,8 @@ class Tool:
                 with ksymstub.stub_kallsyms():   # BCC's compile skips reading the kernel's symbols
                     self.bpf = quiet_load(BPF, path, base + extra, show_errors=last)
                 self.variant = " ".join(extra)
+                if self.own:
+                    self.own.attach(self.bpf["own_tgids"], self.bpf["own_gen"])
                 footprint.after_load()
                 return self.bpf
             except Exception as exc:  # noqa: BLE001 - BCC raises bare Exception on compile/attach errors
@@ -384,7 +399,7 @@ class Tool:
             yield self.interval_index
             self.report_lost()
             self.flush()
-            footprint.between_intervals()
+            self._between_intervals()
             # A stop during the wait made this the last, partial interval; a stop while it was being
             # processed leaves one more read to do (wait() returns at once), so nothing since is lost.
             if not completed or self._target_exited(gone):
@@ -424,7 +439,7 @@ class Tool:
                     on_tick()
                 self.report_lost()
                 self.flush()
-                footprint.between_intervals()
+                self._between_intervals()
                 if count is not None and self.interval_index >= count:
                     break
                 if (end is not None and time.monotonic() >= end) or self._target_exited(self._gone_target()):
@@ -440,6 +455,16 @@ class Tool:
             on_tick()
         self.report_lost()
         self.flush()
+
+    def is_own(self, pid: int) -> bool:
+        """A process left out as the profiler's own: the kernel skips it once the map holds it; the
+        user side drops what it did before (the script's own syscalls between attach and the map's fill)."""
+        return self.own is not None and pid in self.own.tgids
+
+    def _between_intervals(self) -> None:
+        footprint.between_intervals()
+        if self.own:
+            self.own.refresh()      # a metric or helper the app started since joins the left out
 
     def _gone_target(self) -> tuple[str, str, int] | None:
         """(dest, kind, value) of a traced process or thread that is gone, if one is."""

@@ -42,8 +42,8 @@ from server_fixtures import PgCluster, private_pg_cluster
 from stats import BenchError
 
 import config
+from bcctool.taskinfo import descendants
 from host.proc_cost import cpu_seconds
-from host.procs import descendants
 
 BARE, FLOOR, ALL_TEN = "bare", "floor", "all ten"
 LOADS = {"pg_select": "PostgreSQL, pgbench -S (select-only)",

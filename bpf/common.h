@@ -60,6 +60,16 @@ static __always_inline int skip_ids(u32 tgid, u32 tid)
     return 0;
 }
 
+/* -DSKIP_OWN: the profiler's own processes (this script, the app that started it and everything they
+ * started: bcctool/own.py) are left out of a system-wide run. User space keeps `own_tgids` current each
+ * interval and bumps `own_gen` when it changes, so a program may keep its answer per thread and look
+ * again only after a change. The lookup is written in each program: BCC rewrites map methods only in the
+ * main file, not in a helper here. */
+#ifdef SKIP_OWN
+BPF_HASH(own_tgids, u32, u8, 4096);
+BPF_ARRAY(own_gen, u32, 1);
+#endif
+
 /* BCC's rewriter cannot see map methods inside macros or helper functions, so lookup-or-init and
  * lost counters are written out in each probe; a map of lost events is a one-slot per-CPU array. */
 #define LOST_COUNTER(name) BPF_PERCPU_ARRAY(name, u64, 1)

@@ -484,6 +484,11 @@ int on_sample(void *ctx)
 #endif
     if (skip_task(id))
         return 0;
+#ifdef SKIP_OWN
+    u32 tgid = id >> 32;
+    if (own_tgids.lookup(&tgid))   /* the profiler's own (common.h): 49 lookups a second per CPU */
+        return 0;
+#endif
 #ifdef COUNT_IN_KERNEL
     return count_sample(ctx, id);
 #elif defined(USER_KERNEL)

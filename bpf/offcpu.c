@@ -340,6 +340,11 @@ TRACEPOINT_PROBE(sched, sched_switch)
 #ifdef STATE_MASK
     wanted = wanted && (state & STATE_MASK) != 0;
 #endif
+#ifdef SKIP_OWN
+    u32 own_tgid = id >> 32;
+    if (wanted && own_tgids.lookup(&own_tgid))
+        wanted = 0;   /* the profiler's own (common.h): its blocks are not started */
+#endif
     if (prev != 0 && wanted && !skip_task(id)) {
         struct start_t s = {.tgid = id >> 32, .cgid = bpf_get_current_cgroup_id()};
         u8 one = 1;

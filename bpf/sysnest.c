@@ -28,7 +28,8 @@ struct start_t {
                      bit 31: in a syscall */
     u32 tgid;     /* task storage: the thread's process, taken once (a task's tgid never changes),
                      so neither program calls bpf_get_current_pid_tgid() per syscall */
-    u32 pad;
+    u32 own;      /* SKIP_OWN, task storage: own_gen when last looked up << 1 | the process is the
+                     profiler's own; an array read per syscall, the hash only after a change */
 #ifdef USE_TASK_STORAGE
     u64 cgid;     /* the thread's cgroup, which the cached slots below belong to (0: not read yet) */
     u64 moves;    /* `moves` when cgid was read */
@@ -131,6 +132,15 @@ RAW_TRACEPOINT_PROBE(sys_enter)
         return 0;
     if (!s->tgid)   /* storage just created for this thread */
         s->tgid = bpf_get_current_pid_tgid() >> 32;
+#ifdef SKIP_OWN
+    int first = 0;
+    u32 *gen = own_gen.lookup(&first);
+    u32 now_gen = gen ? *gen : 0;
+    if (s->own >> 1 != now_gen)
+        s->own = now_gen << 1 | (own_tgids.lookup(&s->tgid) != 0);
+    if (s->own & 1)
+        return 0;   /* sys_exit finds it not in a syscall */
+#endif
     s->nr = ctx->args[1];
 #ifdef SAMPLE_EVERY
     u32 left = s->tick & ~IN_SYSCALL;
@@ -146,6 +156,11 @@ RAW_TRACEPOINT_PROBE(sys_enter)
     s->ts = bpf_ktime_get_ns();
 #endif
 #else
+#ifdef SKIP_OWN
+    u32 tgid_own = id >> 32;
+    if (own_tgids.lookup(&tgid_own))
+        return 0;   /* sys_exit finds no start */
+#endif
     u32 tid = id;
     struct start_t s = {.ts = bpf_ktime_get_ns(), .nr = ctx->args[1], .tick = IN_SYSCALL};
     start.update(&tid, &s);

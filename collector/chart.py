@@ -51,6 +51,12 @@ class Plot:
     figure: Figure | None = None  # the registry's key figure of summary records: what value() reads
 
     def wants(self, record: dict) -> bool:
+        """A record this plot draws: one with its `where` values, and not the summary of an interval cut
+        short (`partial`: a stop's 0.3 s of shutdown work read as a rate ended a line with a spike)."""
+        return record.get("partial") is not True and self.matches(record)
+
+    def matches(self, record: dict) -> bool:
+        """The record has this plot's `where` values."""
         return all(record.get(k) == v for k, v in self.where)
 
     @property
@@ -135,7 +141,7 @@ def choose(source: str, sample: list[dict]) -> Plot | None:
     records = [(row["kind"], json.loads(row["data"])) for row in sample]
     plot = declared(source)
     if plot is not None:
-        if any(k == plot.kind and plot.wants(r) and plot.value(r) is not None for k, r in records):
+        if any(k == plot.kind and plot.matches(r) and plot.value(r) is not None for k, r in records):
             return plot
     for kind, record in records:
         if kind == "meta":
@@ -166,6 +172,16 @@ def points(plot: Plot, rows: list[dict], split: bool = True) -> dict[str, list[t
     if plot.split and split:
         lines = dict(sorted(lines.items(), key=lambda kv: (kv[0] not in USUAL, kv[0])))
     return {name: thin(pts, MAX_POINTS) for name, pts in lines.items()}
+
+
+def partial_note(summaries: list[dict]) -> str:
+    """What the chart leaves out: the newest summary's interval when it was cut short ('final interval
+    (partial, 0.317 s) not drawn'); '' otherwise."""
+    newest = max(summaries, key=lambda r: r.get("interval") if _is_number(r.get("interval")) else -1, default=None)
+    if newest is None or newest.get("partial") is not True:
+        return ""
+    took = f", {units.quantity(newest['interval_s'], 's')}" if _is_number(newest.get("interval_s")) else ""
+    return f"final interval (partial{took}) not drawn"
 
 
 def series_name(plot: Plot, record: dict) -> str:

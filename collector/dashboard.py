@@ -247,7 +247,7 @@ def stream() -> ResponseReturnValue:
     more = len(shown) > PAGE_ROWS * page
     rows = shown[PAGE_ROWS * (page - 1):PAGE_ROWS * page]
     plot = chart.choose(source, [r for r in sample if r["data"] is not None])
-    svg = heat = title = ""
+    svg = heat = title = partial = ""
     cgroup_args = {k: request.args[k] for k in ("cgroup", "cgroup_match")
                    if request.args.get(k) and request.args.get("cgroup")}
     asked = table.asked_columns(request.args.getlist("columns"))
@@ -261,12 +261,15 @@ def stream() -> ResponseReturnValue:
                 **key, kind="summary", **window, limit=CHART_ROWS, newest=True, max_text=RECORD_SHOWN)
                 if r["data"] is not None]) if plot.per else {}
             lines = timeline.points(plot, charted, summaries)
+            partial = chart.partial_note(list(summaries.values()))
             here = {**key, **({"kind": kind} if kind else {}), **cgroup_args, **chosen}
 
             def pick(since: float, until: float) -> str:
                 return url_for("dashboard.stream", **here, since=f"{since:.3f}", until=f"{until:.3f}", _anchor="flame")
         else:
             lines = chart.points(plot, charted)
+            if plot.kind == "summary":
+                partial = chart.partial_note([json.loads(r["data"]) for r in charted])
         svg, title = chart.svg(plot, lines, pick=pick), chart.heading(plot, lines)
         if plot.hist is not None:  # the declared histogram's heatmap, then any other the records carry
             heat = "".join(heatmap.svg(*heatmap.grid(charted, name), name, unit)
@@ -292,7 +295,7 @@ def stream() -> ResponseReturnValue:
     kind_links = [(k or "all", url_for("dashboard.stream", **key, **view, **({"kind": k} if k else {})))
                   for k in [None, *kinds]]
     return render_template("stream.html", stream=found, key=key, kind=kind, kind_links=kind_links, plot=plot,
-                           chart_svg=Markup(svg), chart_title=title, heatmap_svg=Markup(heat), columns=columns, table=cells,
+                           chart_svg=Markup(svg), chart_title=title, chart_partial=partial, heatmap_svg=Markup(heat), columns=columns, table=cells,
                            chooser={"columns": [(c, table.declared(source, c).label) for c in all_columns],
                                     "shown": {c.name for c in columns}, "asked": bool(asked),
                                     "hidden": {k: v for k, v in page_args.items() if k != "columns"}},

@@ -228,8 +228,8 @@ class Store:
                      per: tuple[str, ...] = (), scale: float = 1.0) -> dict[tuple[str, str], list[tuple[float, float]]]:
         """Per (host, run_id) stream of `source`, the numeric `field` of its newest `limit` records of `kind`
         (of the hist records called `name`) in [since, until], oldest first; times scale, divided by each
-        `per` field of the same record (a key figure: registry/spec.py Figure), a record lacking one left
-        out. One query for all the streams: a UNION ALL of one walk down each stream's (stream, kind, ts)
+        `per` field of the same record (a key figure: registry/spec.py Figure), a record lacking one or
+        marked `partial` (an interval cut short) left out. One query for all the streams: a UNION ALL of one walk down each stream's (stream, kind, ts)
         index, the numbers read out of the JSON by the database (the overview's trend lines once took a
         query and a JSON parse per record)."""
         s = streams.c
@@ -506,7 +506,9 @@ def _walks(dialect: str, n: int, kind: str, fields: tuple[str, ...], name: str |
     """field_values' query for n streams (bound as s0..s{n-1}, since, until, limit), built once per shape:
     building 50 subqueries took longer than running them."""
     r = records.c
-    where = [r.kind == kind]
+    partial = json_sql.field_json(dialect, r.data, "partial")
+    # an interval cut short (a stop's) is no rate: left out before the limit, as chart.Plot.wants leaves it
+    where = [r.kind == kind, or_(partial.is_(None), partial != "true")]
     if name is not None:
         where.append(json_sql.field_text(dialect, r.data, "name") == name)
     if since:

@@ -40,6 +40,8 @@ def points(plot: chart.Plot, rows: list[dict], summaries: dict[object, dict]) ->
         if value is None or not math.isfinite(value):
             continue
         interval, name, n = record.get("interval"), chart.series_name(plot, record), _intervals(record)
+        if summaries.get(interval, {}).get("partial") is True:
+            continue        # an interval cut short (a stop's): its rate is no rate, not drawn
         if n > 1 and isinstance(record.get("bucket_s"), int) and record["bucket_s"] > 0:
             buckets.add((record["bucket_s"], row["ts"]))
         sums[(interval, name)] = sums.get((interval, name), 0.0) + value / n
@@ -56,6 +58,7 @@ def points(plot: chart.Plot, rows: list[dict], summaries: dict[object, dict]) ->
     lengths = {length for length, _start in buckets}
     for interval, summary in summaries.items():
         if interval not in newest and _is_time(summary.get("ts")) and summary["ts"] >= oldest and \
+                summary.get("partial") is not True and \
                 not any((length, summary["ts"] // length * length) in buckets for length in lengths):
             newest[interval] = summary["ts"]  # (an interval merged into a bucket is in the bucket's point)
     names = {name for _interval, name in merged}

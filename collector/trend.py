@@ -41,8 +41,8 @@ def figures(source: str, kinds: list[str], records: Sequence[dict], ts: list[flo
         return []
     found = []
     for index, kind in enumerate(kinds):
-        if kind == plot.kind:
-            value = plot.value(records[index])
+        if kind == plot.kind and plot.wants(record := records[index]):
+            value = plot.value(record)
             if value is not None and math.isfinite(value):
                 found.append((ts[index], value))
     found.sort(key=lambda p: p[0])

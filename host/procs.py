@@ -1,5 +1,6 @@
-"""Process bookkeeping for metric subprocesses, without Qt: the BPF programs a process holds, its
-descendants, dying with the app (PR_SET_PDEATHSIG), and ending what a killed app left behind.
+"""Process bookkeeping for metric subprocesses, without Qt: the BPF programs a process holds, dying with
+the app (PR_SET_PDEATHSIG), and ending what a killed app left behind (a process's descendants:
+bcctool.taskinfo.descendants).
 
 A metric runs in its own process group (pgid = its pid). The pids of running groups are written to
 <state dir>/children/<pid>.json so that, if the app is killed before it can stop them, the next start
@@ -47,25 +48,6 @@ def prog_ids_of(pid: int) -> set[int]:
         except (KeyError, ValueError):
             continue
     return ids
-
-
-def descendants(pid: int) -> list[int]:
-    """pid and every process below it (e.g. sudo's child), from /proc/PID/task/TID/children."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        try:
-            tids = os.listdir(f"/proc/{current}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{current}/task/{tid}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-            except (OSError, ValueError):
-                continue
-    return found
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:

@@ -117,6 +117,7 @@ b = load(args.user_stacks)
 
 from bcctool.kstacks import KernelCounts  # noqa: E402
 from bcctool.kunwind import KernelTables  # noqa: E402
+from bcctool.procnames import ProcessNames  # noqa: E402
 from bcctool.pyframes import PythonFrames, is_python_exe  # noqa: E402
 from bcctool.ringreader import RingReader  # noqa: E402
 from bcctool.stacknames import StackNames  # noqa: E402
@@ -125,6 +126,7 @@ from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 
 sym = Symbolizer(lines=args.source_lines)
 names = StackNames(sym)   # each distinct stack named once, its frames kept
+process_names = ProcessNames()   # "python3 (server.py)" where processes share a comm
 unwinder = Unwinder(cache_dir=default_cache_dir())
 dwarf = args.user_stacks == "dwarf" and not args.kernel_only and not tool.variant
 # kernel: user stacks unwound in BPF with the tables KernelTables loads, samples counted there per interval
@@ -525,6 +527,7 @@ for _interval in tool.intervals():
         # harness ends the run after this interval)
         for key, n in take_interval().items():
             stacks[key] = stacks.get(key, 0) + n
+    stacks = process_names.renamed({k: n for k, n in stacks.items() if not tool.is_own(k[0])})
     with lock:
         lost_totals = {source: sum(b[source][b[source].Key(0)]) for source in LOST_MAPS} | walk_errors
     for source, total in lost_totals.items():
@@ -582,7 +585,7 @@ for _interval in tool.intervals():
         tables.forget_gone()
 
 if counted:
-    fold(counted_stacks())
+    fold(process_names.renamed({k: n for k, n in counted_stacks().items() if not tool.is_own(k[0])}))
     counted_lost()   # the loop read them once an interval: a run shorter than one never did
     for source, total in walk_errors.items():
         tool.set_lost_total(source, total)

@@ -54,6 +54,7 @@ dwarf = "USER_DWARF" in tool.variant
 
 
 from bcctool.procmaps import ProcessMaps  # noqa: E402
+from bcctool.procnames import ProcessNames  # noqa: E402
 from bcctool.pyframes import KIND as PYTHON_KIND  # noqa: E402
 from bcctool.pyframes import PYSTACK_HEAD, PythonFrames  # noqa: E402
 from bcctool.symbols import UNKNOWN, Frame, Symbolizer  # noqa: E402 - pyelftools; --help works without it
@@ -380,6 +381,7 @@ cuts = epochs.Epochs(b["epochs"])   # the first interval begins: what ended befo
 read_blocks(0), epochs.take_all(crossed)
 if dwarf:
     dwarf_blocks.claim_at(0), dwarf_blocks.take(0)
+process_names = ProcessNames()
 for _interval in tool.intervals():
     # the cut: every block from here on is the next interval's, and this one is finished
     closing, began, now = cuts.flip()
@@ -391,6 +393,10 @@ for _interval in tool.intervals():
                  dwarf_blocks.take(closing) if dwarf else {}):
         for key, v in part.items():
             merge(blocks.setdefault(key, {}), v)
+    # a comm several processes share is shown with its command line's script: "python3 (server.py)"
+    blocks = {key: v for key, v in blocks.items() if not tool.is_own(key[0])}   # blocks begun before the map's fill
+    names = process_names.names((key[0], key[2]) for key in blocks)
+    blocks = {(key[0], key[1], names[(key[0], key[2])], *key[3:]): v for key, v in blocks.items()}
     per_thread: dict[tuple, dict] = {}
     for key, v in blocks.items():
         merge(per_thread.setdefault((*key[:3], key[5]), {}), v)

@@ -17,6 +17,7 @@ from bcc.utils import get_possible_cpus
 
 from bcctool import ExitedKeys, Tool, all_items, kernelfeatures, process_name
 from bcctool.cgroups import CGROUP_FIELDS
+from bcctool.procnames import ProcessNames
 
 EXAMPLES = [
     ("sysnest", "top 10 processes and their top 5 syscalls, every second"),
@@ -176,6 +177,7 @@ def line(label: str, r: dict) -> str:
 # --- loop ------------------------------------------------------------------------------------------
 seen: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
 exited = ExitedKeys()   # processes gone: forgotten a read later
+process_names = ProcessNames()
 last = time.monotonic()
 for interval in tool.intervals():
     now = time.monotonic()
@@ -185,7 +187,7 @@ for interval in tool.intervals():
         old = seen.get(key, (0, 0, 0, 0))
         dc, dt, de, dtimed = count - old[0], total_ns - old[1], errors - old[2], timed - old[3]
         seen[key] = (count, total_ns, errors, timed)
-        if dc <= 0:
+        if dc <= 0 or tool.is_own(key[0]):
             continue
         changed.add(key)
         if dtimed != dc:  # sampled: the total of all dc syscalls, estimated from the dtimed ones
@@ -194,6 +196,10 @@ for interval in tool.intervals():
         rows.append({"pid": key[0], "comm": process_name(key[0], comms), "nr": key[1], "syscall": name,
                      "count": dc, "total_ns": dt, "errors": de, "timed": dtimed, "max_ns": max_ns,
                      **tool.cgroup_fields(key[2])})
+    # a comm several processes share is shown with its command line's script: "python3 (server.py)"
+    names = process_names.names((r["pid"], r["comm"]) for r in rows)
+    for r in rows:
+        r["comm"] = names[(r["pid"], r["comm"])]
     # Read first, then open the next max window: a key hit between the two keeps its max in the window
     # just read, which is a smaller loss than the reverse order (the read's own bpf() calls would reset it).
     epoch[epoch.Key(0)] = epoch.Leaf(interval + 1)

@@ -23,6 +23,7 @@ from host import procs
 from host.elevation import DEFAULT_ELEVATE, needs_elevation
 from monitor.events import Hook, Relay
 from monitor.metric_worker import MetricWorker, WorkerCallbacks, build_argv
+from registry.args import APP_PID_ENV
 
 
 class MonitorController:
@@ -78,6 +79,8 @@ class MonitorController:
         if name in self._workers:
             raise ValueError(f"{name} is already running")
         elevated = needs_elevation() and bool(self.elevate)
+        if any(arg.name == "app_pid" for arg in spec.args) and not values.get("app_pid"):
+            values = {**values, "app_pid": app_pid()}      # what the metric leaves out as the profiler's own
         argv = build_argv(spec, values, self.python, self.elevate, elevated)
         worker = MetricWorker(name, spec, argv, self._callbacks, children=self.children,
                               elevate=self.elevate if elevated else (), sink=self.transport.submit,
@@ -153,6 +156,16 @@ class MonitorController:
     def _alive(self) -> list[MetricWorker]:
         self._retiring = [w for w in self._retiring if w.is_alive()]
         return [w for w in [*self._workers.values(), *self._retiring] if w.is_alive()]
+
+
+def app_pid() -> int:
+    """The profiler app the metrics run for: the launcher that started this process with the collector
+    (APP_PID_ENV), else this process. Each metric leaves out that process's tree (bcctool/own.py)."""
+    try:
+        pid = int(os.environ.get(APP_PID_ENV, ""))
+    except ValueError:
+        return os.getpid()
+    return pid if pid > 0 and os.path.exists(f"/proc/{pid}") else os.getpid()
 
 
 def _post_status(controller: weakref.ref[MonitorController], interval: float, closed: threading.Event) -> None:

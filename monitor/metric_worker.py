@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import config
+from bcctool.taskinfo import descendants
 from client.wire import is_record
 from host import procs
 from host.elevation import elevated_argv, missing_message, refused_message, said_by_elevation
@@ -123,7 +124,7 @@ class MetricWorker:
         pid = self.pid
         if pid is None:
             return set()
-        return set().union(*(procs.prog_ids_of(p) for p in procs.descendants(pid)))
+        return set().union(*(procs.prog_ids_of(p) for p in descendants(pid)))
 
     # --- the worker thread ----------------------------------------------------------------------------
     def run(self) -> None:

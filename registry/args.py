@@ -150,3 +150,15 @@ SOURCE_LINES = Arg("source_lines", "--source-lines", "flag", "name native frames
                    cli_help="name each native user frame \"function (file.c:LINE)\" from the DWARF line tables of "
                             "its object or of its installed debug file (a -g build, a -dbg/-dbgsym package); "
                             "each line of a function is then its own frame")
+# a system-wide run leaves out the profiler's own processes (bcctool/own.py): the script, the app that
+# started it (--app-pid, which the app passes) and every process below them; the form's check box counts them
+INCLUDE_SELF = Arg("include_self", "--include-self", "flag", "include the profiler's own processes (left out by "
+                   "default)", default=False, label="Include the profiler's own processes",
+                   cli_help="count the profiler's own processes too: this script, the app given by --app-pid and "
+                            "every process below them (left out of a system-wide run by default; a -p, --tid, "
+                            "--ppid or --cgroup target is traced whole)")
+APP_PID_ENV = "PROFILER_APP_PID"   # set by the launcher for the app: the launcher's pid, whose tree holds the collector
+APP_PID = Arg("app_pid", "--app-pid", "int", "the profiler app that started this metric", minimum=1, sample=1,
+              metavar="PID", form=False,
+              cli_help="the profiler app that started this metric (the window, the headless runner, the launcher): "
+                       "it and every process below it are the profiler's own (the app passes its own pid)")

@@ -1,6 +1,6 @@
 """The cpuprofile entry: what metrics/cpuprofile.py takes, records and draws (see registry/__init__.py)."""
 
-from registry.args import CGROUP, PID, SOURCE_LINES, TID, Arg, interval_args
+from registry.args import APP_PID, CGROUP, INCLUDE_SELF, PID, SOURCE_LINES, TID, Arg, interval_args
 from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
@@ -12,6 +12,8 @@ SPEC = MetricSpec(
         PID,
         TID,
         CGROUP,
+        INCLUDE_SELF,
+        APP_PID,
         Arg("group_by", "--group-by", "choice", "top functions per process or per cgroup", default="process",
             choices=("process", "cgroup"), short="-g",
             cli_help="top functions per process or per cgroup; with --folded, each stack's root is its "

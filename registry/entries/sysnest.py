@@ -1,6 +1,6 @@
 """The sysnest entry: what metrics/sysnest.py takes, records and draws (see registry/__init__.py)."""
 
-from registry.args import CGROUP, PID, PPID, TID, Arg, interval_args
+from registry.args import APP_PID, CGROUP, INCLUDE_SELF, PID, PPID, TID, Arg, interval_args
 from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
@@ -13,6 +13,8 @@ SPEC = MetricSpec(
         TID,
         PPID,
         CGROUP,
+        INCLUDE_SELF,
+        APP_PID,
         Arg("group_by", "--group-by", "choice", "top level of the nesting", default="process",
             choices=("process", "syscall", "cgroup"), short="-g", cli_help="top level of the nesting (default process)"),
         Arg("top", "--top", "int", "groups shown", default=10, minimum=1, maximum=1000, short="-T",

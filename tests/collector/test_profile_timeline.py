@@ -111,3 +111,27 @@ def test_the_overview_and_compare_show_the_profiles_key_figures(collector_client
     assert float(number) == pytest.approx(offcpu["total_time_ns"] / 1e9 / offcpu["interval_s"], abs=0.05)
     page = html.unescape(collector_client.get("/compare?source=cpuprofile").get_data(as_text=True))
     assert "<h2>CPU (%) <small>" in page and f"{57 / HZ / 0.5 * 100:g}% CPU" in page
+
+
+def test_a_final_partial_interval_is_not_charted_as_a_rate(collector_client):
+    """A stop's last 0.3 s (summary `partial`: true) made 8,000/s after a steady 1,000/s: the line, the
+    overview's trend and the profile's CPU line end at the last whole interval, and the page says why."""
+    records = [envelope("sysnest", T0 + i, i + 1, "summary", per_sec=1000.0, syscalls=1000, interval_s=1.0)
+               for i in range(3)]
+    records.append(envelope("sysnest", T0 + 3.3, 4, "summary", per_sec=8000.0, syscalls=2400, interval_s=0.3,
+                            partial=True))
+    assert collector_client.post("/data", json=ours(0, records=records)).status_code == 200
+    page = collector_client.get(f"/stream?{KEY}&source=sysnest").get_data(as_text=True)
+    assert [t.split("  ", 1)[1] for t in _tips(page)] == ["syscalls/s: 1,000/s"] * 3
+    assert 'id="chart-partial">final interval (partial, 300 ms) not drawn' in html.unescape(page)
+    (host,) = collector_client.get("/api/overview").get_json()["hosts"]
+    assert {m["source"]: m["trend"]["last"] for m in host["metrics"]}["sysnest"] == "1,000 syscalls/s"
+
+    profile = [r for i in (1, 2, 3) for r in _interval(i)]
+    profile[-1] = {**profile[-1], "partial": True}          # interval 3's summary: cut short
+    assert collector_client.post("/data", json=ours(0, source="cpuprofile", records=profile)).status_code == 200
+    page = collector_client.get(f"/stream?{KEY}&source=cpuprofile").get_data(as_text=True)
+    for pid, (comm, counts) in PROCESSES.items():
+        shown = [t.split(": ")[1] for t in _tips(page) if f"  {comm} ({pid}): " in t]
+        assert shown == [f"{n / HZ / 0.5 * 100:g}%" for n in counts[:2]], (comm, shown)
+    assert 'id="chart-partial"' in page

@@ -20,6 +20,7 @@ import time
 
 import pytest
 from helpers import PYTHON, ROOT, MetricProcess, reachable_by_others
+from workloads import GETPPID_CHILD, GETPPID_N
 
 import config
 from host import privhelper
@@ -302,15 +303,7 @@ def test_a_hostile_environment_does_not_reach_the_helper(tmp_path):
 
 
 # --- root and BPF: a metric run as root for that user --------------------------------------------------
-N = 20_000
-GETPPID_CHILD = f"""
-import os, sys
-sys.stdin.readline()
-for _ in range({N}):
-    os.getppid()
-print("done", flush=True)
-sys.stdin.readline()
-"""
+N = GETPPID_N
 
 
 class ThroughHelper(MetricProcess):
@@ -493,7 +486,7 @@ from PySide6.QtWidgets import QApplication
 app = QApplication(["profiler"])
 from host import preflight
 from host.elevation import elevation_works, with_elevation
-from host.procs import descendants
+from bcctool.taskinfo import descendants
 from gui.thread_relay import GuiThreadRelay
 from main_app import MainWindow
 from monitor.controller import MonitorController

@@ -7,6 +7,16 @@ import json
 
 from helpers import MetricProcess, end_workload, next_line, run_workload, settle_and_stop
 
+GETPPID_N = 20_000
+GETPPID_CHILD = f"""
+import os, sys
+sys.stdin.readline()
+for _ in range({GETPPID_N}):
+    os.getppid()
+print("done", flush=True)
+sys.stdin.readline()
+"""   # exactly GETPPID_N getppid calls once released, then "done"
+
 SLEEPER_CHILD = """
 import json, sys, threading, time
 sys.stdin.readline()

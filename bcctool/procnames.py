@@ -1,0 +1,119 @@
+"""Names that tell processes apart: a command (comm) that several processes share, "python3", is shown
+with what its command line runs, "python3 (server.py)". A system-wide view otherwise showed the window,
+the collector and the user's own server as rows of a bare `python`.
+
+A comm is shared when two processes on the machine have it as it is first met (one look at every
+/proc/PID/comm for an interval that meets new comms), or once two processes with it have been seen
+during the run; from then on every process with it carries its hint, so a process keeps one name across
+intervals (a flame graph's root does not split). The hint is read from /proc/PID/cmdline once per
+process and kept (bounded), never per event.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+
+from .lrucache import BoundedCache
+
+HINT_WIDTH = 40            # characters of a hint shown (a long path keeps its end)
+VALUE_OPTIONS = {"-W", "-X", "-r", "--require"}   # interpreter options that take a value
+RUN_OPTIONS = {"-m"}      # the next argument is what runs (python -m http.server)
+
+
+def read_cmdline(pid: int) -> list[str]:
+    """The process's arguments ([] for a kernel thread, or one that has gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.rstrip(b"\0").split(b"\0")] if raw else []
+
+
+def comm_census() -> dict[str, int]:
+    """How many processes have each comm now (their main thread's)."""
+    found: dict[str, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/comm") as f:
+                    comm = f.read().rstrip("\n")
+            except OSError:
+                continue
+            found[comm] = found.get(comm, 0) + 1
+    return found
+
+
+def hint_of(argv: list[str], comm: str) -> str:
+    """What a command line runs, to tell its process from others named `comm`: the script an
+    interpreter runs ("server.py", the module after -m, "-c" for a command string), the title a
+    program gave itself (setproctitle: "autovacuum launcher"), else the executable when its name is not
+    the comm; '' when it says nothing more than the comm."""
+    if not argv:
+        return ""
+    if " " in argv[0].strip():      # a title the program set itself ("postgres: autovacuum launcher")
+        title = argv[0].strip()
+        title = title[len(comm) + 1:].strip() if title.startswith(f"{comm}:") else title
+        return title if len(title) <= HINT_WIDTH else title[:HINT_WIDTH - 1] + "…"
+    exe = os.path.basename(argv[0])
+    rest = iter(argv[1:])
+    for arg in rest:
+        if arg in RUN_OPTIONS:
+            return _short(next(rest, ""), comm)
+        if arg == "-c":
+            return "-c"
+        if arg in VALUE_OPTIONS:
+            next(rest, None)
+            continue
+        if arg.startswith("-"):
+            continue
+        name = os.path.basename(arg.rstrip("/"))
+        if "/" in arg or "." in name.lstrip("."):      # a file it runs, not a value ("forker 3")
+            return _short(name, comm)
+        break
+    return _short(exe, comm)
+
+
+def _short(text: str, comm: str) -> str:
+    if text == comm:
+        return ""
+    return text if len(text) <= HINT_WIDTH else "…" + text[-(HINT_WIDTH - 1):]
+
+
+class ProcessNames:
+    """Each process's name as a view shows it: its comm, with its command line's hint once the comm is
+    shared (see the module docstring). read, census: the cmdline reader and the machine's comm counts
+    (tests give their own)."""
+
+    def __init__(self, read: Callable[[int], list[str]] = read_cmdline,
+                 census: Callable[[], dict[str, int]] = comm_census, max_processes: int = 8192) -> None:
+        self._read = read
+        self._census = census
+        self._first: dict[str, int] = {}     # comm -> the first process seen with it
+        self._shared: set[str] = set()       # comms two processes have had
+        self._hints = BoundedCache(max_items=max_processes)
+
+    def names(self, processes: Iterable[tuple[int, str]]) -> dict[tuple[int, str], str]:
+        """{(pid, comm): the name shown} for the processes an interval saw."""
+        processes = set(processes)
+        if any(comm not in self._first for _pid, comm in processes):
+            self._shared.update(comm for comm, n in self._census().items() if n > 1)
+        for pid, comm in processes:
+            if self._first.setdefault(comm, pid) != pid:
+                self._shared.add(comm)
+        return {(pid, comm): self.name(pid, comm) for pid, comm in processes}
+
+    def renamed(self, counts: dict[tuple, int]) -> dict[tuple, int]:
+        """Counts keyed (pid, comm, ...) with each comm as names() shows it."""
+        found = self.names(key[:2] for key in counts)
+        return {(key[0], found[key[:2]], *key[2:]): n for key, n in counts.items()}
+
+    def name(self, pid: int, comm: str) -> str:
+        if comm not in self._shared:
+            return comm
+        hint = self._hints.get((pid, comm))    # the comm in the key: an exec renames the process
+        if hint is None:
+            hint = hint_of(self._read(pid), comm)
+            self._hints.put((pid, comm), hint, 1)
+        return f"{comm} ({hint})" if hint else comm

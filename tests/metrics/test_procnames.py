@@ -1,0 +1,105 @@
+"""Processes that share a comm are told apart by their command line (bcctool/procnames.py): "python3
+(server.py)" beside "python3 (worker.py)", the cmdline read once per process, a unique comm left bare."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bcctool.procnames import ProcessNames, comm_census, hint_of, read_cmdline
+
+
+@pytest.mark.parametrize(("argv", "comm", "hint"), [
+    (["python3", "server.py", "--port", "5000"], "python3", "server.py"),
+    (["/usr/bin/python3", "-u", "/srv/app/server.py"], "python3", "server.py"),
+    (["python3", "-X", "dev", "tool.py"], "python3", "tool.py"),
+    (["python3", "-m", "http.server", "8000"], "python3", "http.server"),
+    (["python3", "-c", "while True: pass"], "python3", "-c"),
+    (["node", "--require", "ts-node/register", "./dist/app.js"], "node", "app.js"),
+    (["bash", "/home/me/bin/backup.sh"], "bash", "backup.sh"),
+    (["./forker", "3"], "forker", ""),                  # a value, not what runs: nothing to add
+    (["/opt/x/really-long-command-name"], "really-long-com", "really-long-command-name"),   # comm cut at 15
+    (["python3"], "python3", ""),
+    (["postgres: autovacuum launcher "], "postgres", "autovacuum launcher"),       # a title it set itself
+    (["sshd: root@pts/0"], "sshd", "root@pts/0"),
+    (["postgres: postgres collector_t2293_6 [local] idle in transaction"], "postgres",
+     "postgres collector_t2293_6 [local] idle…"),
+    ([], "kworker/0:1", ""),                            # a kernel thread has no command line
+])
+def test_hint_of_names_what_the_command_line_runs(argv, comm, hint):
+    assert hint_of(argv, comm) == hint
+
+
+def test_a_long_script_path_keeps_its_end():
+    hint = hint_of(["python3", "a_script_whose_name_goes_on_and_on_and_on_for_ever.py"], "python3")
+    assert len(hint) == 40 and hint.startswith("…") and hint.endswith("for_ever.py")
+
+
+def test_a_shared_comm_is_told_apart_and_stays_so_read_once_per_process():
+    cmdlines = {10: ["python3", "server.py"], 11: ["python3", "worker.py"], 12: ["gzip", "-9"]}
+    reads = []
+
+    def read(pid):
+        reads.append(pid)
+        return cmdlines[pid]
+
+    names = ProcessNames(read, census=lambda: {"python3": 1, "gzip": 1, "bash": 4})
+    # one python3 alone: bare, and its command line not read
+    assert names.names([(10, "python3"), (12, "gzip")]) == {(10, "python3"): "python3", (12, "gzip"): "gzip"}
+    assert reads == []
+    # a second: both named by their scripts from then on, each command line read once
+    assert names.names([(10, "python3"), (11, "python3")]) == {(10, "python3"): "python3 (server.py)",
+                                                               (11, "python3"): "python3 (worker.py)"}
+    for _ in range(3):
+        assert names.names([(10, "python3")]) == {(10, "python3"): "python3 (server.py)"}
+    assert sorted(reads) == [10, 11]
+    # an exec: the same pid under a new comm is a new process to name
+    cmdlines[10] = ["gzip", "big.log"]
+    assert names.names([(10, "gzip")])[(10, "gzip")] == "gzip (big.log)"
+    assert names.names([(12, "gzip")])[(12, "gzip")] == "gzip"      # "-9" says nothing more
+
+
+def test_a_comm_shared_on_the_machine_is_told_apart_from_its_first_interval():
+    """Met alone, a comm that other processes on the machine have is named at once: its name does not
+    change when they are met later (one flame graph root per process across a run)."""
+    censuses = []
+
+    def census():
+        censuses.append(1)
+        return {"python3": 3, "sshd": 1}
+
+    names = ProcessNames(lambda pid: ["python3", f"job{pid}.py"], census=census)
+    assert names.names([(5, "python3"), (6, "sshd")]) == {(5, "python3"): "python3 (job5.py)", (6, "sshd"): "sshd"}
+    assert names.names([(5, "python3"), (6, "sshd")]) == {(5, "python3"): "python3 (job5.py)", (6, "sshd"): "sshd"}
+    assert len(censuses) == 1, "the machine was looked at again with no new comm met"
+
+
+def test_real_processes_are_named_by_their_scripts(tmp_path):
+    procs = []
+    for name in ("server.py", "worker.py"):
+        script = tmp_path / name
+        script.write_text("import sys, time\nsys.stdin.read()\n")
+        procs.append(subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE))
+    try:
+        for p, name in zip(procs, ("server.py", "worker.py"), strict=True):    # exec'd: their own command lines
+            deadline = time.monotonic() + 10
+            while read_cmdline(p.pid)[1:] != [str(tmp_path / name)] and time.monotonic() < deadline:
+                time.sleep(0.01)
+        comm = "twin"       # their comm as the kernel has it does not matter: shared is what counts
+        found = ProcessNames(census=dict).names((p.pid, comm) for p in procs)
+        assert found == {(procs[0].pid, comm): "twin (server.py)", (procs[1].pid, comm): "twin (worker.py)"}
+        assert read_cmdline(procs[0].pid)[1:] == [str(tmp_path / "server.py")]
+        with open(f"/proc/{procs[0].pid}/comm") as f:
+            assert comm_census()[f.read().strip()] >= 2      # the twins, as the machine's census counts them
+    finally:
+        for p in procs:
+            p.stdin.close()
+            p.wait(5)
+
+
+def test_counts_keyed_by_process_are_renamed_and_kept():
+    names = ProcessNames(lambda pid: ["python3", f"job{pid}.py"], census=lambda: {"python3": 2})
+    stacks = {(5, "python3", 1, ("main", "spin")): 40, (6, "python3", 1, ("main",)): 2, (7, "cc1", 1, ()): 9}
+    assert names.renamed(stacks) == {(5, "python3 (job5.py)", 1, ("main", "spin")): 40,
+                                     (6, "python3 (job6.py)", 1, ("main",)): 2, (7, "cc1", 1, ()): 9}
