@@ -18,6 +18,7 @@ from collections import Counter
 import pytest
 import stack_samples as ss
 from helpers import ROOT
+from share_workload import HOTSPOTS_C
 
 from bcctool.kunwind import KernelTables
 from bcctool.procmaps import ProcessMaps
@@ -29,7 +30,6 @@ pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, r
 CHECK_HEAD = struct.Struct("<IIIi")  # struct check_t: tgid, owner, then struct ku_stack: depth, outcome
 PCS = CHECK_HEAD.size                # then pcs[128]
 COPY = PCS + 128 * 8                 # then struct ustack_t
-HOTSPOTS = os.path.join(ROOT, "tests", "metrics", "test_cpuprofile.py")
 
 
 def kernel_and_copies(argv: list[str], want: int, hz: int = 199) -> tuple[list[tuple], ProcessMaps]:
@@ -103,9 +103,7 @@ def compare(records: list[tuple], maps: ProcessMaps) -> tuple[int, Counter, list
 def workloads(tmp_path_factory) -> dict[str, list[str]]:
     d = str(tmp_path_factory.mktemp("kunwind"))
     chain = ss.build(d, "chain", ss.CHAIN_C, "-O2", "-fomit-frame-pointer")
-    src = open(HOTSPOTS).read()
-    code = src[src.index('WORKLOAD_C = r"""') + len('WORKLOAD_C = r"""'):]
-    hotspots = ss.build(d, "hotspots", code[: code.index('"""')], "-O2", "-fomit-frame-pointer")
+    hotspots = ss.build(d, "hotspots", HOTSPOTS_C, "-O2", "-fomit-frame-pointer")
     return {
         "chain -O2 -fomit-frame-pointer": [chain],
         "chain under 60 recursive calls": [chain, "60"],   # 66 frames: the walk's fifth program (tail calls)

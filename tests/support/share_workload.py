@@ -39,6 +39,108 @@ __attribute__((noinline)) void hot_a(long n)
 }
 """
 
+# test_cpuprofile's workload: hot_a, hot_b and hot_c in turn (70/22/8 % or so), and modes that spin in a
+# read(2) of /dev/zero or in code a JIT wrote (test_kunwind_equal builds it without frame pointers)
+HOTSPOTS_C = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+""" + HOT_A_C + r"""
+__attribute__((noinline)) void hot_b(long n)
+{
+    unsigned long x = sink | 1;
+    for (long i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    keep(x);
+}
+
+__attribute__((noinline)) void hot_c(long n)
+{
+    unsigned long x = sink;
+    for (long i = 0; i < n; i++)
+        x = x * 3 + (unsigned long)i;
+    keep(x);
+}
+
+/* one thread: hot_a, hot_b, hot_c in turn, each call timed on the thread's own CPU clock; call lengths
+ * vary at random (+-30 %) so a sampler with a fixed period cannot fall in step with the loop */
+__attribute__((noinline)) void work(double seconds, double own[3])
+{
+    double start = cpu(CLOCK_THREAD_CPUTIME_ID), t0, t1, t2, t3;
+    unsigned long r = 12345;
+    do {
+        r = r * 6364136223846793005UL + 1;
+        long vary = (long)(r >> 33) % 600 - 300;   /* -300 .. 299 per mille / 1000 */
+        t0 = cpu(CLOCK_THREAD_CPUTIME_ID);
+        hot_a(600000 + 600 * vary);
+        t1 = cpu(CLOCK_THREAD_CPUTIME_ID);
+        hot_b(150000 + 150 * vary);
+        t2 = cpu(CLOCK_THREAD_CPUTIME_ID);
+        hot_c(100000 - 100 * vary);
+        t3 = cpu(CLOCK_THREAD_CPUTIME_ID);
+        own[0] += t1 - t0;
+        own[1] += t2 - t1;
+        own[2] += t3 - t2;
+    } while (t3 - start < seconds);
+}
+
+__attribute__((noinline)) void spin_read(int fd, char *buf)
+{
+    if (read(fd, buf, 1 << 20) < 0)
+        exit(1);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argv[1];
+    double seconds = atof(argv[2]), own[3] = {0, 0, 0};
+    char line[64], *buf = malloc(1 << 20);
+    void (*jit)(void) = 0;
+    if (!strcmp(mode, "jit")) {
+        /* mov ecx, 2000000; 1: dec ecx; jnz 1b; ret */
+        static const unsigned char code[] = {0xb9, 0x80, 0x84, 0x1e, 0x00, 0xff, 0xc9, 0x75, 0xfc, 0xc3};
+        unsigned char *page = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        memcpy(page, code, sizeof(code));
+        jit = (void (*)(void))page;
+        char path[64];
+        snprintf(path, sizeof(path), "/tmp/perf-%d.map", getpid());
+        FILE *map = fopen(path, "w");
+        fprintf(map, "this is not a map line\n%lx zz broken\n\n%lx %zx jit_spin_loop\nffff\n",
+                (unsigned long)page, (unsigned long)page, sizeof(code));
+        fclose(map);
+    }
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    if (!fgets(line, sizeof(line), stdin))
+        return 1;
+    double p0 = cpu(CLOCK_PROCESS_CPUTIME_ID);
+    if (!strcmp(mode, "hot")) {
+        work(seconds, own);
+    } else if (!strcmp(mode, "zero")) {
+        int fd = open("/dev/zero", O_RDONLY);
+        while (cpu(CLOCK_THREAD_CPUTIME_ID) - p0 < seconds)
+            spin_read(fd, buf);
+    } else {
+        while (cpu(CLOCK_THREAD_CPUTIME_ID) - p0 < seconds)
+            jit();
+    }
+    double p1 = cpu(CLOCK_PROCESS_CPUTIME_ID);
+    printf("{\"cpu_s\": %.6f, \"hot_a\": %.6f, \"hot_b\": %.6f, \"hot_c\": %.6f}\n", p1 - p0, own[0], own[1], own[2]);
+    fflush(stdout);
+    if (!fgets(line, sizeof(line), stdin))
+        return 0;
+    return 0;
+}
+"""
+
 SHARES_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
