@@ -346,10 +346,26 @@ def counted_stacks() -> dict[tuple, int]:
     return out
 
 
+def forget_execed() -> None:
+    """Processes that exec'd since the last interval (BPF's `execed`): the maps read of them are of the
+    image they left, dropped, so their next sample reads the new image's (checked once an interval, not
+    per sample)."""
+    if counted or args.kernel_only:
+        return   # counted: BPF says an exec'd process anew (`known`); kernel only: no user frames
+    execed = b["execed"]
+    for key in list(execed.keys()):
+        del execed[key]
+        if key.value in seen:
+            seen.discard(key.value)
+            sym.forget(key.value)
+            forget_python(key.value)
+
+
 def take_interval() -> dict[tuple, int]:
     """The samples since the last call, named: {(tgid, comm, cgroup id, frames root first): samples}, each frame a
     (name, module, kind) tuple; a walk that failed is one "[lost]" frame."""
     global pending, backlog, backlog_bytes
+    forget_execed()
     if kcounts is not None:   # counted in the kernel: the interval's counts, each new stack read once
         taken = kcounts.take()
         meet({k[0] for k in taken})
