@@ -120,7 +120,7 @@ from bcctool.kunwind import KernelTables  # noqa: E402
 from bcctool.pyframes import PythonFrames, is_python_exe  # noqa: E402
 from bcctool.ringreader import RingReader  # noqa: E402
 from bcctool.stacknames import StackNames  # noqa: E402
-from bcctool.symbols import Symbolizer  # noqa: E402 - pyelftools; --help works without it
+from bcctool.symbols import Symbolizer, forget_execed  # noqa: E402 - pyelftools; --help works without it
 from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 
 sym = Symbolizer(lines=args.source_lines)
@@ -346,26 +346,10 @@ def counted_stacks() -> dict[tuple, int]:
     return out
 
 
-def forget_execed() -> None:
-    """Processes that exec'd since the last interval (BPF's `execed`): the maps read of them are of the
-    image they left, dropped, so their next sample reads the new image's (checked once an interval, not
-    per sample)."""
-    if counted or args.kernel_only:
-        return   # counted: BPF says an exec'd process anew (`known`); kernel only: no user frames
-    execed = b["execed"]
-    for key in list(execed.keys()):
-        del execed[key]
-        if key.value in seen:
-            seen.discard(key.value)
-            sym.forget(key.value)
-            forget_python(key.value)
-
-
 def take_interval() -> dict[tuple, int]:
     """The samples since the last call, named: {(tgid, comm, cgroup id, frames root first): samples}, each frame a
     (name, module, kind) tuple; a walk that failed is one "[lost]" frame."""
     global pending, backlog, backlog_bytes
-    forget_execed()
     if kcounts is not None:   # counted in the kernel: the interval's counts, each new stack read once
         taken = kcounts.take()
         meet({k[0] for k in taken})
@@ -393,6 +377,8 @@ def counted_lost() -> None:
 
 def meet(tgids: Iterable[int]) -> None:
     """Each process's maps read at its first sample, or its parent's for a fork child gone before."""
+    if not counted and not args.kernel_only:   # one exec'd has its maps read again: the old are of the image it left
+        forget_execed(b["execed"], seen, lambda tgid: (sym.forget(tgid), forget_python(tgid)))
     for tgid in tgids:
         if tgid and tgid not in seen:
             seen.add(tgid)
