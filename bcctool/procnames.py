@@ -104,8 +104,9 @@ class ProcessNames:
                 self._shared.add(comm)
         return {(pid, comm): self.name(pid, comm) for pid, comm in processes}
 
-    def renamed(self, counts: dict[tuple, int]) -> dict[tuple, int]:
-        """Counts keyed (pid, comm, ...) with each comm as names() shows it."""
+    def renamed(self, counts: dict[tuple, int], skip: Callable[[int], bool] = lambda pid: False) -> dict[tuple, int]:
+        """Counts keyed (pid, comm, ...) with each comm as names() shows it, those of a pid `skip` names left out."""
+        counts = {key: n for key, n in counts.items() if not skip(key[0])}
         found = self.names(key[:2] for key in counts)
         return {(key[0], found[key[:2]], *key[2:]): n for key, n in counts.items()}
 

@@ -379,7 +379,7 @@ def counted_lost() -> None:
 
 def meet(tgids: Iterable[int]) -> None:
     """Each process's maps read at its first sample, or its parent's for a fork child gone before."""
-    if not counted and not args.kernel_only:   # one exec'd has its maps read again: the old are of the image it left
+    if not counted and not args.kernel_only:   # an exec'd process's maps read again: the old are of the image it left
         forget_execed(b["execed"], seen, lambda tgid: (sym.forget(tgid), forget_python(tgid)))
     for tgid in tgids:
         if tgid and tgid not in seen:
@@ -524,12 +524,10 @@ for _interval in tool.intervals():
     elapsed, last = max(now - last, 1e-9), now
     unnamed = 0
     stacks = take_interval()
-    if target_gone():
-        # it ended during the interval: what it ran after the take above is in the ring too (the
-        # harness ends the run after this interval)
+    if target_gone():   # it ended in the interval: what it ran after the take above is in the ring too
         for key, n in take_interval().items():
             stacks[key] = stacks.get(key, 0) + n
-    stacks = process_names.renamed({k: n for k, n in stacks.items() if not tool.is_own(k[0])})
+    stacks = process_names.renamed(stacks, skip=tool.is_own)
     with lock:
         lost_totals = {source: sum(b[source][b[source].Key(0)]) for source in LOST_MAPS} | walk_errors
     for source, total in lost_totals.items():
@@ -587,7 +585,7 @@ for _interval in tool.intervals():
         tables.forget_gone()
 
 if counted:
-    fold(process_names.renamed({k: n for k, n in counted_stacks().items() if not tool.is_own(k[0])}))
+    fold(process_names.renamed(counted_stacks(), skip=tool.is_own))
     counted_lost()   # the loop read them once an interval: a run shorter than one never did
     for source, total in walk_errors.items():
         tool.set_lost_total(source, total)
