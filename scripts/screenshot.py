@@ -10,7 +10,9 @@ own outbox and remembered values are untouched.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -97,7 +99,11 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="profiler-shot-") as state:
         collector = LocalCollector(state, pick_port(5000)).start()
-        workload = subprocess.Popen([sys.executable, "-c", WORKLOADS[args.workload]])
+        # the workload stands for a user's program, not a child of this window (which the metrics leave
+        # out as the profiler's own): sh starts it in the background and exits, so it is reparented
+        started_by_sh = subprocess.run(["sh", "-c", '"$0" -c "$1" </dev/null >/dev/null 2>&1 & echo $!', sys.executable,
+                                        WORKLOADS[args.workload]], capture_output=True, text=True, check=True)
+        workload_pid = int(started_by_sh.stdout)
         app = QApplication.instance() or QApplication([])
         controller = MonitorController(server_url=collector.url, state_dir=state, relay=GuiThreadRelay())
         window = MainWindow(controller, verdicts=preflight.metric_verdicts(),
@@ -109,7 +115,7 @@ def main() -> int:
             window.set_checked(metrics)
             for name in metrics if args.only_workload else ():
                 if any(arg.name == "pid" for arg in config.get(name).args):
-                    window.forms[name].set_values({"pid": workload.pid})
+                    window.forms[name].set_values({"pid": workload_pid})
             started = window.start_checked()
             print(f"screenshot: running {', '.join(started)} for {args.seconds:g}s", flush=True)
             if args.show in window.tabs:
@@ -138,8 +144,8 @@ def main() -> int:
                 window.grab().save(os.path.join(args.every_tab, f"{name}.png"))
         finally:
             window.close()
-            workload.kill()
-            workload.wait()
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(workload_pid, signal.SIGKILL)
             collector.stop()
     return 0
 
