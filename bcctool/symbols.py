@@ -33,7 +33,7 @@ import os
 import sys
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -441,14 +441,3 @@ class Symbolizer:
             "cache_evictions": self.objects.evictions,
             "processes": len(self._maps),
         }
-
-
-def forget_execed(execed: Any, seen: set[int], forget: Callable[[int], Any]) -> None:
-    """The processes a BPF `execed` table (tgid -> 1, set by sched_process_exec) says exec'd since the last
-    call, emptied from it: each in `seen` leaves it and is forgotten, so its next sample reads the maps of
-    its new image (checked once an interval, not per sample)."""
-    for key in list(execed.keys()):
-        del execed[key]
-        if key.value in seen:
-            seen.discard(key.value)
-            forget(key.value)

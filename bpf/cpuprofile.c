@@ -12,8 +12,7 @@
  * User frames are named from a snapshot of the process's maps, read at the end of the interval of its
  * first sample. A fork child that runs briefly and exits (a shell's, a server's worker) is gone by then:
  * `forked` keeps each new task's parent (sched_process_fork) until it execs (sched_process_exec), so the
- * user side names a child gone before its maps were read from its parent's, which it still had. A process
- * that execs is said in `execed`: the maps read of it before are of the image it left, read again.
+ * user side names a child gone before its maps were read from its parent's, which it still had.
  *
  * -DCOUNT_IN_KERNEL (--folded with frame-pointer stacks: a whole run, printed at the end, BCC profile's
  * job) counts samples in a map keyed by process, cgroup, command and the two stacks' ids, as BCC's
@@ -206,20 +205,10 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
     return PASS_ON;
 }
 
-#ifndef COUNT_IN_KERNEL
-/* processes that exec'd since the user side last looked: the maps it read of one are of the image it left
- * (a gated --command child, read before its exec), so it reads them again (counted: `known`, below) */
-BPF_TABLE("lru_hash", u32, u8, execed, 4096);
-#endif
-
 TRACEPOINT_PROBE(sched, sched_process_exec)
 {
     u32 tgid = bpf_get_current_pid_tgid() >> 32;   /* its maps are its own from now on */
     set_parent(tgid, 0);
-#ifndef COUNT_IN_KERNEL
-    u8 one = 1;
-    execed.update(&tgid, &one);
-#endif
 #ifdef COUNT_IN_KERNEL
     known.delete(&tgid);   /* its next sample says it anew: the user side reads its new maps */
     children.delete(&tgid);

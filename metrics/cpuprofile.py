@@ -121,7 +121,7 @@ from bcctool.procnames import ProcessNames  # noqa: E402
 from bcctool.pyframes import PythonFrames, is_python_exe  # noqa: E402
 from bcctool.ringreader import RingReader  # noqa: E402
 from bcctool.stacknames import StackNames  # noqa: E402
-from bcctool.symbols import Symbolizer, forget_execed  # noqa: E402 - pyelftools; --help works without it
+from bcctool.symbols import Symbolizer  # noqa: E402 - pyelftools; --help works without it
 from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 
 sym = Symbolizer(lines=args.source_lines)
@@ -379,8 +379,6 @@ def counted_lost() -> None:
 
 def meet(tgids: Iterable[int]) -> None:
     """Each process's maps read at its first sample, or its parent's for a fork child gone before."""
-    if not counted and not args.kernel_only:   # an exec'd process's maps read again: the old are of the image it left
-        forget_execed(b["execed"], seen, lambda tgid: (sym.forget(tgid), forget_python(tgid)))
     for tgid in tgids:
         if tgid and tgid not in seen:
             seen.add(tgid)
