@@ -64,6 +64,7 @@ def test_offcpu_counts_every_block_across_cuts(workload):
     tool, books = traced_run(workload, "offcpu", *OFFCPU_EXTRA)
     summaries, rows = tool.of_kind("summary"), tool.of_kind("row")
     assert len(summaries) >= MIN_CUTS, f"only {len(summaries)} intervals"
+    print("lost:", [(r["source"], r["count"]) for r in tool.of_kind("lost")])
     for role in ("sleeper", "burner"):
         truth = books[role]
         mine = [r for r in rows if r["level"] == "thread" and r["tid"] == truth["tid"]]
@@ -91,6 +92,7 @@ def test_cpuschedrun_charges_every_run_across_cuts(workload):
     tool, books = traced_run(workload, "cpuschedrun", "-P", "--top", "1000")
     summaries, rows = tool.of_kind("summary"), tool.of_kind("row")
     assert len(summaries) >= MIN_CUTS, f"only {len(summaries)} intervals"
+    print("lost:", [(r["source"], r["count"]) for r in tool.of_kind("lost")])
     for role in ("sleeper", "burner", "spinner"):
         truth = books[role]
         mine = [r for r in rows if r["tid"] == truth["tid"]]

@@ -74,7 +74,7 @@ def traced_connects(listeners, *tool_args: str, lport_filter: bool = False) -> t
 def traced_report(child: subprocess.Popen, *tool_args: str) -> tuple[list, object]:
     """(the event records of tcpconnlat on the run_workload child, the child's JSON report)."""
     tool, report = metric_on_child(child, "tcpconnlat", "0.3", *tool_args)
-    assert not tool.of_kind("lost"), tool.of_kind("lost")
+    assert not tool.lost_in_the_tool(), tool.of_kind("lost")
     return tool.of_kind("event"), report
 
 
