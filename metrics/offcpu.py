@@ -115,7 +115,12 @@ class Symbols:
                 break
             addrs.append(addr)
         if tgid < 0:
-            return [self._kernel(a) for a in addrs]
+            names = [self._kernel(a) for a in addrs]
+            # the tracepoint's dispatcher, on the stack only while a second probe shares sched_switch
+            # (ftrace's comm recording stays on it from the first bpf_trace_printk until reboot)
+            while names and names[0].startswith("__traceiter_"):
+                names.pop(0)
+            return names
         if self.sym.maps(tgid) is None:
             return [UNKNOWN]       # gone before its maps could be read
         self.seen.add(tgid)
