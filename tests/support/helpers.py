@@ -67,8 +67,13 @@ class MetricProcess:
             self.records.append(rec)
             if predicate(rec):
                 return rec
-        err = self.proc.stderr.read() if self.proc.poll() is not None else ""
-        raise AssertionError(f"no matching record within {timeout}s (exit={self.proc.poll()}): {err[-2000:]}")
+        status = self.proc.poll()
+        if status is None:
+            # still running yet silent: what it said on stderr is the diagnosis (a stderr pipe nobody reads
+            # fills at 64 KiB and blocks the tool too), readable once it is gone
+            self.kill()
+        err = self.proc.stderr.read()
+        raise AssertionError(f"no matching record within {timeout}s (exit={status}): {err[-2000:]}")
 
     def drain(self, quiet: float = 0.1) -> int:
         """Read the records already written (until none comes for `quiet` s); the last interval seen."""
