@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QComboBox,
     QFormLayout,
     QFrame,
     QGridLayout,
@@ -79,14 +80,15 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
         box_layout = QVBoxLayout(metrics_box)
         self.metric_list = QTreeWidget(metrics_box)
         self.metric_list.setObjectName("metric_list")
-        self.metric_list.setColumnCount(3)
-        self.metric_list.setHeaderLabels(["Metric", "State", "Description"])
+        self.metric_list.setColumnCount(4)
+        self.metric_list.setHeaderLabels(["Metric", "State", "Cost", "Description"])
         self.metric_list.setRootIsDecorated(False)
         self.metric_list.setUniformRowHeights(True)
         self.metric_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         header = self.metric_list.header()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
         box_layout.addWidget(self.metric_list)
         buttons = QHBoxLayout()
@@ -246,6 +248,11 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
         self.overhead_status.setObjectName("overhead_status")
         self.overhead_status.setWordWrap(True)
         overhead_layout.addWidget(self.overhead_status)
+        overhead_layout.addLayout(self._budget_row(overhead))
+        self.budget_state = QLabel(overhead)
+        self.budget_state.setObjectName("budget_state")
+        self.budget_state.setWordWrap(True)
+        overhead_layout.addWidget(self.budget_state)
         self.overhead_table = QTableView(overhead)
         self.overhead_table.setObjectName("overhead_table")
         self.overhead_table.setSortingEnabled(True)
@@ -266,3 +273,22 @@ class Ui_MainWindow:  # noqa: N801 - Qt Designer's naming, as the original had i
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([680, 200])
         return splitter
+
+    def _budget_row(self, parent: QWidget) -> QHBoxLayout:
+        """The overhead budget (gui/budget_panel.py): a share of the machine's CPU, and what to do when the
+        profiler stays over it."""
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Overhead budget", parent))
+        self.budget_edit = QLineEdit(parent)
+        self.budget_edit.setObjectName("budget_edit")
+        self.budget_edit.setMaximumWidth(60)
+        self.budget_edit.setToolTip("the share of the machine's CPU (all CPUs) the profiler may take: its metrics' "
+                                    "BPF programs and processes and this window; above 0, at most 100")
+        row.addWidget(self.budget_edit)
+        self.budget_over_label = QLabel("% of the machine's CPU; over it, the metric that costs most:", parent)
+        row.addWidget(self.budget_over_label)
+        self.budget_action = QComboBox(parent)
+        self.budget_action.setObjectName("budget_action")
+        row.addWidget(self.budget_action)
+        row.addStretch(1)
+        return row

@@ -18,7 +18,7 @@ from typing import Any
 SCHEMA_VERSION = 2
 SCHEMAS = (1, SCHEMA_VERSION)
 RECORD_SCHEMA = 1        # the records' own (their meta record's `schema`): unchanged by the batch's
-RECORD_KINDS = ("meta", "row", "hist", "event", "summary", "lost", "end", "stack")
+RECORD_KINDS = ("meta", "row", "hist", "event", "summary", "lost", "end", "stack", "note")
 
 # A JSON float literal reaches infinity (> 1.8e308) only with a 3-digit exponent or 100+ digits in a row:
 # seen with every digit as 0, E as e and no "+" (deleting a character can only add matches, never hide one)

@@ -2,7 +2,8 @@
 metrics with each one's argument form (gui/metric_list.py), starts every checked metric through the
 MonitorController (monitor/controller.py: one worker per metric, the transport to the collector), shows
 a tab per metric with a live chart and table (gui/metric_tabs.py), and three panels (gui/panels.py): the
-transport's state, a bounded log and what the BPF programs cost (host/bpf_stats.py). The "Run a command"
+transport's state, a bounded log and what the BPF programs cost (host/bpf_stats.py), with the overhead
+budget beside it (gui/budget_panel.py) and each metric's cost in the metric list. The "Run a command"
 box and the sessions are panels of their own, which see the window only as a HostWindow
 (gui/host_window.py). Records are queued as they arrive and applied by one 5 Hz timer, in steps of a
 few milliseconds per event-loop turn, so a busy metric never floods the event loop; nothing here does
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import QCheckBox, QMainWindow
 import config
 from client.transport import base_url, collector_url
 from gui.app_settings import app_settings, private_settings
+from gui.budget_panel import BudgetPanel
 from gui.command_panel import CommandPanel
 from gui.connection_check import ConnectionCheck
 from gui.metric_list import MetricList
@@ -79,6 +81,8 @@ class MainWindow(QMainWindow):
                                       ui.overhead_chart_host)
         self.stats_switch, self.sampler, self.overhead_model = (self.overhead.stats_switch, self.overhead.sampler,
                                                                 self.overhead.model)
+        self.budget = BudgetPanel(ui.budget_edit, ui.budget_action, ui.budget_over_label, ui.budget_state,
+                                  self.overhead.chart, controller, self.settings, self._budget_said)
 
         self._load_settings(server_url, token)
         self._connect()
@@ -112,6 +116,7 @@ class MainWindow(QMainWindow):
         c.metric_started.connect(self._on_started)
         c.metric_finished.connect(self._on_finished)
         c.transport_status.connect(self.transport_panel.show)
+        self.sampler.sampled.connect(self.overhead_sampled)
 
     def _connect_tab(self, tab: MetricTab) -> None:
         tab.stop_requested.connect(self.stop_metric)
@@ -423,6 +428,16 @@ class MainWindow(QMainWindow):
             tab = self.tabs.get(name)
             targets[name] = (tab.pid if tab else None, set(ids.get(name, ())))
         self.overhead.set_targets(targets)
+
+    def overhead_sampled(self, rows: list, _summary: str = "", now: float | None = None) -> None:
+        """An overhead sample: the budget's verdict, and each metric's cost in the list."""
+        self.budget.sample(time.monotonic() if now is None else now, rows)
+        self.metric_list.show_costs(self.budget.keeper.costs, self.running, self.budget.cpus)
+
+    def _budget_said(self, name: str, line: str) -> None:
+        self.log(line, name)
+        if name:
+            self.show_status(f"{name}: {line}", 15000)
 
     def _stats_off_if_idle(self) -> None:
         if not self.running:

@@ -1,6 +1,8 @@
-"""The left side's list of registered metrics — check to run, each one's state beside it — and the
-argument form of the one selected (gui/forms.py). A metric the preflight says cannot run here is greyed
-out with the reason, and never counts as checked."""
+"""The left side's list of registered metrics — check to run, each one's state and cost beside it — and
+the argument form of the one selected (gui/forms.py). A metric the preflight says cannot run here is
+greyed out with the reason, and never counts as checked. Its cost is what it takes of the machine's CPU
+now while it runs (the overhead sampler's figure), else what the recorded benchmarks measured
+(gui/recorded_cost.py), greyed."""
 
 from __future__ import annotations
 
@@ -10,8 +12,11 @@ from PySide6.QtWidgets import QGroupBox, QLabel, QPushButton, QStackedWidget, QT
 
 import config
 from gui.forms import ArgForm
-from gui.style import STATE_COLOURS, TEXT
+from gui.recorded_cost import recorded_costs
+from gui.style import QUIET, STATE_COLOURS, TEXT
 from host import preflight
+
+COLUMNS, COST, DESCRIPTION = 4, 2, 3       # the columns: Metric, State, Cost, Description
 
 
 class MetricList:
@@ -22,6 +27,7 @@ class MetricList:
         self.specs = specs
         self.items: dict[str, QTreeWidgetItem] = {}
         self.forms: dict[str, ArgForm] = {}
+        self.recorded = recorded_costs()
         for spec in specs.values():
             self._add(spec, verdicts.get(spec.name), settings)
         # the list as tall as its rows (up to a dozen), so the form below gets the rest
@@ -37,18 +43,19 @@ class MetricList:
         reset_button.clicked.connect(self.reset_current_form)
 
     def _add(self, spec: config.MetricSpec, verdict: preflight.Verdict | None, settings: QSettings) -> None:
-        item = QTreeWidgetItem(self.tree, [spec.name, "", spec.description])
+        item = QTreeWidgetItem(self.tree, [spec.name, "", "", spec.description])
         item.setData(0, Qt.ItemDataRole.UserRole, spec.name)
         item.setCheckState(0, Qt.CheckState.Unchecked)
+        self.items[spec.name] = item
+        self.show_recorded_cost(spec.name)
         if verdict is not None and not verdict.runnable:
             item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsEnabled & ~Qt.ItemFlag.ItemIsUserCheckable)
-            for column in range(3):
+            for column in range(COLUMNS):
                 item.setToolTip(column, f"cannot run here: {verdict.reason}")
             self.set_state(spec.name, "unavailable", verdict.reason, item)
         else:
             item.setToolTip(0, spec.description)
-            item.setToolTip(2, spec.description)
-        self.items[spec.name] = item
+            item.setToolTip(DESCRIPTION, spec.description)
         form = ArgForm(spec, settings, self.form_stack)
         self.forms[spec.name] = form
         self.form_stack.addWidget(form)
@@ -94,3 +101,26 @@ class MetricList:
         item.setText(1, "" if state == "stopped" else state)
         item.setForeground(1, QBrush(QColor(STATE_COLOURS.get(state, TEXT))))
         item.setToolTip(1, tip or state)
+
+    def show_costs(self, costs: dict[str, float | None], running: set[str], cpus: int) -> None:
+        """Each running metric's measured share of the machine's CPU (its BPF programs and its process,
+        the overhead sampler's last figure); the others' recorded figure."""
+        for name in self.items:
+            cost = costs.get(name) if name in running else None
+            if cost is None:
+                self.show_recorded_cost(name)
+                continue
+            item = self.items[name]
+            item.setText(COST, f"{cost:.2f} %")
+            item.setForeground(COST, QBrush(QColor(TEXT)))
+            item.setToolTip(COST, f"now: {cost:.2f} % of the machine's CPU ({cpus} CPUs), its BPF programs' run time "
+                                  "(bpf_stats) and its process's CPU over the last second")
+
+    def show_recorded_cost(self, name: str) -> None:
+        """The benchmarks' figure of `name`, greyed ("" when they recorded none)."""
+        item, recorded = self.items[name], self.recorded.get(name)
+        if not item.flags() & Qt.ItemFlag.ItemIsEnabled:
+            return                      # the reason it cannot run stays the tooltip
+        item.setText(COST, recorded.text if recorded else "")
+        item.setForeground(COST, QBrush(QColor(QUIET)))
+        item.setToolTip(COST, recorded.tip if recorded else "no recorded benchmark figure; measured while it runs")

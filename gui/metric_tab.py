@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import html
 import os
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -42,11 +43,13 @@ from gui.fitting import ElidedLabel
 from gui.live import LiveChart
 from gui.models import SORT_ROLE, ColumnsModel, RecordTableModel
 from gui.pid_filter import PidFilterProxy
-from gui.style import BAD, ERROR_BANNER_STYLE, QUIET_STYLE, STATE_STYLE
+from gui.style import BAD, ERROR_BANNER_STYLE, NOTE_BANNER_STYLE, QUIET_STYLE, STATE_STYLE
 from gui.time_link import TimeLink
 from monitor.intervals import RunTotals
 
-FEW = ("meta", "summary", "lost")         # beside the many rows, events, hists and stacks: pid, summary, lost
+# beside the many rows, events, hists and stacks: pid, summary, lost, and what the app did to the run
+FEW = ("meta", "summary", "lost", "note")
+NOTES_SHOWN = 3
 
 
 class MetricTab(QWidget):
@@ -107,6 +110,14 @@ class MetricTab(QWidget):
         self.error_label.setWordWrap(True)
         self.error_label.setStyleSheet(ERROR_BANNER_STYLE)
         self.error_label.hide()
+        # what the app did to this run (the overhead budget's note records, docs/ndjson.md), newest last
+        self.notes: list[str] = []
+        self.note_label = QLabel(self)
+        self.note_label.setObjectName("metric_note")
+        self.note_label.setWordWrap(True)
+        self.note_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.note_label.setStyleSheet(NOTE_BANNER_STYLE)
+        self.note_label.hide()
 
         self.model = RecordTableModel(spec, parent=self)
         # the drill-down's filter (Python, a call per row) sits between the model and the view's proxy
@@ -204,6 +215,7 @@ class MetricTab(QWidget):
         layout.setContentsMargins(6, 6, 6, 6)
         layout.addLayout(header)
         layout.addWidget(self.error_label)
+        layout.addWidget(self.note_label)
         layout.addWidget(splitter, 1)
         layout.addWidget(self.footer)
         self._sized_columns = False
@@ -253,6 +265,8 @@ class MetricTab(QWidget):
                     self.last_summary, self.final_partial = record, None
             elif kind == "lost":
                 self.lost += int(record.get("count") or 0)
+            elif kind == "note":
+                self.show_note(record)
         changed = self.model.add_records(batch)
         if changed and self.group_by_cgroup.isChecked():
             self._fill_cgroups()
@@ -261,6 +275,13 @@ class MetricTab(QWidget):
         elif changed and not self._sized_columns:
             self.table.resizeColumnsToContents()
             self._sized_columns = True
+
+    def show_note(self, record: dict) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(record["ts"])) if isinstance(record.get("ts"), (int, float)) else ""
+        self.notes.append(f"{stamp}  {record.get('text') or record.get('action') or 'note'}".strip())
+        self.note_label.setText("\n".join(self.notes[-NOTES_SHOWN:]))
+        self.note_label.setToolTip("\n".join(self.notes))
+        self.note_label.show()
 
     def live_charts(self) -> list[LiveChart]:
         return [chart for chart in self.charts if isinstance(chart, LiveChart)]
@@ -413,6 +434,9 @@ class MetricTab(QWidget):
         self._generation += 1               # steps of a refresh still queued in the window do nothing
         self.records_seen = self.lost = 0
         self.pid, self.last_summary, self.final_partial = None, None, None
+        self.notes = []
+        self.note_label.clear()
+        self.note_label.hide()
         self.totals = RunTotals()
         self.model.clear()
         self.cgroup_model.set_rows([])

@@ -24,6 +24,9 @@ ERROR_STYLE = f"color: {BAD};"
 INVALID_STYLE = f"border: 1px solid {BAD};"
 ERROR_BANNER_STYLE = f"color: {BAD}; background: {ERROR_BACKGROUND}; padding: 4px;"
 QUIET_STYLE = f"color: {QUIET};"
+# what the app did to a metric's run (the overhead budget's note), above its tab's charts
+NOTE_BANNER_STYLE = f"color: {TEXT}; background: #fff8e1; padding: 4px;"
+BUDGET = "#ad1457"        # the overhead budget's line on the cost chart
 ALARM_STYLE = f"color: {BAD}; font-weight: bold;"
 
 # a differential flame graph's legend: a frame whose share grew, or shrank, against the baseline

@@ -31,7 +31,8 @@ class MonitorController:
     records(name, list[dict])               parsed records, ~10 batches a second
     log(name, line)                         name "" = the app
     metric_started(name)
-    metric_finished(name, status, error)    error "" when stopped cleanly
+    metric_finished(name, status, error)    error "" when stopped cleanly (not between the two runs
+                                            of a restart_metric)
     transport_status(dict)                  Transport.status(), about once a second
     """
 
@@ -56,6 +57,9 @@ class MonitorController:
         self.transport = Transport(server_url, token, outbox_path=os.path.join(self.state_dir, "outbox.sqlite"),
                                    **(transport_tuning or {}))
         self._workers: dict[str, MetricWorker] = {}
+        self._values: dict[str, dict] = {}          # the raw values each metric was last started with
+        self._restarts: dict[str, dict] = {}        # metric -> the values it starts with again once ended
+        self._intervals: dict[str, Any] = {}        # each metric's newest record's interval, for its notes
         self._retiring: list[MetricWorker] = []     # finished, their threads ending
         self.totals: dict[str, dict[str, Any]] = {}   # per metric: records, started, status, error
         self._last_error = ""
@@ -86,18 +90,45 @@ class MonitorController:
                               elevate=self.elevate if elevated else (), sink=self.transport.submit,
                               **self.worker_options)
         self._workers[name] = worker
+        self._values[name] = dict(values)
         self.totals[name] = {"records": 0, "started": False, "status": None, "error": ""}
         worker.start()
 
     def stop_metric(self, name: str) -> None:
         """Ask `name` to stop; returns at once, metric_finished follows."""
+        self._restarts.pop(name, None)
         worker = self._workers.get(name)
         if worker:
             worker.stop()
 
     def stop_all(self) -> None:
+        self._restarts.clear()
         for worker in self._workers.values():
             worker.stop()
+
+    def restart_metric(self, name: str, values: dict) -> None:
+        """Stop `name` and, once it has ended, start it again with `values` (the overhead budget's switch
+        to its sampling mode): its records go on in the same stream, and metric_finished is not emitted
+        between the two runs. ValueError(reason) when it is not running or a value is invalid."""
+        if name not in self._workers:
+            raise ValueError(f"{name} is not running")
+        self.registry[name].command(values)         # refused now, not after the stop
+        self._restarts[name] = dict(values)
+        self._workers[name].stop()
+
+    def values_of(self, name: str) -> dict | None:
+        """The raw values `name` was last started with (None: never started)."""
+        values = self._values.get(name)
+        return dict(values) if values is not None else None
+
+    def note(self, name: str, fields: dict[str, Any]) -> dict:
+        """A `note` record in `name`'s stream, written by the app (docs/ndjson.md): to the collector
+        and to the records hook (the tab, a recording) as if the metric had printed it."""
+        record = {"metric": name, "ts": time.time(), "kind": "note", "interval": self._intervals.get(name, 0),
+                  **fields}
+        self.transport.submit(name, [record])
+        self._on_records(name, [record])
+        return record
 
     def running(self) -> list[str]:
         return list(self._workers)
@@ -126,6 +157,8 @@ class MonitorController:
         totals = self.totals.get(name)
         if totals is not None:
             totals["records"] += len(records)
+        if records:
+            self._intervals[name] = records[-1].get("interval", 0)
         self.records.emit(name, records)
 
     def _on_log(self, name: str, line: str) -> None:
@@ -140,11 +173,28 @@ class MonitorController:
         worker = self._workers.pop(name, None)
         if worker:
             self._retiring.append(worker)    # its thread ends shortly; the name is free again now
+        values = self._restarts.pop(name, None)
+        if values is not None:
+            error = self._start_again(name, values, error)
+            if error is None:
+                return
         self.totals[name].update(status=status, error=error)
         self.transport.end_of(name)         # its last records are all in the transport: send them now
         if error:
             self.log.emit(name, error)
         self.metric_finished.emit(name, status, error)
+
+    def _start_again(self, name: str, values: dict, error: str) -> str | None:
+        """restart_metric's second half: None once started, else the error its end is reported with."""
+        if error:
+            self.log.emit(name, error)              # how the first run ended, said before the second
+        records = self.totals[name]["records"]
+        try:
+            self.start_metric(name, values)
+        except ValueError as exc:
+            return f"{name}: not started again: {exc}"
+        self.totals[name]["records"] = records      # one stream: the first run's records count too
+        return None
 
     def _emit_status(self) -> None:
         status = self.transport.status()

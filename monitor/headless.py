@@ -4,6 +4,11 @@ Starts the metrics, forwards their records to the collector, prints a progress l
 and, at the end (--duration, every metric ended, Ctrl-C or SIGTERM), a summary per metric. Exit status:
 0, 1 when a metric failed to start or ended with an error, 2 for bad arguments.
 
+With --budget, the profiler's own CPU (every metric's BPF programs and process, and this process) is
+sampled once a second; when it stays over the budget for --over-budget-for seconds, the metric that
+costs most is warned about, switched to its sampling mode or stopped (--over-budget), one line on stderr
+and a `note` record in its stream each time (monitor/budget_keeper.py).
+
 With --command, the command runs in a cgroup of its own that every metric filters on, from its first
 instruction (monitor/command.py); the run ends when it exits, and its exit status is the run's (127:
 it could not be started; 128+N: signal N killed it).
@@ -23,6 +28,7 @@ from typing import Any
 
 import config
 from host.elevation import DEFAULT_ELEVATE
+from monitor import budget
 from monitor.events import EventQueue
 
 PROG = "main_app.py --headless"
@@ -31,7 +37,8 @@ EXAMPLES = """examples:
     main_app.py --headless --metric sysnest --arg sysnest.interval=2 --arg sysnest.group_by=syscall
     main_app.py --headless --metric sysnest --metric offcpu --server http://lab:5000 --token T
     main_app.py --headless --metric sysnest --metric pagefault --command 'make -j2'
-    main_app.py --headless --metric sysnest --metric offcpu --duration 30 --record run.ndjson"""
+    main_app.py --headless --metric sysnest --metric offcpu --duration 30 --record run.ndjson
+    main_app.py --headless --metric sysnest --metric cpuprofile --budget 2 --over-budget sample"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -64,6 +71,10 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict[str, dict[str,
             known[name].command(raw)
         except ValueError as exc:
             parser.error(f"{name}: {exc}")
+    if args.budget is None and (args.over_budget is not None or args.over_budget_for is not None):
+        args.budget = budget.DEFAULT_BUDGET_PCT          # an action asked for: the default budget
+    args.over_budget = args.over_budget or "warn"
+    args.over_budget_for = args.over_budget_for or budget.DEFAULT_HOLD_S
     return args, values
 
 
@@ -89,7 +100,26 @@ def _parser() -> _Parser:
     parser.add_argument("--command", metavar="'CMD ARGS'",
                         help="run this command in a cgroup of its own, every metric limited to it from its first "
                              "instruction; the run ends when it exits, with its exit status")
+    parser.add_argument("--budget", type=_checked(budget.parse_budget), metavar="PCT",
+                        help="overhead budget: the share of the machine's CPU (all CPUs, %%) the profiler may take, "
+                             "above 0 and at most 100 (default: not watched; "
+                             f"{budget.DEFAULT_BUDGET_PCT:g} with --over-budget)")
+    parser.add_argument("--over-budget", choices=tuple(budget.ACTIONS),
+                        help="over the budget for --over-budget-for seconds: warn (default), switch the metric that "
+                             "costs most to its sampling mode, or stop it")
+    parser.add_argument("--over-budget-for", type=_checked(budget.parse_hold), metavar="S",
+                        help=f"seconds over the budget before acting (default {budget.DEFAULT_HOLD_S:g})")
     return parser
+
+
+def _checked(parse: Any) -> Any:
+    """An argparse type from a budget parser: its one-line reason as argparse's error."""
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except budget.BudgetError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return convert
 
 
 def _metric_value(parser: _Parser, item: str, values: dict[str, dict[str, Any]],
@@ -145,6 +175,9 @@ class Run:
         self.controller.metric_finished.connect(self._on_finished)
         self.latest: dict[str, dict] = {}       # each metric's newest summary record: its key figure
         self.controller.records.connect(self._on_records)
+        self.meta_pids: dict[str, int] = {}     # each metric script's pid, from its meta record
+        self.keeper: Any = None                 # --budget: monitor/budget_keeper.py's, else None
+        self._budget_parts: tuple = ()          # its bpf_stats switch, reader and reading thread
         self.started = time.monotonic()
         self.stop_reason = ""
         self.signals = 0
@@ -152,6 +185,12 @@ class Run:
         self._periodic = [[args.progress, self._progress, self.started + args.progress]]
         if command is not None:
             self._periodic.append([0.02, self._poll_command, self.started])
+        if args.budget is not None:
+            from monitor.budget_keeper import BudgetKeeper  # noqa: PLC0415 - only with --budget
+
+            watch = budget.BudgetWatch(args.budget, args.over_budget, args.over_budget_for)
+            self.keeper = BudgetKeeper(self.controller, watch, self._on_budget)
+            self._periodic.append([1.0, self._cost_targets, self.started])
         self._deadline = self.started + args.duration if args.duration else None
 
     def exec(self) -> int:
@@ -161,13 +200,17 @@ class Run:
                 self.command.spawn()
             for name in self.args.metric:
                 self.controller.start_metric(name, self.values[name])
+            if self.keeper is not None:
+                self._start_budget()
             print(f"headless: running {', '.join(self.args.metric)}; collector {self.args.server or 'none'}; "
                   f"run {self.controller.transport.run_id}", flush=True)
             self._loop()
             print(f"headless: stopping ({self.stop_reason})", flush=True)
+            self._stop_budget()
             self.controller.shutdown()
             self.events.process()             # the last records, queued by the workers as they ended
         finally:
+            self._stop_budget()
             if self.recorder is not None:
                 self.recorder.close()
             if self.command is not None:
@@ -203,6 +246,8 @@ class Run:
         """A metric's meta record says its probes are attached; the command runs once all have said so."""
         if self.recorder is not None:
             self.recorder.write(records)
+        if records and records[0].get("kind") == "meta" and isinstance(records[0].get("pid"), int):
+            self.meta_pids[name] = records[0]["pid"]      # a run's first line: its first batch's first record
         for record in reversed(records):
             if record.get("kind") == "summary":
                 self.latest[name] = record
@@ -213,6 +258,42 @@ class Run:
         if self.attached >= set(self.args.metric):
             self.command.release()
             print(f"headless: every metric attached; running {shlex.join(self.command.argv)}", flush=True)
+
+    def _start_budget(self) -> None:
+        """--budget: bpf_stats on (as the window turns it on; a user's privilege helper holds it), and the
+        overhead reader on a thread of its own, whose samples reach this thread through the event queue."""
+        from host.bpf_stats import BpfStatsSwitch  # noqa: PLC0415 - only with --budget
+        from host.elevation import command_for_this_user  # noqa: PLC0415
+        from host.overhead_reader import OverheadReader, SamplingThread  # noqa: PLC0415
+
+        switch = BpfStatsSwitch()
+        switch.enable()
+        reader = OverheadReader(command_for_this_user(shlex.split(self.args.elevate)))
+        thread = SamplingThread(reader, lambda rows, _summary: self.events.post(lambda: self._on_cost(rows)))
+        self._budget_parts = (switch, reader, thread)
+        thread.start()
+
+    def _stop_budget(self) -> None:
+        if self._budget_parts:
+            switch, reader, thread = self._budget_parts
+            self._budget_parts = ()
+            thread.stop()
+            reader.close()
+            switch.restore()
+
+    def _cost_targets(self) -> None:
+        """The running metrics' pids and BPF programs, for the reader (as the window's timer does)."""
+        if self._budget_parts:
+            ids = self.controller.bpf_program_ids()
+            self._budget_parts[1].set_targets({name: (self.meta_pids.get(name), ids.get(name, set()))
+                                               for name in self.controller.running()})
+
+    def _on_cost(self, rows: list[dict]) -> None:
+        if not self.stop_reason:
+            self.keeper.sample(time.monotonic(), rows)
+
+    def _on_budget(self, name: str, line: str) -> None:
+        print(f"[budget] {name}: {line}", file=sys.stderr, flush=True)
 
     def _poll_command(self) -> None:
         if self.command.poll():
@@ -245,7 +326,10 @@ class Run:
         reach = {True: "collector up", False: "collector DOWN", None: "collector ?"}[t["reachable"]]
         sending = (f"sent {t['sent_batches']} batches ({t['sent_records']} rec), buffered {t['buffered']}, "
                    f"pending {t['pending_outbox']}, dropped {t['dropped']}, {reach}") if t["url"] else "no collector"
-        print(f"[{time.monotonic() - self.started:6.1f}s] {per_metric} | {sending}", flush=True)
+        watch = self.keeper.watch if self.keeper is not None else None
+        cost = "" if watch is None or watch.total_pct is None else \
+            f" | profiler {watch.total_pct:.2f} % of the machine's CPU, budget {watch.budget_pct:g} %"
+        print(f"[{time.monotonic() - self.started:6.1f}s] {per_metric} | {sending}{cost}", flush=True)
 
     def _figure(self, name: str) -> str:
         spec = self.controller.registry.get(name)
@@ -263,6 +347,10 @@ class Run:
                              "pending": source.get("pending_batches", 0), "dropped": source.get("dropped", 0),
                              "status": totals.get("status"), "error": totals.get("error", "")}
         extra = {"command": self.command.outcome()} if self.command is not None else {}
+        if self.keeper is not None:
+            watch = self.keeper.watch
+            extra["budget"] = {"budget_pct": watch.budget_pct, "action": watch.action, "hold_s": watch.hold_s,
+                               "actions": self.keeper.actions}
         if self.recorder is not None:
             extra["recorded"] = {"file": self.recorder.path, "records": self.recorder.written,
                                  "error": self.recorder.error}
@@ -285,6 +373,8 @@ class Run:
         if recorded:
             print(f"  recorded {recorded['records']:,} records to {recorded['file']}"
                   + (f" — {recorded['error']}" if recorded["error"] else ""))
+        for action in summary.get("budget", {}).get("actions", []):
+            print(f"  budget: {action['metric']}: {action['text']}")
         c = summary.get("command")
         if c:
             how = (f"killed by {c['signal']}" if c["signal"] else f"exit status {c['exit_status']}") \

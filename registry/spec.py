@@ -155,6 +155,10 @@ class MetricSpec:
     # the dashboard's chart over time of a metric whose own chart is a flame graph (which has no time
     # axis): CPU or blocked time per process, a range picked on it showing that range's flame graph
     timeline: Chart | None = None
+    # its sampling mode, what the overhead budget may switch it to (monitor/budget_keeper.py): argument
+    # values that make it cheaper, each (name, op, value): "=" sets it, "<=" lowers it to at most the
+    # value, ">=" raises it to at least the value; () when it has no cheaper mode
+    sampling: tuple[tuple[str, str, Any], ...] = ()
 
     @property
     def charts(self) -> tuple[Chart, ...]:
@@ -201,6 +205,25 @@ class MetricSpec:
     @property
     def path(self) -> str:
         return os.path.join(ROOT, self.file)
+
+    def sampling_changes(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The arguments its sampling mode changes in `values` (a form's raw values), with their new
+        values; {} when it has no sampling mode or runs in it already (a "<=" or ">=" never makes a
+        value the user chose dearer: a frequency set below the mode's stays)."""
+        declared = {arg.name: arg for arg in self.args}
+        changes = {}
+        for name, op, target in self.sampling:
+            arg = declared[name]
+            try:
+                current = arg.value_of(values.get(name, arg.default))
+            except BadValue:
+                current = None
+            current = arg.default if current is None else current
+            cheaper = {"=": target, "<=": target if current is None else min(current, target),
+                       ">=": target if current is None else max(current, target)}[op]
+            if cheaper != current:
+                changes[name] = cheaper
+        return changes
 
     def validate(self, values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         """(converted values, {arg name: reason}) for a form's raw values."""

@@ -67,6 +67,8 @@ SPEC = MetricSpec(
                 unit="bytes", snapshot=True),
     timeline=Chart("timeseries", y="outstanding_bytes", record_kind="row", label="outstanding kernel memory per "
                    "process", unit="bytes", series="pid", where=(("level", "process"),), summed=True),
+    # frame-pointer user stacks: no 16 KiB stack copy and CFI unwinding per allocating syscall
+    sampling=(("user_stacks", "=", "fp"),),
     doc="docs/metrics/compmem.md",
     key_figure=Figure("outstanding_bytes", "bytes", "outstanding"),
     summary=(

@@ -61,6 +61,9 @@ SPEC = MetricSpec(
     # each process's samples of an interval, over the frequency and the interval's length: % of one CPU
     timeline=Chart("timeseries", y="count", record_kind="stack", label="CPU per process", unit="pct", series="pid",
                    summed=True, per_interval=("frequency_hz", "interval_s"), scale=100),
+    # fewer samples, walked by frame pointers: at 99 Hz fp took 6.89 ms/s of CPU where DWARF took 10.34
+    # (BENCHMARKS.md section 9); 19 Hz is 2.6x fewer samples than the default 49
+    sampling=(("frequency", "<=", 19), ("user_stacks", "=", "fp")),
     doc="docs/metrics/cpuprofile.md",
     key_figure=Figure("samples", "pct", "CPU", per=("frequency_hz", "interval_s"), scale=100),
     summary=(

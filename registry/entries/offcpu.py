@@ -69,6 +69,8 @@ SPEC = MetricSpec(
     # each process's blocked time of an interval (all its stacks) per second of the interval
     timeline=Chart("timeseries", y="total_ms", record_kind="row", label="blocked time per process", unit="ms/s",
                    series="pid", where=(("level", "stack"),), summed=True, per_interval=("interval_s",)),
+    # frame-pointer user stacks: no 16 KiB stack copy and CFI unwinding for long blocks
+    sampling=(("user_stacks", "=", "fp"),),
     doc="docs/metrics/offcpu.md",
     key_figure=Figure("total_time_ns", "s/s", "blocked", per=("interval_s",), scale=1e-9),
     summary=(

@@ -48,6 +48,9 @@ SPEC = MetricSpec(
         Field("max_us", "Max", "us"),
     ),
     chart=Chart("timeseries", y="per_sec", record_kind="summary", label="syscalls/s", unit="/s"),
+    # one syscall in 8 timed, all counted: 0.99x the floor + clock where the exact default is 1.32x
+    # (BENCHMARKS.md, targets)
+    sampling=(("sample", ">=", 8),),
     doc="docs/metrics/sysnest.md",
     key_figure=Figure("per_sec", "/s", "syscalls"),
     summary=(

@@ -45,6 +45,20 @@ def test_our_payload_is_stored_with_its_fields(collector_client):
     assert stream_of(collector_client, host="lab-pc-01")["dropped"] == 7
 
 
+def test_a_note_record_is_stored_and_read_by_its_kind(collector_client):
+    """The app's `note` (the overhead budget switched or stopped the metric, docs/ndjson.md) is kept in the
+    metric's stream beside its records, and found by kind, so a reader knows where the data changed."""
+    note = envelope("sysnest", 1_750_000_000.5, 1, "note", source="overhead budget", action="sample",
+                    asked="sample", budget_pct=5.0, total_pct=6.2, cost_pct=4.1, over_s=10.0, args={"sample": 8},
+                    text="over the overhead budget for 10 s: switched to its sampling mode (sample 8)")
+    payload = ours(0)
+    payload["records"].append(note)
+    assert post(collector_client, payload).status_code == 200
+    found = collector_client.get("/api/records?kind=note").get_json()["records"]
+    assert [(r["kind"], r["source"], r["record"]) for r in found] == [("note", "sysnest", note)]
+    assert len(collector_client.get("/api/records").get_json()["records"]) == 3
+
+
 def test_a_batch_of_schema_1_lands_as_the_same_batch_of_schema_2(collector_client):
     """Schema 2 renamed source_script to metric and metrics to records; an outbox written before holds
     schema 1 batches, and those store exactly what their schema 2 twins do: records (a stack's frames

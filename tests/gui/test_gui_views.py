@@ -238,7 +238,7 @@ def test_closing_the_window_stops_everything_and_restores_bpf_stats(qtbot, tmp_p
     window.close()
     assert fake.shut_down and fake.running() == []
     assert window.stats_switch.state == "off"
-    assert window.sampler._thread is None
+    assert not window.sampler.sampling.running
 
 
 def test_a_collector_url_without_a_scheme_is_fixed_and_another_refused_in_the_form(qtbot, tmp_path):

@@ -31,6 +31,15 @@ def test_written_batches_read_back_record_for_record(tmp_path):
         assert [json.loads(line) for line in f] == sent        # plain NDJSON, in arrival order
 
 
+def test_the_apps_note_records_are_part_of_a_session(tmp_path):
+    """A run the overhead budget changed opens with its note, where the change happened."""
+    path = tmp_path / "s.ndjson"
+    note = {"metric": "sysnest", "kind": "note", "interval": 1, "ts": 1001.5, "action": "stop", "text": "stopped"}
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*records("sysnest", 2), note]))
+    by_metric, skipped = read_session(str(path), ["sysnest"])
+    assert by_metric["sysnest"][-1] == note and skipped == 0
+
+
 def test_records_of_metrics_this_app_lacks_are_counted_not_shown(tmp_path):
     path = tmp_path / "s.ndjson"
     path.write_text("".join(json.dumps(r) + "\n" for r in records("sysnest", 2) + records("future", 3)))

@@ -19,3 +19,11 @@ STUBBORN = MetricSpec(
     name="stubborn", file="tests/support/fake_metrics/stubborn.py", description="ignores SIGINT and SIGTERM",
     args=(), probes=(), fields=(Field("n", "N"),), chart=Chart("timeseries", y="n", record_kind="row"),
 )
+# its sampling mode spins less: what the overhead budget switches it to
+BURNER = MetricSpec(
+    name="burner", file="tests/support/fake_metrics/burner.py", description="spins a share of the CPU",
+    args=(Arg("duty", "--duty", "float", "share of the CPU spun", default=0.3, minimum=0, maximum=1),
+          Arg("interval", "--interval", "float", "seconds between summaries", default=0.5, minimum=0.05)),
+    probes=(), fields=(Field("duty", "Duty"),), chart=Chart("timeseries", y="duty", record_kind="summary"),
+    sampling=(("duty", "<=", 0.05),),
+)

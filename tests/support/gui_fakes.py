@@ -26,6 +26,9 @@ class FakeController(QObject):
         self.server: tuple[str | None, str | None] | None = None
         self.shut_down = False
         self._running: set[str] = set()
+        self.registry = {spec.name: spec for spec in config.METRICS}
+        self.notes: list[tuple[str, dict]] = []
+        self.restarted: list[tuple[str, dict]] = []
 
     def set_server(self, url: str | None, token: str | None) -> None:
         self.server = (url, token)
@@ -50,6 +53,24 @@ class FakeController(QObject):
 
     def running(self) -> list[str]:
         return sorted(self._running)
+
+    def values_of(self, name: str) -> dict | None:
+        return next((dict(values) for started, values in reversed(self.started) if started == name), None)
+
+    def note(self, name: str, fields: dict) -> dict:
+        """As the real one: the record goes to the records signal (the tab) like the metric's own."""
+        record = {"metric": name, "ts": 1.0, "kind": "note", "interval": 0, **fields}
+        self.notes.append((name, record))
+        self.records.emit(name, [record])
+        return record
+
+    def restart_metric(self, name: str, values: dict) -> None:
+        if name not in self._running:
+            raise ValueError(f"{name} is not running")
+        config.get(name).command(values)
+        self.restarted.append((name, values))
+        self.started.append((name, values))
+        self.metric_started.emit(name)
 
     def shutdown(self, timeout: float = 10.0) -> None:
         self.stop_all()
