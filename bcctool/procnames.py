@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from .lrucache import BoundedCache
+from .proctext import read_text
 
 HINT_WIDTH = 40            # characters of a hint shown (a long path keeps its end)
 VALUE_OPTIONS = {"-W", "-X", "-r", "--require"}   # interpreter options that take a value
@@ -36,12 +37,10 @@ def comm_census() -> dict[str, int]:
     found: dict[str, int] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/comm") as f:
-                    comm = f.read().rstrip("\n")
-            except OSError:
-                continue
-            found[comm] = found.get(comm, 0) + 1
+            comm = read_text(f"/proc/{entry.name}/comm")
+            if comm is not None:
+                comm = comm.rstrip("\n")
+                found[comm] = found.get(comm, 0) + 1
     return found
 
 

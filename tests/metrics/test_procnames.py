@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from bcctool import procmem, targets, taskinfo
+from bcctool.maps import process_name
 from bcctool.procnames import ProcessNames, comm_census, hint_of, read_cmdline
 
 
@@ -103,3 +105,26 @@ def test_counts_keyed_by_process_are_renamed_and_kept():
     stacks = {(5, "python3", 1, ("main", "spin")): 40, (6, "python3", 1, ("main",)): 2, (7, "cc1", 1, ()): 9}
     assert names.renamed(stacks) == {(5, "python3 (job5.py)", 1, ("main", "spin")): 40,
                                      (6, "python3 (job6.py)", 1, ("main",)): 2, (7, "cc1", 1, ()): 9}
+
+
+def test_a_comm_cut_inside_a_utf8_character_is_read_as_the_bpf_side_reads_it():
+    """The kernel cuts a comm at 15 bytes: "abcdefghijklmné" keeps the first byte of é alone. Every /proc
+    reader of a comm (the census, process_name, taskinfo, the liveness checks, procmem) reads it with
+    U+FFFD for that byte, as a BPF record's comm is decoded, instead of raising UnicodeDecodeError."""
+    code = ("import ctypes, sys\nctypes.CDLL(None).prctl(15, 'abcdefghijklmné'.encode(), 0, 0, 0)\n"
+            "print(flush=True)\nsys.stdin.read()\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        child.stdout.readline()      # renamed
+        with open(f"/proc/{child.pid}/comm", "rb") as f:
+            assert f.read() == b"abcdefghijklmn\xc3\n"      # as the kernel keeps it
+        shown = "abcdefghijklmn\ufffd"
+        assert b"abcdefghijklmn\xc3".decode(errors="replace") == shown     # the BPF side's comm
+        assert comm_census()[shown] >= 1
+        assert process_name(child.pid) == taskinfo.comm_of(child.pid) == shown
+        assert taskinfo.tgid_of(child.pid) == child.pid and taskinfo.stat(child.pid)["ppid"] > 0
+        assert targets.process_alive(child.pid) and targets.task_alive(child.pid)
+        assert procmem.process_memory(child.pid)["rss_bytes"] > 0
+    finally:
+        child.stdin.close()
+        child.wait(5)
