@@ -46,7 +46,7 @@ def test_a_shared_comm_is_told_apart_and_stays_so_read_once_per_process():
         reads.append(pid)
         return cmdlines[pid]
 
-    names = ProcessNames(read, census=lambda: {"python3": 1, "gzip": 1, "bash": 4})
+    names = ProcessNames(read, census=lambda: {"python3": 1, "gzip": 1, "bash": 4}, started=lambda pid: 1)
     # one python3 alone: bare, and its command line not read
     assert names.names([(10, "python3"), (12, "gzip")]) == {(10, "python3"): "python3", (12, "gzip"): "gzip"}
     assert reads == []
@@ -71,10 +71,34 @@ def test_a_comm_shared_on_the_machine_is_told_apart_from_its_first_interval():
         censuses.append(1)
         return {"python3": 3, "sshd": 1}
 
-    names = ProcessNames(lambda pid: ["python3", f"job{pid}.py"], census=census)
+    names = ProcessNames(lambda pid: ["python3", f"job{pid}.py"], census=census, started=lambda pid: 1)
     assert names.names([(5, "python3"), (6, "sshd")]) == {(5, "python3"): "python3 (job5.py)", (6, "sshd"): "sshd"}
     assert names.names([(5, "python3"), (6, "sshd")]) == {(5, "python3"): "python3 (job5.py)", (6, "sshd"): "sshd"}
     assert len(censuses) == 1, "the machine was looked at again with no new comm met"
+
+
+def test_a_reused_pid_is_a_new_process_and_one_gone_is_not_kept_nameless():
+    """A process is its pid and start time: a new process with an old one's pid gets its own hint, and a
+    process gone before its command line was read ([] then) is not remembered as having none."""
+    cmdlines: dict[int, list[str]] = {}
+    starts: dict[int, int] = {}
+    names = ProcessNames(lambda pid: cmdlines.get(pid, []), census=lambda: {"python3": 2},
+                         started=starts.get)
+    assert names.names([(7, "python3")]) == {(7, "python3"): "python3"}     # gone: no stat, no command line
+    cmdlines[7], starts[7] = ["python3", "first.py"], 100                   # its pid taken by a new process
+    assert names.name(7, "python3") == "python3 (first.py)"
+    cmdlines[7], starts[7] = ["python3", "second.py"], 200                  # and again, by another
+    assert names.name(7, "python3") == "python3 (second.py)"
+    starts[7] = 100
+    assert names.name(7, "python3") == "python3 (first.py)"     # (a start time names one process: kept)
+
+
+def test_the_tables_of_comms_met_are_bounded():
+    names = ProcessNames(lambda pid: ["x", f"{pid}.sh"], census=dict, started=lambda pid: 1, max_comms=16)
+    for pid in range(1000):
+        names.names([(pid, f"job-{pid}"), (pid + 5000, f"job-{pid}")])     # a comm of its own, twice
+    assert len(names._first) <= 16 and len(names._shared) <= 16
+    assert names.names([(1, "job-999")]) == {(1, "job-999"): "job-999 (1.sh)"}   # the recent ones kept
 
 
 def test_real_processes_are_named_by_their_scripts(tmp_path):
