@@ -62,9 +62,18 @@ def _headers(target: str, value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise ValueError(f"{target}: headers must map header names to strings")
     for name, text in value.items():
-        if not _HEADER.match(name) or not text.isprintable():
-            raise ValueError(f"{target}: header {name[:40]!r} must be a header name with a printable value")
+        if not _HEADER.match(name) or not text.isprintable() or not _latin1(text):
+            raise ValueError(f"{target}: header {name[:40]!r} must be a header name with a printable Latin-1 value")
     return dict(value)
+
+
+def _latin1(text: str) -> bool:
+    """HTTP sends a header's value as Latin-1: anything else ("Bearer €...") cannot be sent at all."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _url(target: str, kind: str, url: Any) -> str:

@@ -146,7 +146,11 @@ class Pusher:
                     push = t.queue.get(timeout=0.2)
                 except queue.Empty:
                     continue
-                self._deliver(t, session, push)
+                try:
+                    self._deliver(t, session, push)
+                except Exception:  # noqa: BLE001 - the next profiles still go: this thread must not end
+                    self._count(t, abandoned=1)
+                    log.warning("push %s: could not deliver %s/%s/%s", t.target.name, *push.stream, exc_info=True)
         finally:
             session.close()
 
@@ -179,6 +183,10 @@ class Pusher:
                                   files=push.files, timeout=target.timeout_s)
         except requests.RequestException as e:
             return 0.0, f"{type(e).__name__}: {e}"
+        except Exception as e:  # noqa: BLE001 - a request that cannot be made (a header http.client cannot
+            # encode): the same next time, so a failure not tried again, logged with its traceback
+            log.warning("push %s: the request failed", target.name, exc_info=True)
+            return None, f"{type(e).__name__}: {e}"
         if 200 <= answer.status_code < 300:
             return None, None
         error = f"HTTP {answer.status_code}: {answer.text[:120]}"

@@ -30,7 +30,7 @@ from stack_posts import cpuprofile_stacks
 
 import server
 from collector import create_app, settings
-from collector.push_targets import parse_targets
+from collector.push_targets import Push, parse_targets
 from collector.pusher import Pusher
 from collector.state import EXTENSION, PUSH_EXTENSION
 
@@ -260,6 +260,31 @@ def test_a_full_queue_drops_and_counts(push_app):
     assert pusher.stats()[0].abandoned == 1  # what was still queued
 
 
+def test_a_push_that_raises_is_a_counted_failure_and_the_sender_goes_on(push_app, receiver, caplog):
+    """A request that cannot be made (a header value outside Latin-1, given past the config's check):
+    http.client raises UnicodeEncodeError, not a RequestException. It is a failure, abandoned at once and
+    logged with its traceback; the sender thread goes on to the next profile."""
+    got = receiver()
+    (target,) = parse_targets([{"kind": "otlp", "url": got.url, **FAST}])
+    pusher = Pusher(push_app().extensions[EXTENSION].store, (target,))
+    pushes = pusher._targets[0].queue
+    pushes.put(Push(("pc-1", "run-a", "cpuprofile"), T0, T0 + 1, got.url, {}, {"Authorization": "Bearer €1x"}, b"a"))
+    pushes.put(Push(("pc-2", "run-a", "cpuprofile"), T0, T0 + 1, got.url, {}, {"Authorization": "Bearer 1x"}, b"b"))
+    pusher.start()
+    try:
+        (delivered,) = got.wait_for(lambda rs: len(rs) == 1)
+        assert delivered.body == b"b" and delivered.headers["authorization"] == "Bearer 1x"
+        deadline = time.monotonic() + 10   # counted once the answer is back, after the receiver noted it
+        while pusher.stats()[0].sent == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (stats,) = pusher.stats()
+        assert (stats.sent, stats.failures, stats.abandoned, stats.retries) == (1, 1, 1, 0)
+        assert stats.last_error.startswith("UnicodeEncodeError")
+        assert any(r.exc_info and r.exc_info[0] is UnicodeEncodeError for r in caplog.records)
+    finally:
+        pusher.stop()
+
+
 @pytest.mark.parametrize(("targets", "message"), [
     ([{"kind": "graphite", "url": "http://x"}], "kind must be one of pyroscope, otlp"),
     ([{"kind": "otlp", "url": "ftp://x"}], "url must be an http:// or https:// address"),
@@ -268,6 +293,8 @@ def test_a_full_queue_drops_and_counts(push_app):
     ([{"kind": "pyroscope", "url": "http://x", "retries": 1.5}], "retries must be a whole number >= 0"),
     ([{"kind": "pyroscope", "url": "http://x", "sources": "cpuprofile"}], "sources must be a list of names"),
     ([{"kind": "pyroscope", "url": "http://x", "headers": {"Bad Header": "v"}}], "header 'Bad Header'"),
+    ([{"kind": "otlp", "url": "http://x", "headers": {"Authorization": "Bearer €1x"}}],
+     "header 'Authorization' must be a header name with a printable Latin-1 value"),
     ([{"kind": "pyroscope", "url": "http://x", "intervl_s": 5}], "unknown key(s): intervl_s"),
     ([{"kind": "otlp", "url": "http://x"}, {"kind": "otlp", "url": "http://y", "name": "otlp-1"}],
      "target name(s) used twice: otlp-1"),
