@@ -154,7 +154,8 @@ class Compactor:
         random.shuffle(found)
         merged_before = None if mark is None else mark.done_until
         for group in _packed(found):
-            self._merge_streams(group, plans, bucket_s, newer, cut, merged_before, result)
+            if not self._merge_streams(group, plans, bucket_s, newer, cut, merged_before, result):
+                return  # stopped: no mark, so the next pass starts where this one did
         with write_transaction(self.engine) as conn:  # the furthest mark of any pass, atomically
             upsert = (postgresql.insert if self._postgres else sqlite.insert)(retention_marks)
             stmt = upsert.values(bucket_s=bucket_s, done_until=cut, done_id=top)
@@ -164,11 +165,12 @@ class Compactor:
                 "done_id": case((stmt.excluded.done_id > m.done_id, stmt.excluded.done_id), else_=m.done_id)}))
 
     def _merge_streams(self, ids: list[int], plans: dict[int, _Plan], bucket_s: int, newer: ColumnElement | None,
-                       cut: float, merged_before: float | None, result: PassResult) -> None:
+                       cut: float, merged_before: float | None, result: PassResult) -> bool:
         """Merge these streams' records before cut (and `newer`), CHUNK at most a transaction (a stream
-        with more, alone, bucket after bucket). A bucket before merged_before was merged by an earlier
-        pass (a late record's) or by this one (the rest of a bucket longer than CHUNK): its merged
-        records are merged again with the new ones, so a bucket keeps one record per stack."""
+        with more, alone, bucket after bucket); False when the collector stopping ended it before all.
+        A bucket before merged_before was merged by an earlier pass (a late record's) or by this one (the
+        rest of a bucket longer than CHUNK): its merged records are merged again with the new ones, so a
+        bucket keeps one record per stack."""
         r = records.c
         ids = sorted(ids)  # locked in one order by every process: no deadlock
         since = None
@@ -182,7 +184,7 @@ class Compactor:
                 rows = conn.execute(select(r.id, r.stream, r.ts, r.data, r.stack, r.batch).where(*where)
                                     .order_by(r.stream, r.ts, r.id).limit(CHUNK)).all()
                 if not rows:
-                    return
+                    return True
                 full = len(rows) == CHUNK
                 last = (rows[-1].stream, retention.bucket_of(rows[-1].ts, bucket_s))
                 if full and (rows[0].stream, retention.bucket_of(rows[0].ts, bucket_s)) != last:
@@ -198,9 +200,10 @@ class Compactor:
                     result.merged += merged
                     result.batches += self._drop_batches(conn, {row.batch for row in rows})
             if not full:
-                return
+                return True
             if len(ids) == 1:  # a long stream: on from its last bucket (the merged rows are left out anyway)
                 since = last[1]
+        return False
 
     @staticmethod
     def _merged_already(conn: Connection, pairs: list[tuple[int, float]], bucket_s: int) -> list:

@@ -16,7 +16,7 @@ from collector_payloads import ours
 from sqlalchemy import text
 
 import server
-from collector import chart, retention, timeline
+from collector import chart, compaction, retention, timeline
 from collector.compaction import Compactor
 from collector.state import EXTENSION
 from collector.store import make_engine
@@ -228,6 +228,36 @@ def test_old_stacks_merge_into_buckets_with_every_total_kept(make_collector):
     assert (shown["merged"], shown["expired"], shown["policy"]) == (done.merged + late.merged, 0, "raw=1d,1h=30d")
     page = client.get("/").get_data(as_text=True)
     assert f'<span id="merged">{done.merged + late.merged}</span> stack records merged' in page
+
+
+def test_a_pass_stopped_while_merging_leaves_no_mark_so_the_next_merges_the_rest(make_collector, monkeypatch):
+    """The collector stopping ends a pass between two merge transactions: the retention mark is not
+    advanced to the cut, so the next pass merges what that one left (not only its last hour), and the
+    profile's totals are kept."""
+    app = make_collector(retention="raw=1d,1h=30d", compact_every_s=0)
+    client, store = app.test_client(), store_of(app)
+    for seq, minute in enumerate(range(0, 2 * 24 * 60, 20)):
+        post(client, "pc-1", "cpuprofile", seq, cpu_interval(T0 + 60 * minute, seq + 1))
+    before = profile(client, "pc-1", "cpuprofile").stacks
+    monkeypatch.setattr(compaction, "CHUNK", 60)  # three hours' buckets a transaction
+    monkeypatch.setattr(compaction, "GROUP_RECORDS", 10)  # (the ids a late batch's may take: not these 2 days)
+    compactor = store.compactor
+    merge_rows = compactor._merge_rows
+
+    def stopping(*args):  # the collector stops during the first transaction
+        compactor._stop.set()
+        return merge_rows(*args)
+
+    monkeypatch.setattr(compactor, "_merge_rows", stopping)
+    now = T0 + 3 * DAY
+    first = compactor.run(now=now)
+    raw = f"WHERE bucket IS NULL AND stack IS NOT NULL AND ts < {now - DAY}"
+    assert first.merged > 0 and count(store, raw) > 0
+    compactor._stop.clear()
+    monkeypatch.setattr(compactor, "_merge_rows", merge_rows)
+    second = compactor.run(now=now)
+    assert second.merged > 0 and count(store, raw) == 0
+    assert profile(client, "pc-1", "cpuprofile").stacks == before
 
 
 def test_records_past_the_last_age_are_deleted_with_their_batches_and_streams(make_collector):
