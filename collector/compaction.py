@@ -301,7 +301,7 @@ class Compactor:
                         break
             finally:
                 if self._postgres:
-                    conn.execute(select(func.pg_advisory_unlock(LOCK_CLASS, BOUND_LOCK)))
+                    _unlock_session(conn, LOCK_CLASS, BOUND_LOCK)
                 conn.commit()
         result.db_bytes = size
 
@@ -356,6 +356,18 @@ class Compactor:
                 evicted=result.evicted, batches=result.batches, db_bytes=result.db_bytes))
             old = select(c.id).order_by(c.id.desc()).offset(LOG_KEPT).limit(1).scalar_subquery()
             conn.execute(delete(compactions).where(c.id <= old))
+
+
+def _unlock_session(conn: Connection, *key: int) -> None:
+    """Release a session-level advisory lock, also after an error left the transaction aborted (rolled
+    back first); if even that fails, the connection is closed for good (its session, and the lock, end)
+    rather than going back to the pool holding the lock that every other process's pass then waits for."""
+    try:
+        conn.rollback()
+        conn.execute(select(func.pg_advisory_unlock(*key)))
+    except Exception:
+        conn.invalidate()
+        raise
 
 
 @dataclass(frozen=True)

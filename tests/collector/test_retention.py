@@ -323,6 +323,39 @@ def test_the_size_bound_on_postgresql_deletes_the_oldest_share_then_waits_for_gr
 
 
 @pytest.mark.slow
+def test_a_failed_size_bound_on_postgresql_releases_its_lock(pg_cluster, monkeypatch):
+    """A statement of the size bound failing on its locked connection (here the row estimate) aborts the
+    transaction: the unlock still runs (after a rollback), the error raised is the statement's own, and
+    the next pass of any process can take the lock."""
+    from sqlalchemy.exc import DBAPIError
+
+    from collector import dbsize
+    from collector.schema import metadata
+
+    url = pg_cluster.create_database()
+    engine = make_engine(url)
+    metadata.create_all(engine)
+
+    def failing(conn, table):
+        return conn.exec_driver_sql("SELECT 1 / 0").scalar()
+
+    monkeypatch.setattr(dbsize, "estimated_rows", failing)
+    compactor = Compactor(engine, retention.parse_policy("off"), max_db_bytes=1)  # always over the bound
+    with pytest.raises(DBAPIError, match="division by zero"):
+        compactor.run()
+    other = make_engine(url)
+    try:
+        with other.connect() as conn:
+            taken = conn.execute(text("SELECT pg_try_advisory_lock(:c, :k)"),
+                                 {"c": compaction.LOCK_CLASS, "k": compaction.BOUND_LOCK}).scalar()
+            assert taken, "the size bound's lock was left held by a pooled connection"
+            conn.execute(text("SELECT pg_advisory_unlock(:c, :k)"), {"c": compaction.LOCK_CLASS, "k": compaction.BOUND_LOCK})
+    finally:
+        other.dispose()
+        engine.dispose()
+
+
+@pytest.mark.slow
 def test_two_compactors_at_once_on_postgresql_merge_nothing_twice(pg_cluster):
     """Two collector processes' passes on one PostgreSQL database at the same moment: every stack record
     merged once (the counters add up to the rows that went), one merged record per bucket, stack and
