@@ -49,7 +49,7 @@ LOCK_CLASS = 7_461_802  # PostgreSQL advisory locks (class, stream id) while a s
 BOUND_LOCK = 0  # ... and (class, 0) while the size bound deletes
 HIGH_WATER = 0.9  # the size bound deletes once the database is past this share of it ...
 LOW_WATER = 0.8  # ... down to this share (the freed pages take the next data, so the file stays put)
-LOG_KEPT = 1000  # compactions rows kept
+LOG_KEPT = 1000  # compactions rows kept (and the newest that evicted)
 COUNTERS = {"merged": "retention:merged", "expired": "retention:expired", "evicted": "retention:evicted",
             "batches_deleted": "retention:batches"}
 
@@ -355,7 +355,10 @@ class Compactor:
                 started_at=result.started_at, finished_at=time.time(), merged=result.merged, expired=result.expired,
                 evicted=result.evicted, batches=result.batches, db_bytes=result.db_bytes))
             old = select(c.id).order_by(c.id.desc()).offset(LOG_KEPT).limit(1).scalar_subquery()
-            conn.execute(delete(compactions).where(c.id <= old))
+            # the newest pass that evicted stays: its db_bytes is the size the bound waits for growth past
+            # (PostgreSQL), however many passes came since
+            evicting = select(func.max(c.id)).where(c.evicted > 0).scalar_subquery()
+            conn.execute(delete(compactions).where(c.id <= old, c.id != func.coalesce(evicting, 0)))
 
 
 def _unlock_session(conn: Connection, *key: int) -> None:

@@ -297,9 +297,10 @@ def test_the_size_bound_deletes_the_oldest_first(sqlite_collector):
 
 
 @pytest.mark.slow
-def test_the_size_bound_on_postgresql_deletes_the_oldest_share_then_waits_for_growth(pg_cluster):
+def test_the_size_bound_on_postgresql_deletes_the_oldest_share_then_waits_for_growth(pg_cluster, monkeypatch):
     """PostgreSQL's files do not shrink: past the bound's high water the oldest share of the records goes
-    (then VACUUM, so their space is reused), and a pass deletes nothing more until the tables grow."""
+    (then VACUUM, so their space is reused), and a pass deletes nothing more until the tables grow, also
+    once the pass that evicted is older than the compactions log keeps."""
     from collector import create_app
 
     app = create_app({"db_url": pg_cluster.create_database(), "retention": "off", "max_db_bytes": 2**20,
@@ -317,6 +318,8 @@ def test_the_size_bound_on_postgresql_deletes_the_oldest_share_then_waits_for_gr
         with store.engine.connect() as conn:  # the oldest went first: 28 records an interval
             assert conn.execute(text("SELECT min(ts) FROM records")).scalar() >= T0 + 60 * (evicted // 28)
         assert store.compactor.run(now=T0).evicted == 0  # the space is being reused, not grown
+        monkeypatch.setattr(compaction, "LOG_KEPT", 2)
+        assert [store.compactor.run(now=T0).evicted for _ in range(4)] == [0] * 4  # past the log's length
         assert count(store) == rows
     finally:
         store.close()
