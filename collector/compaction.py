@@ -4,8 +4,10 @@ the tiers' buckets (retention.py), and, under a size bound, deletes the oldest r
 database is below it. Ingest goes on meanwhile: the pass works in short transactions of a few
 thousand rows. Passes of several collector processes on one database can run at once: each stream's
 merging holds a lock on the stream for its transaction (PostgreSQL: an advisory lock; SQLite: the one
-writer's lock) and reads the rows it merges after taking it, so no row is merged twice; what every
-pass did is counted in the counters table in the same transactions, and logged in compactions."""
+writer's lock) and reads the rows it merges after taking it, so no row is merged twice; on PostgreSQL
+it locks those rows too, and expiry and eviction pass locked rows by (SKIP LOCKED), so none deletes a
+record a merge is about to write a bucket's sum into. What every pass did is counted in the counters
+table in the same transactions, and logged in compactions."""
 
 from __future__ import annotations
 
@@ -54,6 +56,10 @@ COUNTERS = {"merged": "retention:merged", "expired": "retention:expired", "evict
             "batches_deleted": "retention:batches"}
 
 log = logging.getLogger("collector")
+
+
+class MergeRaced(RuntimeError):
+    """A merge's records changed under it (not with the row locks taken): its transaction is rolled back."""
 
 
 @dataclass
@@ -181,8 +187,10 @@ class Compactor:
                         conn.execute(select(func.pg_advisory_xact_lock(LOCK_CLASS, stream_id % 2**31)))
                 where = [r.stream.in_(ids), r.ts < cut, r.stack.is_not(None), or_(r.bucket.is_(None), r.bucket < bucket_s)]
                 where += [c for c in (newer, None if since is None else r.ts >= since) if c is not None]
+                # locked (PostgreSQL): another process's expiry or eviction passes them by (SKIP LOCKED) instead
+                # of deleting a group's first record, whose UPDATE would then carry the group's sum nowhere
                 rows = conn.execute(select(r.id, r.stream, r.ts, r.data, r.stack, r.batch).where(*where)
-                                    .order_by(r.stream, r.ts, r.id).limit(CHUNK)).all()
+                                    .order_by(r.stream, r.ts, r.id).limit(CHUNK).with_for_update()).all()
                 if not rows:
                     return True
                 full = len(rows) == CHUNK
@@ -214,7 +222,7 @@ class Compactor:
             chunk = pairs[start:start + IDS_PER_STATEMENT // 5]
             found += conn.execute(select(r.id, r.stream, r.ts, r.data, r.stack, r.batch).where(
                 r.bucket == bucket_s, or_(*(and_(r.stream == stream_id, r.ts >= begins, r.ts < begins + bucket_s)
-                                            for stream_id, begins in chunk))).order_by(r.id)).all()
+                                            for stream_id, begins in chunk))).order_by(r.id).with_for_update()).all()
         return found
 
     def _merge_rows(self, conn: Connection, rows: list, plans: dict[int, _Plan], bucket_s: int) -> int:
@@ -247,8 +255,11 @@ class Compactor:
                 rewrites.append({"rid": bucket[members[0]].id, "data": ascii_json(merged), "ts": start, "b": bucket_s})
                 gone.extend(bucket[i].id for i in members[1:])
         if rewrites:
-            conn.execute(update(records).where(r.id == bindparam("rid"))
-                         .values(data=bindparam("data"), ts=bindparam("ts"), bucket=bindparam("b")), rewrites)
+            written = conn.execute(update(records).where(r.id == bindparam("rid"))
+                                   .values(data=bindparam("data"), ts=bindparam("ts"), bucket=bindparam("b")),
+                                   rewrites).rowcount
+            if written != len(rewrites):  # a record that holds a group's sum is gone: the group's weight with it
+                raise MergeRaced(f"{len(rewrites) - written} merged record(s) gone meanwhile: rolled back")
         return self._delete_ids(conn, gone)
 
     # --- deleting --------------------------------------------------------------------------------------
@@ -313,7 +324,8 @@ class Compactor:
         while (limit is None or deleted < limit) and not self._stop.is_set():
             with write_transaction(self.engine) as conn:
                 chunk = DELETE_CHUNK if limit is None else min(DELETE_CHUNK, limit - deleted)
-                query = select(r.id, r.batch).order_by(r.ts, r.id).limit(chunk)
+                # rows a merge holds are left to it, and two processes do not delete the same ones
+                query = select(r.id, r.batch).order_by(r.ts, r.id).limit(chunk).with_for_update(skip_locked=True)
                 if cutoff is not None:
                     query = query.where(r.ts < cutoff)
                 rows = conn.execute(query).all()

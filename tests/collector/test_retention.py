@@ -359,6 +359,51 @@ def test_a_failed_size_bound_on_postgresql_releases_its_lock(pg_cluster, monkeyp
 
 
 @pytest.mark.slow
+def test_an_expiry_in_another_process_during_a_merge_loses_no_weight(pg_cluster):
+    """Process B merges an hour's stack records while process A expires records before the half hour:
+    the rows B read are locked, so A passes them by (SKIP LOCKED) instead of deleting a group's first
+    record, whose UPDATE in B then matched nothing while B deleted the rest: the group's samples were
+    gone and counted as merged. Every sample is either still stored or in a record A deleted."""
+    from collector import create_app
+
+    url = pg_cluster.create_database()
+    app = create_app({"db_url": url, "retention": "raw=1d,1h=30d", "compact_every_s": 0})
+    client, store = app.test_client(), store_of(app)
+    other = Compactor(make_engine(url), store.compactor.policy)
+    try:
+        for seq in range(6):  # 20 minutes apart: the hour's first two intervals before A's cutoff
+            post(client, "pc-1", "cpuprofile", seq, cpu_interval(T0 + 1200 * seq, seq + 1))
+
+        def weights() -> dict[int, int]:
+            with store.engine.connect() as conn:
+                return {i: json.loads(d)["count"] for i, d in
+                        conn.execute(text("SELECT id, data FROM records WHERE stack IS NOT NULL")).all()}
+
+        before = weights()
+        deleted_by_a: list[int] = []
+        delete_ids = Compactor._delete_ids
+        other._delete_ids = lambda conn, ids: deleted_by_a.extend(ids) or delete_ids(conn, ids)
+        merge_rows = store.compactor._merge_rows
+        expiring = []
+
+        def merge_with_an_expiry_meanwhile(*args):  # B has read its rows; A expires now
+            expiring.append(threading.Thread(target=other._delete_oldest, args=(T0 + 1800, "expired")))
+            expiring[0].start()
+            expiring[0].join(3)
+            return merge_rows(*args)
+
+        store.compactor._merge_rows = merge_with_an_expiry_meanwhile
+        done = store.compactor.run(now=T0 + 3 * DAY)
+        expiring[0].join(10)
+        assert done.merged > 0 and not expiring[0].is_alive()
+        lost_to_a = sum(before.get(i, 0) for i in deleted_by_a)
+        assert sum(weights().values()) + lost_to_a == sum(before.values()), (lost_to_a, deleted_by_a)
+    finally:
+        other.engine.dispose()
+        store.close()
+
+
+@pytest.mark.slow
 def test_two_compactors_at_once_on_postgresql_merge_nothing_twice(pg_cluster):
     """Two collector processes' passes on one PostgreSQL database at the same moment: every stack record
     merged once (the counters add up to the rows that went), one merged record per bucket, stack and
