@@ -36,10 +36,11 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 
 from collector import dbsize, retention
 from collector.chart import registered
-from collector.schema import batches, compactions, gaps, records, retention_marks, streams
+from collector.schema import batches, compactions, gaps, records, retention_marks, stacks, streams
 from collector.stacks import ascii_json
 from collector.writer import GROUP_RECORDS, bump, write_transaction
 
@@ -49,11 +50,16 @@ IDS_PER_STATEMENT = 500  # ids in one IN (...) list
 LATE_S = 3600  # a pass merges from this far before where the last one got to (and what was stored since)
 LOCK_CLASS = 7_461_802  # PostgreSQL advisory locks (class, stream id) while a stream's rows are merged
 BOUND_LOCK = 0  # ... and (class, 0) while the size bound deletes
+LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's SQLSTATE for a lock_timeout that ran out
 HIGH_WATER = 0.9  # the size bound deletes once the database is past this share of it ...
 LOW_WATER = 0.8  # ... down to this share (the freed pages take the next data, so the file stays put)
 LOG_KEPT = 1000  # compactions rows kept (and the newest that evicted)
+# a stack no record uses is deleted by a pass this long after one found it so: a reader that read its
+# records just before they went (its frames are a second statement) still finds them
+STACK_GRACE_S = 600
+STACK_LOCK_WAIT_MS = 1000  # PostgreSQL: deleting stacks waits this long for ingest, which waits for it meanwhile
 COUNTERS = {"merged": "retention:merged", "expired": "retention:expired", "evicted": "retention:evicted",
-            "batches_deleted": "retention:batches"}
+            "batches_deleted": "retention:batches", "stacks_deleted": "retention:stacks"}
 
 log = logging.getLogger("collector")
 
@@ -69,6 +75,7 @@ class PassResult:
     expired: int = 0
     evicted: int = 0
     batches: int = 0
+    stacks: int = 0
     db_bytes: int | None = None
 
 
@@ -123,6 +130,7 @@ class Compactor:
                 if tiers[i].bucket_s:
                     younger = tiers[i - 1].until_s if i else 0
                     self._merge_tier(tiers[i].bucket_s, retention.bucket_of(now - younger, tiers[i].bucket_s), result)
+            self._collect_stacks(now, result)
             if self.max_db_bytes is not None:
                 self._bound(result)
             else:
@@ -277,12 +285,65 @@ class Compactor:
                 conn.execute(delete(gaps).where(gaps.c.stream.in_(chunk)))
                 conn.execute(delete(streams).where(s.id.in_(chunk), ~left))
 
+    def _collect_stacks(self, now: float, result: PassResult) -> None:
+        """Stacks no record uses (their records expired, evicted or merged away): marked unused_since by
+        the first pass that finds them so, unmarked when a record uses one again, deleted by a pass
+        STACK_GRACE_S after the mark; IDS_PER_STATEMENT of them a transaction, in hash order. On
+        PostgreSQL the delete holds the stacks table against inserts (SHARE ROW EXCLUSIVE) for its short
+        transaction: an ingest's INSERT ... ON CONFLICT DO NOTHING that found a stack's row takes no lock
+        on it, so a delete between that and its records' insert would fail the batch on the foreign key;
+        with the table held, the ingest committed before, or inserts the row anew after. (No grace age
+        can stand in for the lock: an old unused stack may be met again by the next batch.) SQLite's
+        one writer has the same effect."""
+        h = stacks.c
+        used = exists().where(records.c.stack == h.hash)
+        after = b""
+        while not self._stop.is_set():
+            with write_transaction(self.engine) as conn:
+                chunk = conn.execute(select(h.hash).where(h.hash > after).order_by(h.hash)
+                                     .limit(IDS_PER_STATEMENT)).scalars().all()
+                if not chunk:
+                    return
+                after = chunk[-1]
+                conn.execute(update(stacks).where(h.hash.in_(chunk), h.unused_since.is_(None), ~used)
+                             .values(unused_since=now))
+                conn.execute(update(stacks).where(h.hash.in_(chunk), h.unused_since.is_not(None), used)
+                             .values(unused_since=None))
+                doomed = conn.execute(select(h.hash).where(h.hash.in_(chunk), h.unused_since <= now - STACK_GRACE_S,
+                                                           ~used)).scalars().all()
+            if doomed and not self._delete_stacks(doomed, now, result):
+                return
+
+    def _delete_stacks(self, doomed: list[bytes], now: float, result: PassResult) -> bool:
+        """Delete these stacks if still unused (see _collect_stacks); False when ingest held the table
+        past STACK_LOCK_WAIT_MS (the next pass tries again)."""
+        h = stacks.c
+        try:
+            with write_transaction(self.engine) as conn:
+                if self._postgres:
+                    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{STACK_LOCK_WAIT_MS}ms'")
+                    conn.exec_driver_sql("LOCK TABLE stacks IN SHARE ROW EXCLUSIVE MODE")
+                n = conn.execute(delete(stacks).where(h.hash.in_(doomed), h.unused_since <= now - STACK_GRACE_S,
+                                                      ~exists().where(records.c.stack == h.hash))).rowcount
+                if n:
+                    bump(conn, COUNTERS["stacks_deleted"], n)
+        except DBAPIError as e:
+            if getattr(e.orig, "sqlstate", None) != LOCK_NOT_AVAILABLE:
+                raise
+            log.info("compaction: stacks not deleted this pass: ingest held the table")
+            return False
+        result.stacks += n
+        return True
+
     def _bound(self, result: PassResult) -> None:
         """Under max_db_bytes: past HIGH_WATER of it, the oldest records deleted down to LOW_WATER, as many
         as the excess is a share of the size. SQLite measures again and goes on while the pages in use
         are still too many; PostgreSQL's files do not shrink (the space is reused once VACUUM has run),
         so there it deletes once, then VACUUMs, and deletes again only once the tables have grown past
-        their size after that."""
+        their size after that. What deleting records does not free (dbsize.kept_bytes: the stacks above
+        all, unused ones until _collect_stacks deletes them) is not theirs to pay for: once it alone is
+        past LOW_WATER, no record is deleted (a round more only deleted the records, about 94 % of them
+        in 20 rounds, and left the stacks)."""
         bound = self.max_db_bytes
         size = dbsize.measure(self.engine)
         result.db_bytes = size
@@ -300,6 +361,11 @@ class Compactor:
                 if self._postgres:
                     conn.commit()  # the lock is the session's: no transaction stays open while deleting
                 for _round in range(1 if self._postgres else 20):
+                    kept = dbsize.kept_bytes(self.engine)
+                    if kept >= bound * LOW_WATER:
+                        log.warning("size bound: %d bytes of stacks, streams and logs, past the bound's low water"
+                                    " (%d): no record is deleted for them", kept, bound * LOW_WATER)
+                        break
                     goal = math.ceil(dbsize.estimated_rows(conn, "records") * (size - bound * LOW_WATER) / size)
                     conn.commit()  # (SQLite: nor a read snapshot the checkpoints would wait for)
                     n, emptied = self._delete_oldest(None, "evicted", goal)
