@@ -111,7 +111,7 @@ class Compactor:
             try:
                 done = self.run()
             except Exception as e:  # noqa: BLE001 - a failed pass is retried by the next one; ingest goes on
-                log.warning("compaction pass failed: %s", type(e).__name__)
+                log.warning("compaction pass failed: %s", type(e).__name__, exc_info=True)
                 continue
             if done.merged or done.expired or done.evicted:
                 log.info("compaction: %d stack records merged, %d expired, %d deleted by the size bound",

@@ -149,6 +149,26 @@ def test_the_collectors_own_thread_compacts_while_batches_go_on_being_stored(mak
     assert store.retention()["merged"] > 0 and store.retention()["last_pass"] is not None
 
 
+def test_a_failed_pass_of_the_thread_is_logged_with_its_traceback(make_collector, monkeypatch, caplog):
+    app = make_collector(retention="raw=1d,1h=30d", compact_every_s=0)
+    compactor = store_of(app).compactor
+
+    def failing(now=None):
+        raise LookupError("what went wrong, and where")
+
+    monkeypatch.setattr(compactor, "run", failing)
+    compactor.start(0.01)
+    try:
+        deadline = time.monotonic() + 10
+        while not any(r.getMessage() == "compaction pass failed: LookupError" for r in caplog.records):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        compactor.stop()
+    logged = next(r for r in caplog.records if r.getMessage() == "compaction pass failed: LookupError")
+    assert logged.exc_info and str(logged.exc_info[1]) == "what went wrong, and where"
+
+
 def test_offcpu_rows_merge_with_counts_extremes_and_weighted_means():
     rows = offcpu_interval(100.0, 1)[:1] + offcpu_interval(101.0, 2)[:1]
     rows[1]["avg_us"] = 400.0
