@@ -13,6 +13,7 @@ every profile: give it to one of them."""
 
 from __future__ import annotations
 
+import email.utils
 import logging
 import math
 import queue
@@ -200,7 +201,8 @@ class Pusher:
                 t.stats.last_error = error[:MAX_ERROR]
             if wait is None or attempt == target.retries:
                 break
-            if self._stop.wait(min(target.backoff_max_s, max(wait, target.backoff_s * 2 ** attempt))):
+            # the answer's Retry-After when longer than the backoff (docs/collector.md): not cut to backoff_max_s
+            if self._stop.wait(max(wait, min(target.backoff_max_s, target.backoff_s * 2 ** attempt))):
                 break
         self._count(t, abandoned=1)
         log.warning("push %s: gave up on %s/%s/%s: %s", target.name, *push.stream, t.stats.last_error)
@@ -222,8 +224,20 @@ class Pusher:
         error = f"HTTP {answer.status_code}: {answer.text[:120]}"
         if answer.status_code not in RETRY_STATUSES:
             return None, error
-        retry_after = answer.headers.get("Retry-After", "")
-        return (float(retry_after) if retry_after.isdigit() else 0.0), error
+        return retry_after_s(answer.headers.get("Retry-After", ""), time.time()), error
+
+
+def retry_after_s(value: str, now: float) -> float:
+    """Seconds a Retry-After asks to wait (RFC 9110: a number of seconds, or an HTTP-date); 0 when it
+    says nothing usable."""
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, when.timestamp() - now) if when.tzinfo is not None else 0.0
 
 
 def start(store: Store, targets: tuple[PushTarget, ...]) -> Pusher | None:

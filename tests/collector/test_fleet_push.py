@@ -10,6 +10,7 @@ exactly what was posted."""
 
 from __future__ import annotations
 
+import email.utils
 import json
 import os
 import time
@@ -33,7 +34,7 @@ from collector import create_app, profiles, settings
 from collector import pusher as pusher_module
 from collector.profiles import range_profile
 from collector.push_targets import Push, parse_targets
-from collector.pusher import Pusher
+from collector.pusher import Pusher, retry_after_s
 from collector.state import EXTENSION, PUSH_EXTENSION
 
 T0 = 1_750_000_000.0
@@ -330,6 +331,30 @@ def test_a_window_after_an_outage_is_capped_and_a_stream_that_fails_stalls_no_ot
     assert sorted(p.stream[0] for p in queued) == ["pc-1", "pc-3"]
     assert {(p.since, p.until) for p in queued} == {(T0 - 100, T0)}
     assert "pc-2" in stats.last_error and "ValueError" in stats.last_error
+
+
+def test_a_retry_after_longer_than_the_backoff_is_waited_for_whole(push_app):
+    """docs/collector.md: a failed try is tried again after the backoff, or after the answer's Retry-After
+    when that is longer; backoff_max_s caps the backoff only. Retry-After may also be an HTTP-date."""
+    (target,) = parse_targets([{"kind": "otlp", "url": "http://127.0.0.1:9", "backoff_s": 0.5,
+                                "backoff_max_s": 1, "retries": 1}])
+    pusher = Pusher(push_app().extensions[EXTENSION].store, (target,))
+    waits = []
+    pusher._stop.wait = lambda seconds: waits.append(seconds) or True   # note the wait, then stop
+
+    class Busy:  # a session whose every answer is 503 with this Retry-After
+        def __init__(self, retry_after: str) -> None:
+            self.headers, self.status_code, self.text = {"Retry-After": retry_after}, 503, ""
+
+        def post(self, *args, **kwargs):
+            return self
+
+    in_a_while = email.utils.formatdate(time.time() + 300, usegmt=True)
+    for retry_after in ("120", in_a_while, "", "soon"):
+        pusher._deliver(pusher._targets[0], Busy(retry_after), Push(("pc-1", "run-a", "cpuprofile"), T0, T0 + 1,
+                                                                     target.url, {}, {}, b"x"))
+    assert waits[0] == 120 and 290 < waits[1] <= 300 and waits[2:] == [0.5, 0.5]
+    assert retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT", time.time()) == 0.0   # a date passed: at once
 
 
 @pytest.mark.parametrize(("targets", "message"), [
