@@ -351,6 +351,21 @@ def test_the_size_bound_deletes_no_record_for_what_stacks_take(sqlite_collector,
     assert any("no record is deleted for them" in r.getMessage() for r in caplog.records)
 
 
+def test_a_batch_that_came_with_no_record_is_deleted_past_the_last_age(make_collector):
+    """A batch of no record (an interval with nothing to send) holds no record whose deletion would
+    take its row along: expiry deletes it by the time it was received, as it does the others."""
+    app = make_collector(retention="raw=2d", compact_every_s=0)
+    client, store = app.test_client(), store_of(app)
+    post(client, "pc-1", "cpuprofile", 0, [])
+    post(client, "pc-1", "cpuprofile", 1, cpu_interval(time.time() + 3 * DAY, 2))   # records kept: not yet old
+    assert store.compactor.run(now=time.time() + DAY).batches == 0
+    done = store.compactor.run(now=time.time() + 3 * DAY)
+    assert done.batches == 1 and done.expired == 0
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT n_records FROM batches")).scalars().all() == [1 + len(FUNCTIONS)]
+    assert client.get("/api/overview").get_json()["retention"]["batches_deleted"] == 1
+
+
 def test_the_size_bound_deletes_the_oldest_first(sqlite_collector):
     app = sqlite_collector(retention="off", max_db_bytes=2**20, compact_every_s=0)
     client, store = app.test_client(), store_of(app)
