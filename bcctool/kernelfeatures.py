@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import platform
 
+from .proctext import read_text
+
 TRACEFS_ROOTS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 CAP_PERFMON = 38
 CAP_BPF = 39
@@ -74,13 +76,12 @@ def task_storage_available() -> bool:
 
 
 def _effective_caps() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("CapEff:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError):
-        pass
+    for line in (read_text("/proc/self/status") or "").splitlines():   # its Name: line is our comm
+        if line.startswith("CapEff:"):
+            try:
+                return int(line.split()[1], 16)
+            except (IndexError, ValueError):
+                return 0
     return 0
 
 

@@ -8,6 +8,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .proctext import read_text
+
 
 def _plain(obj: Any) -> Any:
     """A ctypes map key as a hashable value: the scalar, or the tuple of its non-padding fields."""
@@ -124,10 +126,8 @@ class CounterDeltas:
 
 def process_name(tgid: int, comms: Any = None) -> str:
     """A process's command from /proc, else from a tgid-keyed BPF map of `comm`s, else '[gone]'."""
-    try:
-        with open(f"/proc/{tgid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        pass
+    comm = read_text(f"/proc/{tgid}/comm")
+    if comm is not None:
+        return comm.strip()
     leaf = comms.get(comms.Key(tgid)) if comms is not None else None
     return leaf.comm.decode(errors="replace") if leaf else "[gone]"

@@ -3,6 +3,8 @@ virtual size (/proc/PID/status). Sizes in bytes; None (or {}) when the file cann
 
 from __future__ import annotations
 
+from .proctext import read_text
+
 # /proc/meminfo keys of the system overview, and the JSON names they get
 MEMINFO_FIELDS = {
     "MemTotal": "mem_total_bytes",
@@ -22,15 +24,11 @@ MEMINFO_FIELDS = {
 def _kb_lines(path: str) -> dict[str, int]:
     """'Key:   123 kB' lines as {Key: bytes} (lines without a number are left out)."""
     values = {}
-    try:
-        with open(path) as f:
-            for line in f:
-                key, _, rest = line.partition(":")
-                parts = rest.split()
-                if parts and parts[0].isdigit():
-                    values[key] = int(parts[0]) * (1024 if parts[1:2] == ["kB"] else 1)
-    except OSError:
-        return {}
+    for line in (read_text(path) or "").splitlines():     # status: its Name: line is the comm
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            values[key] = int(parts[0]) * (1024 if parts[1:2] == ["kB"] else 1)
     return values
 
 

@@ -6,7 +6,8 @@ A comm is shared when two processes on the machine have it as it is first met (o
 /proc/PID/comm for an interval that meets new comms), or once two processes with it have been seen
 during the run; from then on every process with it carries its hint, so a process keeps one name across
 intervals (a flame graph's root does not split). The hint is read from /proc/PID/cmdline once per
-process and kept (bounded), never per event.
+process and kept (bounded), never per event: a process is its pid and its start time (a pid is reused),
+and a process gone before its command line was read is not kept as having none.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from .lrucache import BoundedCache
+from .proctext import read_text
 
 HINT_WIDTH = 40            # characters of a hint shown (a long path keeps its end)
 VALUE_OPTIONS = {"-W", "-X", "-r", "--require"}   # interpreter options that take a value
@@ -31,17 +33,24 @@ def read_cmdline(pid: int) -> list[str]:
     return [a.decode(errors="replace") for a in raw.rstrip(b"\0").split(b"\0")] if raw else []
 
 
+def start_time(pid: int) -> int | None:
+    """When the process started (its stat's field 22, clock ticks since boot); None when it has gone."""
+    text = read_text(f"/proc/{pid}/stat")
+    try:
+        return int(text.rsplit(")", 1)[1].split()[19]) if text else None     # [0] is field 3
+    except (IndexError, ValueError):
+        return None
+
+
 def comm_census() -> dict[str, int]:
     """How many processes have each comm now (their main thread's)."""
     found: dict[str, int] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/comm") as f:
-                    comm = f.read().rstrip("\n")
-            except OSError:
-                continue
-            found[comm] = found.get(comm, 0) + 1
+            comm = read_text(f"/proc/{entry.name}/comm")
+            if comm is not None:
+                comm = comm.rstrip("\n")
+                found[comm] = found.get(comm, 0) + 1
     return found
 
 
@@ -83,25 +92,33 @@ def _short(text: str, comm: str) -> str:
 
 class ProcessNames:
     """Each process's name as a view shows it: its comm, with its command line's hint once the comm is
-    shared (see the module docstring). read, census: the cmdline reader and the machine's comm counts
-    (tests give their own)."""
+    shared (see the module docstring). read, census, started: the cmdline reader, the machine's comm
+    counts and a process's start time (tests give their own). Every table is bounded: a run meeting
+    ever new comms and pids keeps the recently met."""
 
     def __init__(self, read: Callable[[int], list[str]] = read_cmdline,
-                 census: Callable[[], dict[str, int]] = comm_census, max_processes: int = 8192) -> None:
+                 census: Callable[[], dict[str, int]] = comm_census, max_processes: int = 8192,
+                 started: Callable[[int], int | None] = start_time, max_comms: int = 4096) -> None:
         self._read = read
         self._census = census
-        self._first: dict[str, int] = {}     # comm -> the first process seen with it
-        self._shared: set[str] = set()       # comms two processes have had
-        self._hints = BoundedCache(max_items=max_processes)
+        self._started = started
+        self._first = BoundedCache(max_items=max_comms)      # comm -> the first process seen with it
+        self._shared = BoundedCache(max_items=max_comms)     # comms two processes have had -> True
+        self._hints = BoundedCache(max_items=max_processes)  # (pid, start time, comm) -> hint
 
     def names(self, processes: Iterable[tuple[int, str]]) -> dict[tuple[int, str], str]:
         """{(pid, comm): the name shown} for the processes an interval saw."""
         processes = set(processes)
         if any(comm not in self._first for _pid, comm in processes):
-            self._shared.update(comm for comm, n in self._census().items() if n > 1)
+            for comm, n in self._census().items():
+                if n > 1:
+                    self._shared.put(comm, True, 1)
         for pid, comm in processes:
-            if self._first.setdefault(comm, pid) != pid:
-                self._shared.add(comm)
+            first = self._first.get(comm)
+            if first is None:
+                self._first.put(comm, pid, 1)
+            elif first != pid:
+                self._shared.put(comm, True, 1)
         return {(pid, comm): self.name(pid, comm) for pid, comm in processes}
 
     def renamed(self, counts: dict[tuple, int], skip: Callable[[int], bool] = lambda pid: False) -> dict[tuple, int]:
@@ -111,10 +128,14 @@ class ProcessNames:
         return {(key[0], found[key[:2]], *key[2:]): n for key, n in counts.items()}
 
     def name(self, pid: int, comm: str) -> str:
-        if comm not in self._shared:
+        if self._shared.get(comm) is None:
             return comm
-        hint = self._hints.get((pid, comm))    # the comm in the key: an exec renames the process
+        start = self._started(pid)
+        key = (pid, start, comm)    # the comm in the key too: an exec renames the process, its start stays
+        hint = self._hints.get(key) if start is not None else None
         if hint is None:
             hint = hint_of(self._read(pid), comm)
-            self._hints.put((pid, comm), hint, 1)
+            # gone meanwhile (or before): its empty command line is not kept for the next with its pid
+            if start is not None and self._started(pid) == start:
+                self._hints.put(key, hint, 1)
         return f"{comm} ({hint})" if hint else comm

@@ -7,23 +7,21 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .proctext import read_text  # stat and status hold the comm
+
 
 def task_alive(tid: int) -> bool:
     """A process or thread that exists and has not exited (a zombie has: its state is Z or X)."""
-    try:
-        with open(f"/proc/{tid}/stat") as f:
-            text = f.read()
-    except OSError:
-        return False
-    return text[text.rindex(")") + 2] not in "ZX"
+    text = read_text(f"/proc/{tid}/stat")
+    return text is not None and text[text.rindex(")") + 2] not in "ZX"
 
 
 def process_alive(pid: int) -> bool:
     """task_alive, and `pid` is a process (a thread group leader), not one of its other threads."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            tgid = next(int(line.split()[1]) for line in f if line.startswith("Tgid:"))
-    except (OSError, StopIteration, ValueError):
+        tgid = next(int(line.split()[1]) for line in (read_text(f"/proc/{pid}/status") or "").splitlines()
+                    if line.startswith("Tgid:"))
+    except (StopIteration, ValueError):
         return False
     return tgid == pid and task_alive(pid)
 

@@ -10,13 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return None
+from .proctext import read_text  # a thread's status, stat and comm hold its comm
 
 
 def thread_ids(pid: int) -> list[int]:
@@ -57,7 +51,7 @@ def all_threads() -> Iterator[tuple[int, int]]:
 
 def _thread_file(tid: int, name: str) -> str | None:
     # /proc/TID/task/TID is the thread's own view for any thread; /proc/TID sums some fields per process
-    return _read(f"/proc/{tid}/task/{tid}/{name}")
+    return read_text(f"/proc/{tid}/task/{tid}/{name}")
 
 
 def status(tid: int) -> dict[str, str]:
@@ -111,7 +105,7 @@ def schedstat(tid: int) -> tuple[int, int, int] | None:
 
 def pid_max() -> int:
     """The kernel's largest pid plus one (/proc/sys/kernel/pid_max); 0 when it cannot be read."""
-    text = _read("/proc/sys/kernel/pid_max")
+    text = read_text("/proc/sys/kernel/pid_max")
     try:
         return int(text) if text else 0
     except ValueError:

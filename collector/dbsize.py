@@ -7,6 +7,7 @@ past 64 MB by the writer, is not counted). PostgreSQL: pg_total_relation_size of
 from __future__ import annotations
 
 from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy.exc import DBAPIError
 
 from collector.schema import metadata
 
@@ -26,6 +27,29 @@ def measure(engine: Engine) -> int | None:
     return None
 
 
+# the tables the size bound deletes rows from; what the others take (the stacks above all) it cannot free
+EVICTED_FROM = ("records", "batches")
+
+
+def kept_bytes(engine: Engine) -> int:
+    """The bytes of every table but EVICTED_FROM's, with their indexes, as measure() counts them: stacks
+    (those in use, and those unused until a pass deletes them), streams, gaps and the logs. SQLite reads
+    them from its dbstat table (a walk of those tables' pages only; without dbstat, the stacks' text is
+    the estimate); PostgreSQL from pg_total_relation_size."""
+    kept = sorted(set(metadata.tables) - set(EVICTED_FROM))
+    with engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            sizes = [func.coalesce(func.pg_total_relation_size(func.to_regclass(name)), 0) for name in kept]
+            return int(conn.execute(select(sum(sizes[1:], sizes[0]))).scalar())
+        try:
+            return int(conn.exec_driver_sql(
+                "SELECT coalesce(sum(pgsize), 0) FROM dbstat('main', 1) WHERE name IN (SELECT name FROM"
+                f" sqlite_schema WHERE tbl_name NOT IN ({', '.join(repr(t) for t in EVICTED_FROM)}))").scalar())
+        except DBAPIError:  # an SQLite built without dbstat
+            conn.rollback()
+            return int(conn.exec_driver_sql("SELECT coalesce(sum(length(frames) + 40), 0) FROM stacks").scalar())
+
+
 def estimated_rows(conn: Connection, table: str) -> int:
     """A table's rows: PostgreSQL's estimate (its statistics: no count(*) over millions of rows), else
     counted (SQLite counts them on its smallest index)."""
@@ -41,5 +65,5 @@ def vacuum(engine: Engine) -> None:
     """PostgreSQL: VACUUM the tables rows are deleted from, so the next data reuses their space (a plain
     VACUUM: it takes no lock that stops ingest)."""
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        for table in ("records", "batches"):
+        for table in (*EVICTED_FROM, "stacks"):
             conn.exec_driver_sql(f"VACUUM (ANALYZE) {table}")

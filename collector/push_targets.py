@@ -31,6 +31,7 @@ class PushTarget:
     name: str = ""  # in counters and logs (default: kind-N, N its place in the list)
     interval_s: float = 15.0  # a profile per stream every this many seconds
     delay_s: float = 10.0  # each window ends this long before now: the batches of its records have arrived
+    max_window_s: float = 300.0  # a window is this long at most: after an outage, the older part is skipped
     sources: tuple[str, ...] = ()  # metrics pushed (none: every metric with stack records)
     hosts: tuple[str, ...] = ()  # hosts pushed (none: all)
     format: str = ""  # pyroscope: folded (default) or pprof; otlp: protobuf
@@ -51,6 +52,17 @@ def _number(target: str, key: str, value: Any, integer: bool = False) -> None:
                          f" {'>= 0' if zero_ok else '> 0'}")
 
 
+def _numbers(target: str, values: Mapping) -> None:
+    for key in ("interval_s", "delay_s", "max_window_s", "timeout_s", "backoff_s", "backoff_max_s"):
+        if key in values:
+            _number(target, key, values[key])
+    for key in ("retries", "queue"):
+        if key in values:
+            _number(target, key, values[key], integer=True)
+    if values.get("max_window_s", PushTarget.max_window_s) < values.get("interval_s", PushTarget.interval_s):
+        raise ValueError(f"{target}: max_window_s must be at least interval_s")
+
+
 def _names(target: str, key: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(
             isinstance(v, str) and v for v in value):
@@ -62,9 +74,18 @@ def _headers(target: str, value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise ValueError(f"{target}: headers must map header names to strings")
     for name, text in value.items():
-        if not _HEADER.match(name) or not text.isprintable():
-            raise ValueError(f"{target}: header {name[:40]!r} must be a header name with a printable value")
+        if not _HEADER.match(name) or not text.isprintable() or not _latin1(text):
+            raise ValueError(f"{target}: header {name[:40]!r} must be a header name with a printable Latin-1 value")
     return dict(value)
+
+
+def _latin1(text: str) -> bool:
+    """HTTP sends a header's value as Latin-1: anything else ("Bearer €...") cannot be sent at all."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _url(target: str, kind: str, url: Any) -> str:
@@ -95,12 +116,7 @@ def parse_target(entry: Any, number: int) -> PushTarget:
               "format": entry.get("format") or FORMATS[kind][0]}
     if values["format"] not in FORMATS[kind]:
         raise ValueError(f"{where}: format must be one of {', '.join(FORMATS[kind])}")
-    for key in ("interval_s", "delay_s", "timeout_s", "backoff_s", "backoff_max_s"):
-        if key in values:
-            _number(where, key, values[key])
-    for key in ("retries", "queue"):
-        if key in values:
-            _number(where, key, values[key], integer=True)
+    _numbers(where, values)
     for key in ("sources", "hosts"):
         if key in values:
             values[key] = _names(where, key, values[key])
@@ -163,10 +179,12 @@ class PushStats:
     sent: int = 0  # profiles the target accepted
     failures: int = 0  # tries that failed (no answer, or not 2xx)
     retries: int = 0  # tries after a failed one
-    dropped: int = 0  # profiles not queued: the queue was full
+    dropped: int = 0  # profiles not queued: the queue was full (a window's streams not read then)
     abandoned: int = 0  # profiles given up: retries spent, a 4xx, or the collector stopping
     windows: int = 0  # schedule ticks that read the database
-    read_errors: int = 0  # ticks whose reading failed (the window is read again next time)
+    read_errors: int = 0  # ticks whose reading failed (the window is read again next time), and streams
+    truncated: int = 0  # profiles pushed with their window's newest MAX_RECORDS records only
+    skipped_s: float = 0.0  # seconds of records not pushed: an outage's windows past max_window_s
     queued: int = 0
     last_success: float = 0.0
     last_error: str = ""
@@ -176,6 +194,7 @@ class PushStats:
                 "format": self.target.format, "interval_s": self.target.interval_s, "sent": self.sent,
                 "failures": self.failures, "retries": self.retries, "dropped": self.dropped,
                 "abandoned": self.abandoned, "windows": self.windows, "read_errors": self.read_errors,
+                "truncated": self.truncated, "skipped_s": self.skipped_s,
                 "queued": self.queued, "last_success": self.last_success, "last_error": self.last_error}
 
 

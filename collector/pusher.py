@@ -1,7 +1,8 @@
 """Profiles pushed on a schedule to fleet backends (push_targets.py), off the request threads: a
 scheduler thread makes, every target's interval, one profile per stream of its metrics and hosts over
 the window since its last one (ending delay_s before now, so the window's batches have arrived) and
-queues it; a sender thread per target POSTs them. A failed try (no answer, 429, 5xx) is tried again
+queues it (at most max_window_s of it; the streams read one at a time, none once the queue is full);
+a sender thread per target POSTs them. A failed try (no answer, 429, 5xx) is tried again
 after a backoff that doubles (or the answer's Retry-After), up to the target's retries; another 4xx is
 not tried again. A full queue drops the new profile. Everything is counted (PushStats, in
 push_targets.py: the overview page and /metrics). Ingest never waits on any of it: /data only writes to the database, and the scheduler
@@ -12,6 +13,7 @@ every profile: give it to one of them."""
 
 from __future__ import annotations
 
+import email.utils
 import logging
 import math
 import queue
@@ -25,6 +27,7 @@ from collector import otlp_export, pyroscope_push
 from collector.profiles import RangeProfile, range_profile
 from collector.push_targets import Push, PushStats, PushTarget
 from collector.store import Store
+from collector.stream import Stream
 
 CLOCK_SLACK_S = 300.0  # a stream last seen this long before a window starts holds none of its records
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})  # OTLP/HTTP's retryable answers, and timeouts
@@ -102,39 +105,67 @@ class Pusher:
             self.push_window(t)
 
     def push_window(self, t: _Target) -> None:
-        """Queue a profile per stream of the target's over (window_end, now - delay_s]."""
-        since, until = t.window_end, self.clock() - t.target.delay_s
+        """Queue a profile per stream of the target's over (window_end, now - delay_s], at most
+        max_window_s of it (after an outage, the older part is skipped: counted in seconds). The streams
+        are read one at a time, and no more once the queue is full (the rest counted as dropped); a stream
+        that cannot be read is counted and the others go on."""
+        target = t.target
+        since, until = t.window_end, self.clock() - target.delay_s
         if until <= since:
             return
+        skipped = max(0.0, until - target.max_window_s - since)
+        since += skipped
         try:
-            pushes = self._profiles(t.target, since, until)
+            wanted = self._streams(target, since)
         except Exception as e:  # a database that went away: this window is read again next tick
-            self._count(t, read_errors=1)
-            with self._lock:
-                t.stats.last_error = f"reading the window: {type(e).__name__}: {e}"[:MAX_ERROR]
-            log.warning("push %s: cannot read the window: %s", t.target.name, type(e).__name__)
+            self._read_error(t, "reading the window", e)
             return
         t.window_end = until
         self._count(t, windows=1)
-        for push in pushes:
+        if skipped:
+            with self._lock:
+                t.stats.skipped_s += skipped
+            log.warning("push %s: %.0f s of records before %.0f not pushed (a window is max_window_s at most)",
+                        target.name, skipped, since)
+        for n, s in enumerate(wanted):
+            if t.queue.full():  # what would be built now could only be dropped
+                self._count(t, dropped=len(wanted) - n)
+                return
+            try:
+                push = self._profile(t, s, since, until)
+            except Exception as e:  # noqa: BLE001 - one stream's profile: the others are pushed all the same
+                self._read_error(t, f"reading {s.host}/{s.run_id}/{s.source}", e)
+                continue
+            if push is None:
+                continue
             try:
                 t.queue.put_nowait(push)
             except queue.Full:
                 self._count(t, dropped=1)
 
-    def _profiles(self, target: PushTarget, since: float, until: float) -> list[Push]:
-        build = BUILDERS[target.kind]
+    def _read_error(self, t: _Target, what: str, e: Exception) -> None:
+        self._count(t, read_errors=1)
+        with self._lock:
+            t.stats.last_error = f"{what}: {type(e).__name__}: {e}"[:MAX_ERROR]
+        log.warning("push %s: %s failed", t.target.name, what, exc_info=True)
+
+    def _streams(self, target: PushTarget, since: float) -> list[Stream]:
+        """The target's streams that may hold records after since."""
+        return [s for s in self.store.streams()
+                if not (target.sources and s.source not in target.sources)
+                and not (target.hosts and s.host not in target.hosts) and s.last_seen >= since - CLOCK_SLACK_S]
+
+    def _profile(self, t: _Target, s: Stream, since: float, until: float) -> Push | None:
+        """The stream's profile over (since, until] (None: no stack record there); a truncated one (its
+        newest MAX_RECORDS records only) is counted."""
+        target = t.target
         first = math.nextafter(since, math.inf)  # the records at `since` went with the last window
-        pushes = []
-        for s in self.store.streams():
-            if (target.sources and s.source not in target.sources) or (target.hosts and s.host not in target.hosts):
-                continue
-            if s.last_seen < since - CLOCK_SLACK_S:
-                continue
-            result = range_profile(self.store, s.host, s.run_id, s.source, since=first, until=until)
-            if result.records and result.profile.total > 0:
-                pushes.append(build(target, (s.host, s.run_id, s.source), result, since, until))
-        return pushes
+        result = range_profile(self.store, s.host, s.run_id, s.source, since=first, until=until)
+        if not (result.records and result.profile.total > 0):
+            return None
+        if result.truncated:
+            self._count(t, truncated=1)
+        return BUILDERS[target.kind](target, (s.host, s.run_id, s.source), result, since, until)
 
     # the senders: one thread per target, tries with backoff
 
@@ -146,7 +177,11 @@ class Pusher:
                     push = t.queue.get(timeout=0.2)
                 except queue.Empty:
                     continue
-                self._deliver(t, session, push)
+                try:
+                    self._deliver(t, session, push)
+                except Exception:  # noqa: BLE001 - the next profiles still go: this thread must not end
+                    self._count(t, abandoned=1)
+                    log.warning("push %s: could not deliver %s/%s/%s", t.target.name, *push.stream, exc_info=True)
         finally:
             session.close()
 
@@ -166,7 +201,8 @@ class Pusher:
                 t.stats.last_error = error[:MAX_ERROR]
             if wait is None or attempt == target.retries:
                 break
-            if self._stop.wait(min(target.backoff_max_s, max(wait, target.backoff_s * 2 ** attempt))):
+            # the answer's Retry-After when longer than the backoff (docs/collector.md): not cut to backoff_max_s
+            if self._stop.wait(max(wait, min(target.backoff_max_s, target.backoff_s * 2 ** attempt))):
                 break
         self._count(t, abandoned=1)
         log.warning("push %s: gave up on %s/%s/%s: %s", target.name, *push.stream, t.stats.last_error)
@@ -179,13 +215,29 @@ class Pusher:
                                   files=push.files, timeout=target.timeout_s)
         except requests.RequestException as e:
             return 0.0, f"{type(e).__name__}: {e}"
+        except Exception as e:  # noqa: BLE001 - a request that cannot be made (a header http.client cannot
+            # encode): the same next time, so a failure not tried again, logged with its traceback
+            log.warning("push %s: the request failed", target.name, exc_info=True)
+            return None, f"{type(e).__name__}: {e}"
         if 200 <= answer.status_code < 300:
             return None, None
         error = f"HTTP {answer.status_code}: {answer.text[:120]}"
         if answer.status_code not in RETRY_STATUSES:
             return None, error
-        retry_after = answer.headers.get("Retry-After", "")
-        return (float(retry_after) if retry_after.isdigit() else 0.0), error
+        return retry_after_s(answer.headers.get("Retry-After", ""), time.time()), error
+
+
+def retry_after_s(value: str, now: float) -> float:
+    """Seconds a Retry-After asks to wait (RFC 9110: a number of seconds, or an HTTP-date); 0 when it
+    says nothing usable."""
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, when.timestamp() - now) if when.tzinfo is not None else 0.0
 
 
 def start(store: Store, targets: tuple[PushTarget, ...]) -> Pusher | None:

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 # SQLite only autoincrements an INTEGER PRIMARY KEY; PostgreSQL gets a 64-bit id.
@@ -48,6 +49,8 @@ batches = Table(
     Column("remote_addr", String(64)),
     Index("ix_batches_stream", "host", "run_id", "source", "sequence"),
     Index("ix_batches_legacy", "host", "source", "received_at"),
+    # the batches that came with no record, by time: expiry deletes them (no record's deletion names them)
+    Index("ix_batches_empty", "received_at", sqlite_where=text("n_records = 0"), postgresql_where=text("n_records = 0")),
 )
 
 streams = Table(
@@ -78,9 +81,10 @@ gaps = Table(
 )
 
 stacks = Table(
-    "stacks", metadata,  # never updated nor deleted: a hash names the same frames for good
+    "stacks", metadata,  # a hash names the same frames for good; deleted once no record uses it (compaction.py)
     Column("hash", LargeBinary(16), primary_key=True),  # blake2b-128 of frames
     Column("frames", Text, nullable=False),  # the frame fields of a stack record, as a JSON object
+    Column("unused_since", Float),  # when a compaction pass found no record using it (NULL: in use)
 )
 
 records = Table(
@@ -105,6 +109,9 @@ records = Table(
     # a batch's records: deleting an old batch checks that none is left (a foreign key's check without
     # it reads every record)
     Index("ix_records_batch", "batch"),
+    # a stack's records: whether a stack is still used, one look-up (compaction deletes those unused);
+    # stack records only, so the many records of no stack cost it nothing
+    Index("ix_records_stack", "stack", sqlite_where=text("stack IS NOT NULL"), postgresql_where=text("stack IS NOT NULL")),
 )
 
 counters = Table(

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from bcc.utils import get_possible_cpus
 
-from bcctool import ExitedKeys, Tool, all_items, kernelfeatures, process_name
+from bcctool import ExitedKeys, Tool, all_items, kernelfeatures, process_name, taskinfo
 from bcctool.cgroups import CGROUP_FIELDS
 from bcctool.procnames import ProcessNames
 
@@ -52,13 +52,9 @@ if args.ppid:
     children = b["children"]
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == args.ppid:
-                children[children.Key(int(entry))] = children.Leaf(ppid)
+            st = taskinfo.stat(int(entry))    # its comm, in the stat, may not be UTF-8: read as proctext.py says
+            if st is not None and st["ppid"] == args.ppid:
+                children[children.Key(int(entry))] = children.Leaf(args.ppid)
 
 epoch[epoch.Key(0)] = epoch.Leaf(1)
 tool.meta(group_by=args.group_by, entry_storage="task_storage" if tool.variant else "hash",

@@ -10,6 +10,7 @@ exactly what was posted."""
 
 from __future__ import annotations
 
+import email.utils
 import json
 import os
 import time
@@ -29,9 +30,11 @@ from server_fixtures import free_port
 from stack_posts import cpuprofile_stacks
 
 import server
-from collector import create_app, settings
-from collector.push_targets import parse_targets
-from collector.pusher import Pusher
+from collector import create_app, profiles, settings
+from collector import pusher as pusher_module
+from collector.profiles import range_profile
+from collector.push_targets import Push, parse_targets
+from collector.pusher import Pusher, retry_after_s
 from collector.state import EXTENSION, PUSH_EXTENSION
 
 T0 = 1_750_000_000.0
@@ -242,22 +245,116 @@ def test_a_target_that_is_down_leaves_ingest_alone(push_app):
     assert client.get("/api/streams").get_json()["streams"][0]["batches"] == 6
 
 
-def test_a_full_queue_drops_and_counts(push_app):
+def test_a_full_queue_drops_and_counts(push_app, monkeypatch):
+    """Once the queue is full, the window's other streams are not read at all (each counted dropped)."""
     now = [T0 - 10]
     app = push_app()
     client = app.test_client()
     for i, host in enumerate(("pc-1", "pc-2", "pc-3")):
         post_stacks(client, 0, T0 + i, host=host)
+    read = []
+    monkeypatch.setattr(pusher_module, "range_profile", lambda store, host, *a, **kw: read.append(host)
+                        or range_profile(store, host, *a, **kw))
     target = parse_targets([{"kind": "otlp", "url": "http://127.0.0.1:9", "queue": 1, "delay_s": 0}])
     pusher = Pusher(app.extensions[EXTENSION].store, target, clock=lambda: now[0])  # not started: no sender
     now[0] = T0 + 10
     pusher.push_now()
     (stats,) = pusher.stats()
     assert (stats.queued, stats.dropped, stats.windows) == (1, 2, 1)
+    assert len(read) == 1, read
     pusher.push_now()  # the next window holds no new record: nothing more
     assert pusher.stats()[0].dropped == 2
     pusher.stop()
     assert pusher.stats()[0].abandoned == 1  # what was still queued
+
+
+def test_a_push_that_raises_is_a_counted_failure_and_the_sender_goes_on(push_app, receiver, caplog):
+    """A request that cannot be made (a header value outside Latin-1, given past the config's check):
+    http.client raises UnicodeEncodeError, not a RequestException. It is a failure, abandoned at once and
+    logged with its traceback; the sender thread goes on to the next profile."""
+    got = receiver()
+    (target,) = parse_targets([{"kind": "otlp", "url": got.url, **FAST}])
+    pusher = Pusher(push_app().extensions[EXTENSION].store, (target,))
+    pushes = pusher._targets[0].queue
+    pushes.put(Push(("pc-1", "run-a", "cpuprofile"), T0, T0 + 1, got.url, {}, {"Authorization": "Bearer €1x"}, b"a"))
+    pushes.put(Push(("pc-2", "run-a", "cpuprofile"), T0, T0 + 1, got.url, {}, {"Authorization": "Bearer 1x"}, b"b"))
+    pusher.start()
+    try:
+        (delivered,) = got.wait_for(lambda rs: len(rs) == 1)
+        assert delivered.body == b"b" and delivered.headers["authorization"] == "Bearer 1x"
+        deadline = time.monotonic() + 10   # counted once the answer is back, after the receiver noted it
+        while pusher.stats()[0].sent == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (stats,) = pusher.stats()
+        assert (stats.sent, stats.failures, stats.abandoned, stats.retries) == (1, 1, 1, 0)
+        assert stats.last_error.startswith("UnicodeEncodeError")
+        assert any(r.exc_info and r.exc_info[0] is UnicodeEncodeError for r in caplog.records)
+    finally:
+        pusher.stop()
+
+
+def test_a_window_after_an_outage_is_capped_and_a_stream_that_fails_stalls_no_other(push_app, monkeypatch):
+    """A window is max_window_s at most: after the database was away, its older part is skipped and
+    counted in seconds, not read as one window cut to its newest records unsaid; a profile cut so is
+    counted as truncated; a stream whose profile cannot be made is a read error and the others go."""
+    now = [T0 - 1000]
+    app = push_app()
+    client = app.test_client()
+    for i, host in enumerate(("pc-1", "pc-2", "pc-3")):
+        post_stacks(client, 0, T0 - 500 + i, host=host)     # before the cap: skipped
+        post_stacks(client, 1, T0 - 50 + i, host=host)      # in the last max_window_s
+    store = app.extensions[EXTENSION].store
+    (target,) = parse_targets([{"kind": "otlp", "url": "http://127.0.0.1:9", "delay_s": 0, "max_window_s": 100}])
+    pusher = Pusher(store, (target,), clock=lambda: now[0])
+    real_streams = store.streams
+    monkeypatch.setattr(store, "streams", lambda: 1 / 0)     # the database away for the outage
+    now[0] = T0 - 600
+    pusher.push_now()
+    now[0] = T0
+    pusher.push_now()
+    assert (pusher.stats()[0].read_errors, pusher.stats()[0].windows) == (2, 0)
+    monkeypatch.setattr(store, "streams", real_streams)
+    monkeypatch.setattr(profiles, "MAX_RECORDS", 2)     # pc-1's window holds 3 stack records
+    real = range_profile
+
+    def failing(store, host, *args, **kwargs):
+        if host == "pc-2":
+            raise ValueError("a stream that cannot be read")
+        return real(store, host, *args, **kwargs)
+
+    monkeypatch.setattr(pusher_module, "range_profile", failing)
+    pusher.push_now()
+    (stats,) = pusher.stats()
+    assert (stats.windows, stats.queued, stats.read_errors, stats.truncated) == (1, 2, 3, 2)
+    assert stats.skipped_s == pytest.approx(1000 - 100)
+    queued = [pusher._targets[0].queue.get_nowait() for _ in range(2)]
+    assert sorted(p.stream[0] for p in queued) == ["pc-1", "pc-3"]
+    assert {(p.since, p.until) for p in queued} == {(T0 - 100, T0)}
+    assert "pc-2" in stats.last_error and "ValueError" in stats.last_error
+
+
+def test_a_retry_after_longer_than_the_backoff_is_waited_for_whole(push_app):
+    """docs/collector.md: a failed try is tried again after the backoff, or after the answer's Retry-After
+    when that is longer; backoff_max_s caps the backoff only. Retry-After may also be an HTTP-date."""
+    (target,) = parse_targets([{"kind": "otlp", "url": "http://127.0.0.1:9", "backoff_s": 0.5,
+                                "backoff_max_s": 1, "retries": 1}])
+    pusher = Pusher(push_app().extensions[EXTENSION].store, (target,))
+    waits = []
+    pusher._stop.wait = lambda seconds: waits.append(seconds) or True   # note the wait, then stop
+
+    class Busy:  # a session whose every answer is 503 with this Retry-After
+        def __init__(self, retry_after: str) -> None:
+            self.headers, self.status_code, self.text = {"Retry-After": retry_after}, 503, ""
+
+        def post(self, *args, **kwargs):
+            return self
+
+    in_a_while = email.utils.formatdate(time.time() + 300, usegmt=True)
+    for retry_after in ("120", in_a_while, "", "soon"):
+        pusher._deliver(pusher._targets[0], Busy(retry_after), Push(("pc-1", "run-a", "cpuprofile"), T0, T0 + 1,
+                                                                     target.url, {}, {}, b"x"))
+    assert waits[0] == 120 and 290 < waits[1] <= 300 and waits[2:] == [0.5, 0.5]
+    assert retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT", time.time()) == 0.0   # a date passed: at once
 
 
 @pytest.mark.parametrize(("targets", "message"), [
@@ -266,8 +363,12 @@ def test_a_full_queue_drops_and_counts(push_app):
     ([{"kind": "otlp", "url": "http://x", "format": "folded"}], "format must be one of protobuf"),
     ([{"kind": "pyroscope", "url": "http://x", "interval_s": 0}], "interval_s must be a number > 0"),
     ([{"kind": "pyroscope", "url": "http://x", "retries": 1.5}], "retries must be a whole number >= 0"),
+    ([{"kind": "pyroscope", "url": "http://x", "interval_s": 60, "max_window_s": 30}],
+     "max_window_s must be at least interval_s"),
     ([{"kind": "pyroscope", "url": "http://x", "sources": "cpuprofile"}], "sources must be a list of names"),
     ([{"kind": "pyroscope", "url": "http://x", "headers": {"Bad Header": "v"}}], "header 'Bad Header'"),
+    ([{"kind": "otlp", "url": "http://x", "headers": {"Authorization": "Bearer €1x"}}],
+     "header 'Authorization' must be a header name with a printable Latin-1 value"),
     ([{"kind": "pyroscope", "url": "http://x", "intervl_s": 5}], "unknown key(s): intervl_s"),
     ([{"kind": "otlp", "url": "http://x"}, {"kind": "otlp", "url": "http://y", "name": "otlp-1"}],
      "target name(s) used twice: otlp-1"),

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from bcctool import procmem, targets, taskinfo
+from bcctool.maps import process_name
 from bcctool.procnames import ProcessNames, comm_census, hint_of, read_cmdline
 
 
@@ -44,7 +46,7 @@ def test_a_shared_comm_is_told_apart_and_stays_so_read_once_per_process():
         reads.append(pid)
         return cmdlines[pid]
 
-    names = ProcessNames(read, census=lambda: {"python3": 1, "gzip": 1, "bash": 4})
+    names = ProcessNames(read, census=lambda: {"python3": 1, "gzip": 1, "bash": 4}, started=lambda pid: 1)
     # one python3 alone: bare, and its command line not read
     assert names.names([(10, "python3"), (12, "gzip")]) == {(10, "python3"): "python3", (12, "gzip"): "gzip"}
     assert reads == []
@@ -69,10 +71,34 @@ def test_a_comm_shared_on_the_machine_is_told_apart_from_its_first_interval():
         censuses.append(1)
         return {"python3": 3, "sshd": 1}
 
-    names = ProcessNames(lambda pid: ["python3", f"job{pid}.py"], census=census)
+    names = ProcessNames(lambda pid: ["python3", f"job{pid}.py"], census=census, started=lambda pid: 1)
     assert names.names([(5, "python3"), (6, "sshd")]) == {(5, "python3"): "python3 (job5.py)", (6, "sshd"): "sshd"}
     assert names.names([(5, "python3"), (6, "sshd")]) == {(5, "python3"): "python3 (job5.py)", (6, "sshd"): "sshd"}
     assert len(censuses) == 1, "the machine was looked at again with no new comm met"
+
+
+def test_a_reused_pid_is_a_new_process_and_one_gone_is_not_kept_nameless():
+    """A process is its pid and start time: a new process with an old one's pid gets its own hint, and a
+    process gone before its command line was read ([] then) is not remembered as having none."""
+    cmdlines: dict[int, list[str]] = {}
+    starts: dict[int, int] = {}
+    names = ProcessNames(lambda pid: cmdlines.get(pid, []), census=lambda: {"python3": 2},
+                         started=starts.get)
+    assert names.names([(7, "python3")]) == {(7, "python3"): "python3"}     # gone: no stat, no command line
+    cmdlines[7], starts[7] = ["python3", "first.py"], 100                   # its pid taken by a new process
+    assert names.name(7, "python3") == "python3 (first.py)"
+    cmdlines[7], starts[7] = ["python3", "second.py"], 200                  # and again, by another
+    assert names.name(7, "python3") == "python3 (second.py)"
+    starts[7] = 100
+    assert names.name(7, "python3") == "python3 (first.py)"     # (a start time names one process: kept)
+
+
+def test_the_tables_of_comms_met_are_bounded():
+    names = ProcessNames(lambda pid: ["x", f"{pid}.sh"], census=dict, started=lambda pid: 1, max_comms=16)
+    for pid in range(1000):
+        names.names([(pid, f"job-{pid}"), (pid + 5000, f"job-{pid}")])     # a comm of its own, twice
+    assert len(names._first) <= 16 and len(names._shared) <= 16
+    assert names.names([(1, "job-999")]) == {(1, "job-999"): "job-999 (1.sh)"}   # the recent ones kept
 
 
 def test_real_processes_are_named_by_their_scripts(tmp_path):
@@ -103,3 +129,26 @@ def test_counts_keyed_by_process_are_renamed_and_kept():
     stacks = {(5, "python3", 1, ("main", "spin")): 40, (6, "python3", 1, ("main",)): 2, (7, "cc1", 1, ()): 9}
     assert names.renamed(stacks) == {(5, "python3 (job5.py)", 1, ("main", "spin")): 40,
                                      (6, "python3 (job6.py)", 1, ("main",)): 2, (7, "cc1", 1, ()): 9}
+
+
+def test_a_comm_cut_inside_a_utf8_character_is_read_as_the_bpf_side_reads_it():
+    """The kernel cuts a comm at 15 bytes: "abcdefghijklmné" keeps the first byte of é alone. Every /proc
+    reader of a comm (the census, process_name, taskinfo, the liveness checks, procmem) reads it with
+    U+FFFD for that byte, as a BPF record's comm is decoded, instead of raising UnicodeDecodeError."""
+    code = ("import ctypes, sys\nctypes.CDLL(None).prctl(15, 'abcdefghijklmné'.encode(), 0, 0, 0)\n"
+            "print(flush=True)\nsys.stdin.read()\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        child.stdout.readline()      # renamed
+        with open(f"/proc/{child.pid}/comm", "rb") as f:
+            assert f.read() == b"abcdefghijklmn\xc3\n"      # as the kernel keeps it
+        shown = "abcdefghijklmn\ufffd"
+        assert b"abcdefghijklmn\xc3".decode(errors="replace") == shown     # the BPF side's comm
+        assert comm_census()[shown] >= 1
+        assert process_name(child.pid) == taskinfo.comm_of(child.pid) == shown
+        assert taskinfo.tgid_of(child.pid) == child.pid and taskinfo.stat(child.pid)["ppid"] > 0
+        assert targets.process_alive(child.pid) and targets.task_alive(child.pid)
+        assert procmem.process_memory(child.pid)["rss_bytes"] > 0
+    finally:
+        child.stdin.close()
+        child.wait(5)
