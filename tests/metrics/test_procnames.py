@@ -103,3 +103,11 @@ def test_counts_keyed_by_process_are_renamed_and_kept():
     stacks = {(5, "python3", 1, ("main", "spin")): 40, (6, "python3", 1, ("main",)): 2, (7, "cc1", 1, ()): 9}
     assert names.renamed(stacks) == {(5, "python3 (job5.py)", 1, ("main", "spin")): 40,
                                      (6, "python3 (job6.py)", 1, ("main",)): 2, (7, "cc1", 1, ()): 9}
+
+
+def test_rows_of_a_process_each_are_renamed_in_place():
+    names = ProcessNames(lambda pid: ["python3", f"job{pid}.py"], census=lambda: {"python3": 2})
+    rows = [{"pid": 5, "comm": "python3", "minor": 3}, {"pid": 7, "comm": "cc1", "minor": 1},
+            {"pid": 5, "comm": "python3", "minor": 4}]
+    names.rename_rows(rows)
+    assert [(r["comm"], r["minor"]) for r in rows] == [("python3 (job5.py)", 3), ("cc1", 1), ("python3 (job5.py)", 4)]
