@@ -127,6 +127,12 @@ class ProcessNames:
         found = self.names(key[:2] for key in counts)
         return {(key[0], found[key[:2]], *key[2:]): n for key, n in counts.items()}
 
+    def rename_rows(self, rows: list[dict]) -> None:
+        """Each row's `comm` as names() shows it (rows of one process each: `pid` and `comm`)."""
+        found = self.names((r["pid"], r["comm"]) for r in rows)
+        for r in rows:
+            r["comm"] = found[(r["pid"], r["comm"])]
+
     def name(self, pid: int, comm: str) -> str:
         if self._shared.get(comm) is None:
             return comm

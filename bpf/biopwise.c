@@ -7,7 +7,8 @@
  * is counted twice nor credited to the kworker that retried. block:block_rq_complete adds the latency
  * (and a log2 slot of it: the latency histogram over every request counted).
  * Requests are keyed by (dev, sector) — tracepoint fields only. Totals are never cleared while the
- * process lives: the user side takes deltas. */
+ * process lives: the user side takes deltas. A request of the profiler's own processes (-DSKIP_OWN) is
+ * not counted at issue, one map lookup per request. */
 #include "common.h"
 
 struct rq_key {
@@ -113,6 +114,10 @@ TRACEPOINT_PROBE(block, block_rq_issue)
     u32 owner = rq ? rq->tgid : bpf_get_current_pid_tgid() >> 32;
     if (skip_ids(owner, owner) || (rq ? rq->skip : skip_cgroup()))
         return PASS_ON;
+#ifdef SKIP_OWN
+    if (own_tgids.lookup(&owner))
+        return PASS_ON;   /* the profiler's own (common.h): not issued by our books, so its completion adds nothing */
+#endif
     int sync = 0;
     int kind = rwbs_kind(args->rwbs, &sync);
     if (!kind)

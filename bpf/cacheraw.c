@@ -9,7 +9,8 @@
  * writeback:writeback_dirty_folio is a clean folio made dirty (no order: a count of folios); when it is
  * the folio this thread just added, a write allocated it (a write miss), else it was cached (a hit).
  * Tracepoint fields only. Totals are never cleared while the process lives; the user side takes deltas
- * and derives hits and misses (docs/metrics/cacheraw.md). */
+ * and derives hits and misses (docs/metrics/cacheraw.md). The profiler's own processes (-DSKIP_OWN) are
+ * asked about only when counters would be made, so they never get any. */
 #include "common.h"
 
 #define PAGE_SHIFT 12
@@ -74,12 +75,19 @@ static __always_inline struct task_t *task_state(u64 id, int create)
 #endif
 }
 
-/* The process's counters, created (with its comm and uid) on first use; NULL when the map is full. */
+/* The process's counters, created (with its comm and uid) on first use; NULL when the map is full or
+ * the process is the profiler's own. */
 static __always_inline struct val_t *stats_of(u32 tgid)
 {
     struct val_t *v = stats.lookup(&tgid);
     if (v)
         return v;
+#ifdef SKIP_OWN
+    /* asked only for a process not counted yet: the profiler's own (common.h) never gets counters, and
+       the others' events cost no lookup more */
+    if (own_tgids.lookup(&tgid))
+        return 0;
+#endif
     struct val_t init = {};
     stats.insert(&tgid, &init);
     v = stats.lookup(&tgid);

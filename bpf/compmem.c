@@ -13,7 +13,10 @@
  * and it has not returned to user space (raw_syscalls:sys_exit forgets it), so a pipe() that makes
  * five allocations costs one copy. An allocation whose copy found the ring buffer full keeps the
  * frame-pointer walk instead, as every allocation does without USER_DWARF (a stack id). A kernel
- * thread has no user stack (copy id 0, stack id < 0). */
+ * thread has no user stack (copy id 0, stack id < 0).
+ *
+ * The profiler's own processes (-DSKIP_OWN) are asked about only when a process would get its record,
+ * so they never get one and none of their allocations is kept. */
 #include "common.h"
 
 struct alloc_t {
@@ -178,6 +181,12 @@ static __always_inline void on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site
 
     struct pmem_t *v = proc_mem.lookup(&tgid);
     if (!v) {
+#ifdef SKIP_OWN
+        /* asked only for a process not counted yet, before any stack is walked: the profiler's own
+           (common.h) never gets a record, and the others' allocations cost no lookup more */
+        if (own_tgids.lookup(&tgid))
+            return;
+#endif
         struct pmem_t init = {};
         proc_mem.insert(&tgid, &init);
         v = proc_mem.lookup(&tgid);

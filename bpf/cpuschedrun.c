@@ -36,7 +36,12 @@
  * --cgroup (FILTER_CGROUP_ID) filters like -p: `tasks` is the member set, seeded by user space from the
  * group's and its descendants' cgroup.threads, joined by tasks created by a member (they start in its
  * group) and by any task switched out while in the group. `cgroups` keeps each thread's cgroup as of its
- * last switch out, for its row. */
+ * last switch out, for its row.
+ *
+ * -DSKIP_OWN: the profiler's own threads (common.h) are S_OWN in `tasks` and nothing of them is counted.
+ * Whose a thread is shows at its switch out (`prev` is the current task): its entry keeps the answer with
+ * own_gen, so the own_tgids hash is asked once a thread and again only after the set changed, one array
+ * read per switch otherwise. A thread made by an own process is own from its sched_wakeup_new. */
 #include "common.h"
 #include "sched_state.h"
 #include "epoch.h"
@@ -48,6 +53,7 @@
 #define S_UNKNOWN 0   /* sleeping, or seeded: no interval open */
 #define S_QUEUED 1    /* runnable, waiting for a CPU since ts */
 #define S_RUNNING 2   /* on a CPU since ts */
+#define S_OWN 3       /* the profiler's own (-DSKIP_OWN): nothing of it is counted */
 
 
 #ifndef MAX_TASKS
@@ -57,6 +63,7 @@
 struct task_t {
     u64 ts;
     u32 state;
+    u32 own;      /* SKIP_OWN: own_gen when last looked up << 1 | the thread is the profiler's own */
 };
 
 BPF_HASH(tasks, u32, struct task_t, MAX_TASKS);
@@ -154,8 +161,29 @@ TRACEPOINT_PROBE(sched, sched_wakeup)
     return PASS_ON;
 }
 
+#ifdef SKIP_OWN
+static __always_inline u32 own_generation(void)
+{
+    int zero = 0;
+    u32 *gen = own_gen.lookup(&zero);
+    return gen ? *gen : 0;
+}
+#endif
+
 TRACEPOINT_PROBE(sched, sched_wakeup_new)
 {
+#ifdef SKIP_OWN
+    /* the current task made the new one: a thread or child of the profiler's own is its own too, from
+       birth (and stays so by our books until own_gen changes: that refresh has found it) */
+    u32 parent = bpf_get_current_pid_tgid() >> 32;
+    if (own_tgids.lookup(&parent)) {
+        u32 child = args->pid;
+        struct task_t init = {.state = S_OWN, .own = own_generation() << 1 | 1};
+        if (tasks.update(&child, &init) == ERR_MAP_FULL)
+            count_lost();
+        return PASS_ON;
+    }
+#endif
     on_wakeup(args->pid);
     return PASS_ON;
 }
@@ -253,6 +281,40 @@ static __always_inline void end_unseen_run(struct epoch_t *epoch, u32 tid, struc
         (*unseen)++;
 }
 
+#ifdef SKIP_OWN
+/* 1 when `prev` (`t` its entry, or NULL), switching out now, is the profiler's own (common.h): its entry
+ * is left in S_OWN, or deleted at its exit, and nothing of it is counted. An entry keeps its answer with
+ * the own_gen it was found under, so the hash is asked again only after the set changed. */
+static __always_inline int own_switch_out(struct task_t *t, u32 prev, u32 tgid, long state)
+{
+    u32 gen = own_generation();
+    int own = t && t->own >> 1 == gen ? t->own & 1 : own_tgids.lookup(&tgid) != 0;
+    if (!own) {
+        if (t && t->state == S_OWN) {   /* no longer the profiler's own: followed from this switch out */
+            t->state = S_UNKNOWN;
+            t->ts = 0;
+        }
+        if (t)
+            t->own = gen << 1;
+        return 0;
+    }
+    if (state & PREV_STATE_EXITED) {
+        tasks.delete(&prev);
+#ifdef PER_THREAD
+        cgroups.delete(&prev);   /* kept if it was counted before the map knew it */
+#endif
+    } else if (t) {
+        t->state = S_OWN;
+        t->own = gen << 1 | 1;
+    } else {
+        struct task_t init = {.state = S_OWN, .own = gen << 1 | 1};
+        if (tasks.insert(&prev, &init) == ERR_MAP_FULL)
+            count_lost();
+    }
+    return 1;
+}
+#endif
+
 TRACEPOINT_PROBE(sched, sched_switch)
 {
     int zero = 0;
@@ -278,6 +340,10 @@ TRACEPOINT_PROBE(sched, sched_switch)
         long state = args->prev_state;
         u32 new_state = (state & PREV_STATE_SLEEPING) == 0 ? S_QUEUED : S_UNKNOWN;
         struct task_t *t = tasks.lookup(&prev);
+#ifdef SKIP_OWN
+        if (own_switch_out(t, prev, id >> 32, state))
+            goto switched_out;
+#endif
         if (t) {
             if (t->state == S_RUNNING) {
                 end_run(&epoch, prev, t->ts, now, 1);
@@ -328,6 +394,9 @@ TRACEPOINT_PROBE(sched, sched_switch)
     else if (prev != 0)
         tasks.delete(&prev);
 #endif
+#ifdef SKIP_OWN
+switched_out:
+#endif
 
     if (cpu) {
         cpu->ts = now;
@@ -350,6 +419,10 @@ TRACEPOINT_PROBE(sched, sched_switch)
 #endif
         return PASS_ON;
     }
+#ifdef SKIP_OWN
+    if (t->state == S_OWN)
+        return PASS_ON;   /* the profiler's own: its run is not followed */
+#endif
     if (t->state == S_QUEUED) {
         end_wait(&epoch, next, t->ts, now);
     } else if (t->state == S_RUNNING) {

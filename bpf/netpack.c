@@ -14,7 +14,11 @@
  * the softirq interrupted, so it is nobody's: cgroup id 0. Softirq context is a per-CPU flag set
  * between irq:softirq_entry and softirq_exit (softirqs do not nest on a CPU; no struct read of the
  * preempt count). --cgroup (FILTER_CGROUP_ID) keeps only task-queued packets of the group;
- * -DBY_CGROUP keys the per-device totals by (device, cgroup). */
+ * -DBY_CGROUP keys the per-device totals by (device, cgroup).
+ *
+ * -DSKIP_OWN: a packet queued by one of the profiler's own processes (the app's posts to its collector
+ * on lo) is not timed, one map lookup per packet a task queues; one queued in a softirq is nobody's and
+ * is kept (the ACKs of the app's own connections among them). */
 #include "common.h"
 
 #define IFNAMSIZ 16
@@ -140,14 +144,18 @@ TRACEPOINT_PROBE(net, net_dev_queue)
     if (!by_task || skip_cgroup())
         return PASS_ON;
 #endif
+    u32 pid = by_task ? bpf_get_current_pid_tgid() >> 32 : 0;
+#ifdef SKIP_OWN
+    if (by_task && own_tgids.lookup(&pid))
+        return PASS_ON;   /* the profiler's own (common.h): not timed, so its xmit adds nothing */
+#endif
     struct start_key_t key = {.skb = (u64)args->skbaddr};
     TP_DATA_LOC_READ_STR(&key.name, name, IFNAMSIZ);
 #ifdef FILTER_DEV
     if (skip_dev(key.name))
         return PASS_ON;
 #endif
-    struct queued_t q = {.ts = bpf_ktime_get_ns(), .cgid = by_task ? bpf_get_current_cgroup_id() : 0,
-                         .pid = by_task ? bpf_get_current_pid_tgid() >> 32 : 0};
+    struct queued_t q = {.ts = bpf_ktime_get_ns(), .cgid = by_task ? bpf_get_current_cgroup_id() : 0, .pid = pid};
     struct queued_t *old = start.lookup(&key);
     if (old) {
         /* the skb was dropped before xmit (qdisc full) and freed, and its memory is a new packet */

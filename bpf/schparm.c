@@ -7,7 +7,8 @@
  * the user side. Switches and run time come from sched_switch: `prev` is the current task, so its
  * counters live in task-local storage (a tid hash where the kernel lacks it), and its run started at
  * the previous switch on this CPU. sched_process_exit sends one record per exiting thread, with the
- * cgroup it exits in (a helper: the exiting task is current). */
+ * cgroup it exits in (a helper: the exiting task is current), none for the profiler's own processes
+ * (-DSKIP_OWN). */
 #include "common.h"
 #include "sched_state.h"
 
@@ -300,6 +301,13 @@ TRACEPOINT_PROBE(sched, sched_process_exit)
     if (skip_task(id))
         return PASS_ON;
     u32 tid = id;
+#ifdef SKIP_OWN
+    u32 tgid = id >> 32;
+    if (own_tgids.lookup(&tgid)) {
+        params.delete(&tid);   /* the profiler's own (common.h): no record, one lookup per exit */
+        return PASS_ON;
+    }
+#endif
     struct event_t e = {.pid = id >> 32, .tid = tid, .cpu = bpf_get_smp_processor_id(), .prio = args->prio,
                         .cgid = bpf_get_current_cgroup_id()};
     __builtin_memcpy(&e.comm, args->comm, TASK_COMM_LEN);

@@ -4,7 +4,8 @@
  * task (connect(2)), so the start time, pid and comm are kept there, keyed by the socket address. The
  * answer (SYN_SENT->ESTABLISHED or ->CLOSE) usually runs in softirq, where the current task is anyone:
  * the event takes pid/comm from the start entry and addresses/ports from the tracepoint, whose source
- * port is only assigned after SYN_SENT is set. */
+ * port is only assigned after SYN_SENT is set. A connect of the profiler's own processes (-DSKIP_OWN:
+ * the app's to its collector) gets no start entry. */
 #include "common.h"
 
 #define AF_INET 2
@@ -59,6 +60,11 @@ TRACEPOINT_PROBE(sock, inet_sock_set_state)
         u64 id = bpf_get_current_pid_tgid();
         if (skip_task(id))
             return PASS_ON;
+#ifdef SKIP_OWN
+        u32 tgid = id >> 32;
+        if (own_tgids.lookup(&tgid))
+            return PASS_ON;   /* the profiler's own (common.h): no start, so its answer is not reported */
+#endif
 #ifdef FILTER_FAMILY
         if (args->family != FILTER_FAMILY)
             return PASS_ON;

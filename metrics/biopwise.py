@@ -13,6 +13,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 from bcctool import CounterDeltas, HistDeltas, Tool, human_bytes, kernelfeatures, log2_buckets, process_name
+from bcctool.procnames import ProcessNames
 
 EXAMPLES = [
     ("biopwise", "per-process block I/O every second, top 20"),
@@ -103,6 +104,8 @@ def per_process(deltas: dict) -> list[dict]:
                  avg_size=round((p["read_bytes"] + p["write_bytes"]) / ios),
                  avg_lat_us=round(lat_ns / lat_count / 1e3, 3) if lat_count else 0.0)
         rows.append(p)
+    if not by_cgroup:
+        process_names.rename_rows(rows)   # a comm several processes share: "python3 (server.py)"
     return sorted(rows, key=SORT_KEYS[args.sort], reverse=True)
 
 
@@ -142,11 +145,13 @@ def print_human(interval: int, rows: list[dict], t: dict) -> None:
 # --- loop ------------------------------------------------------------------------------------------
 deltas = CounterDeltas(stats, comms)
 latency = HistDeltas(b["lat_hist"])
+process_names = ProcessNames()
 last = time.monotonic()
 for interval in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
-    changed = deltas.step()
+    # the profiler's own, counted before the kernel knew it (bcctool/own.py)
+    changed = {key: d for key, d in deltas.step().items() if not tool.is_own(key[0])}
     rows = per_process(changed)
     t = totals(changed, sum(r.get("processes", 1) for r in rows), elapsed)
     latency_buckets = log2_buckets(latency.step())

@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from bcctool import CounterDeltas, Tool, human_bytes, kernelfeatures, process_name
 from bcctool.cgroups import by_cgroup
+from bcctool.procnames import ProcessNames
 
 EXAMPLES = [
     ("cacheraw", "per-process page-cache hits and misses every second"),
@@ -84,6 +85,8 @@ class ReadHits:
 
 
 def rows_of(deltas: dict) -> list[dict]:
+    # the profiler's own, counted before the kernel knew it (bcctool/own.py)
+    deltas = {tgid: d for tgid, d in deltas.items() if not tool.is_own(tgid)}
     read_misses = {tgid: max(0, d["added_pages"] - d["write_miss_pages"]) for tgid, d in deltas.items()}
     requested = {tgid: max(0, d["requested_pages"] - d["overshoot_pages"]) for tgid, d in deltas.items()}
     read_hits = read_hits_of.step({tgid: (requested[tgid], read_misses[tgid]) for tgid in deltas})
@@ -150,12 +153,15 @@ def print_human(rows: list[dict], t: dict) -> None:
 # --- loop ------------------------------------------------------------------------------------------
 deltas = CounterDeltas(stats, comms, tgid_of=lambda tgid: tgid)
 read_hits_of = ReadHits()
+process_names = ProcessNames()
 last = time.monotonic()
 for _ in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
     rows = rows_of(deltas.step())
     t = summary(rows, elapsed)
+    if args.group_by == "process":
+        process_names.rename_rows(rows[: args.max_rows])   # a comm several processes share: "python3 (server.py)"
     if tool.json:
         tool.emit("summary", **t)
         for rank, r in enumerate(rows[: args.max_rows], 1):

@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from bcctool import ExitedKeys, Tool, all_items, human_bytes, percpu_totals, print_stack, process_name, procmem
 from bcctool.cgroups import by_cgroup
+from bcctool.procnames import ProcessNames
 
 EXAMPLES = [
     ("compmem", "top 10 processes by outstanding kernel memory, 5 leak suspects, every second"),
@@ -183,6 +184,8 @@ def process_rows() -> list[dict]:
     """Every process with a kernel-memory record: lifetime totals and what is outstanding now."""
     rows = []
     for tgid, (_, t) in percpu_totals(proc_mem).items():
+        if tool.is_own(tgid):
+            continue    # the profiler's own, recorded before the kernel knew it (bcctool/own.py)
         row = {"pid": tgid, "comm": process_name(tgid, comms), **cgroup_of(tgid), "alloc_bytes": t["alloc_bytes"],
                "allocs": t["allocs"], "freed_bytes": t["freed_bytes"], "frees": t["frees"],
                "outstanding_bytes": t["alloc_bytes"] - t["freed_bytes"], "active_allocs": t["allocs"] - t["frees"]}
@@ -218,7 +221,7 @@ def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
         user.unwind_pending()
         user.keep_only({a.ucopy for _, a in items}, mark)
     for _, a in items:
-        if now_ns - a.ts < min_age_ns:
+        if now_ns - a.ts < min_age_ns or tool.is_own(a.tgid):
             continue
         # without a stack, the caller the tracepoint names keeps different sites apart
         key = (a.tgid, a.stack_id, a.call_site if a.stack_id < 0 else 0, user.key(a))
@@ -287,6 +290,7 @@ missed_before = 0
 dwarf_seen: dict[str, int] = {}
 last = time.monotonic()
 exited = ExitedKeys()   # processes gone and settled: forgotten a read later
+process_names = ProcessNames()
 for _ in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
@@ -306,6 +310,8 @@ for _ in tool.intervals():
                                 "active_allocs"))
         rows.sort(key=lambda r: (r["outstanding_bytes"], r["alloc_bytes"]), reverse=True)
     top = rows[: args.top]
+    # a comm several processes share is shown with its command line's script: "python3 (server.py)"
+    process_names.rename_rows([*(top if args.group_by == "process" else []), *groups])
     summary = {"outstanding_bytes": sum(r["outstanding_bytes"] for r in rows),
                "active_allocs": sum(r["active_allocs"] for r in rows), **delta,
                "processes": sum(r.get("processes", 1) for r in rows), "missed_frees": counts[MISSED_FREE] - missed_before,

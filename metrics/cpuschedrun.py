@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import bcctool
 from bcctool import Tool, cgroups, epochs, taskinfo
+from bcctool.procnames import ProcessNames
 
 EXAMPLES = [
     ("cpuschedrun", "run-time and run-queue histograms, every second"),
@@ -121,6 +122,8 @@ def thread_rows(deltas: dict[int, dict[str, int]], interval_ns: float) -> list[d
     rows = []
     for tid, d in deltas.items():
         tgid, comm, cgid = identity(tid, exited)
+        if tool.is_own(tgid):
+            continue    # the profiler's own, counted before the kernel knew it (bcctool/own.py)
         rows.append({"pid": tgid, "tid": tid, "comm": comm, **tool.cgroup_fields(cgid), **shares(d, interval_ns)})
     if args.group_by == "cgroup":
         rows = [{**g, **shares(g, interval_ns)} for g in cgroups.by_cgroup(rows, ("run_ns", "wait_ns", "runs", "waits"))]
@@ -165,6 +168,7 @@ def take_hists(slot: int) -> dict[str, list[dict]]:
             "runq_latency": bcctool.log2_buckets(epochs.take_array_slot(b["wait_hist"], slot, HIST_SLOTS))}
 
 
+process_names = ProcessNames()
 cuts = epochs.Epochs(b["epochs"])   # the first interval begins: what ended before it is not its
 take_hists(0)
 if stats_map is not None:
@@ -179,6 +183,8 @@ for _interval in tool.intervals():
     hists = take_hists(slot)
     deltas = read_stats(slot, open_parts, open_keys) if stats_map is not None else {}
     rows = thread_rows(deltas, elapsed * 1e9)
+    if args.group_by == "process":
+        process_names.rename_rows(rows[: args.top])   # a comm several processes share: "python3 (server.py)"
     runs = sum(bucket["count"] for bucket in hists["run_time"])
     waits = sum(bucket["count"] for bucket in hists["runq_latency"])
     if tool.json:

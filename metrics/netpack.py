@@ -130,6 +130,8 @@ first_ts: list[int] = []
 
 def on_event(data: Any) -> None:   # the ring buffer's pointer to a struct event_t
     ev = events.event(data)
+    if tool.is_own(ev.pid):
+        return      # the profiler's own, queued before the kernel knew it (bcctool/own.py)
     if not first_ts:
         first_ts.append(ev.ts_ns)
     dev = ev.dev.decode(errors="replace")

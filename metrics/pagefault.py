@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from bcctool import CounterDeltas, Tool, process_name
 from bcctool.cgroups import by_cgroup
+from bcctool.procnames import ProcessNames
 
 EXAMPLES = [
     ("pagefault", "top 10 faulting processes, every second"),
@@ -78,12 +79,15 @@ def rates(row: dict, elapsed: float) -> dict:
         row["traps_per_sec"] = round(row["traps"] / elapsed, 1)
     return row
 
+process_names = ProcessNames()
 last = time.monotonic()
 for _ in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
     rows = []
     for (tgid, cgid), d in counters.step().items():
+        if tool.is_own(tgid):
+            continue    # the profiler's own, counted before the kernel knew it (bcctool/own.py)
         row = {"pid": tgid, "comm": process_name(tgid, comms), **tool.cgroup_fields(cgid), "minor": d["minor"],
                "major": d["major"]}
         if args.traps:
@@ -96,6 +100,8 @@ for _ in tool.intervals():
     rows.sort(key=lambda r: (r[args.sort], r["total"]), reverse=True)
     minor, major = sum(r["minor"] for r in rows), sum(r["major"] for r in rows)
     top = rows[: args.top]
+    if args.group_by == "process":
+        process_names.rename_rows(top)   # a comm several processes share: "python3 (server.py)"
     if tool.json:
         tool.emit("summary", minor=minor, major=major, total=minor + major,
                   minor_per_sec=round(minor / elapsed, 1), major_per_sec=round(major / elapsed, 1),

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import bcctool
 from bcctool import Tool, kernelfeatures, taskinfo
+from bcctool.procnames import ProcessNames
 
 EXAMPLES = [
     ("schparm", "one line per exiting thread, system-wide"),
@@ -74,8 +75,10 @@ def seed(update_existing: bool = False) -> int:
 
 def on_exit(cpu: int, data: int, size: int) -> None:
     e = b["exits"].event(data)
-    vol, invol, runtime_ns = e.voluntary, e.involuntary, e.runtime_ns
     base = baseline.pop(e.tid, None)
+    if tool.is_own(e.pid):
+        return      # the profiler's own, exited before the kernel knew it (bcctool/own.py)
+    vol, invol, runtime_ns = e.voluntary, e.involuntary, e.runtime_ns
     if base:
         vol, invol, runtime_ns = vol + base[0], invol + base[1], runtime_ns + base[2]
     policy, nice, rt_priority, ppid = e.policy, e.nice, e.rt_priority, e.ppid
@@ -89,6 +92,7 @@ def on_exit(cpu: int, data: int, size: int) -> None:
               "cpu": e.cpu, "prio": e.prio, "nice": nice, "policy": policy, "rt_priority": rt_priority,
               "runtime_ms": round(runtime_ns / 1e6, 3), "voluntary": vol, "involuntary": invol,
               "known": bool(e.known), **tool.cgroup_fields(e.cgid)}
+    process_names.rename_rows([record])   # a comm several processes share: "python3 (server.py)"
     counts["exits"] += 1
     if args.group_by == "cgroup":
         g = per_cgroup.setdefault(e.cgid, {"exits": 0, "runtime_ns": 0, "voluntary": 0, "involuntary": 0,
@@ -107,6 +111,7 @@ def on_exit(cpu: int, data: int, size: int) -> None:
 
 
 counts = {"exits": 0, "refresh": 0}
+process_names = ProcessNames()
 last = [time.monotonic()]
 per_cgroup: dict[int, dict] = {}   # --group-by cgroup: this interval's exits, summed per cgroup id
 CGROUP_COLUMNS = [("CGROUP", -32), ("PROCS", 5), ("EXITS", 6), ("RUNTIME(ms)", 11), ("VOL", 8), ("NONVOL", 8)]

@@ -193,9 +193,7 @@ for interval in tool.intervals():
                      "count": dc, "total_ns": dt, "errors": de, "timed": dtimed, "max_ns": max_ns,
                      **tool.cgroup_fields(key[2])})
     # a comm several processes share is shown with its command line's script: "python3 (server.py)"
-    names = process_names.names((r["pid"], r["comm"]) for r in rows)
-    for r in rows:
-        r["comm"] = names[(r["pid"], r["comm"])]
+    process_names.rename_rows(rows)
     # Read first, then open the next max window: a key hit between the two keeps its max in the window
     # just read, which is a smaller loss than the reverse order (the read's own bpf() calls would reset it).
     epoch[epoch.Key(0)] = epoch.Leaf(interval + 1)

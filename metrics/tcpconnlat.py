@@ -14,6 +14,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 from bcctool import Tool, table_line
+from bcctool.procnames import ProcessNames
 
 EXAMPLES = [
     ("tcpconnlat", "every active TCP connect with its latency"),
@@ -56,6 +57,7 @@ tool.say(table_line(columns, [h for h, _ in columns]))
 
 # --- output ----------------------------------------------------------------------------------------
 first_ts: list[int] = []
+process_names = ProcessNames()   # a comm several processes share: "python3 (server.py)"
 interval_lat: list[float] = []
 interval_failed = [0]
 last_tick = [time.monotonic()]
@@ -69,6 +71,8 @@ def address(family_id: int, raw: Any) -> str:   # raw: the event's address, a ct
 
 def on_event(data: Any) -> None:   # the perf buffer's pointer to a struct event_t
     ev = events.event(data)
+    if tool.is_own(ev.pid):
+        return      # the profiler's own, started before the kernel knew it (bcctool/own.py)
     if not first_ts:
         first_ts.append(ev.ts_ns)
     ip = 4 if ev.family == socket.AF_INET else 6
@@ -85,6 +89,7 @@ def on_event(data: Any) -> None:   # the perf buffer's pointer to a struct event
         "latency_ms": round(ev.delta_ns / 1e6, 6),
         "status": STATUS.get(ev.status, "failed"),
     }
+    process_names.rename_rows([record])
     if record["status"] == "ok":
         interval_lat.append(record["latency_ms"])
     else:

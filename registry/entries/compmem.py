@@ -1,6 +1,6 @@
 """The compmem entry: what metrics/compmem.py takes, records and draws (see registry/__init__.py)."""
 
-from registry.args import CGROUP, PID, Arg, interval_args
+from registry.args import APP_PID, CGROUP, INCLUDE_SELF, PID, Arg, interval_args
 from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
@@ -11,6 +11,8 @@ SPEC = MetricSpec(
         *interval_args(),
         PID,
         CGROUP,
+        INCLUDE_SELF,
+        APP_PID,
         Arg("group_by", "--group-by", "choice", "process rows per process or per cgroup", default="process",
             choices=("process", "cgroup"), short="-g",
             cli_help="the table: a row per process (level process) or per cgroup (level cgroup)"),

@@ -1,6 +1,6 @@
 """The cpuschedrun entry: what metrics/cpuschedrun.py takes, records and draws (see registry/__init__.py)."""
 
-from registry.args import CGROUP, PID, TID, Arg, interval_args
+from registry.args import APP_PID, CGROUP, INCLUDE_SELF, PID, TID, Arg, interval_args
 from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
@@ -12,6 +12,8 @@ SPEC = MetricSpec(
         PID,
         TID,
         CGROUP,
+        INCLUDE_SELF,
+        APP_PID,
         Arg("group_by", "--group-by", "choice", "the table: a row per thread or per cgroup", default="process",
             choices=("process", "cgroup"), short="-g",
             cli_help="the -P table: a row per thread (process) or per cgroup (default process)"),

@@ -1,6 +1,6 @@
 """The netpack entry: what metrics/netpack.py takes, records and draws (see registry/__init__.py)."""
 
-from registry.args import CGROUP, Arg, interval_args
+from registry.args import APP_PID, CGROUP, INCLUDE_SELF, Arg, interval_args
 from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
@@ -22,6 +22,8 @@ SPEC = MetricSpec(
             default=2.0, minimum=0.01, maximum=3600, metavar="SECONDS",
             cli_help="forget a queued packet not transmitted after SECONDS (default 2)"),
         CGROUP,
+        INCLUDE_SELF,
+        APP_PID,
         Arg("group_by", "--group-by", "choice", "a row per device or per device and cgroup", default="device",
             choices=("device", "cgroup"), short="-g",
             cli_help="a row per device, or per device and sending cgroup (packets queued in a softirq: "

@@ -1,6 +1,6 @@
 """The pagefault entry: what metrics/pagefault.py takes, records and draws (see registry/__init__.py)."""
 
-from registry.args import CGROUP, PID, Arg, interval_args
+from registry.args import APP_PID, CGROUP, INCLUDE_SELF, PID, Arg, interval_args
 from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
@@ -19,6 +19,8 @@ SPEC = MetricSpec(
             default=False,
             cli_help="also count user-mode fault traps from exceptions:page_fault_user (a cross-check)"),
         CGROUP,
+        INCLUDE_SELF,
+        APP_PID,
         Arg("group_by", "--group-by", "choice", "a row per process or per cgroup", default="process",
             choices=("process", "cgroup"), short="-g", cli_help="a row per process or per cgroup (default process)"),
     ),

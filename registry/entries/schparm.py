@@ -1,6 +1,6 @@
 """The schparm entry: what metrics/schparm.py takes, records and draws (see registry/__init__.py)."""
 
-from registry.args import CGROUP, PID, Arg, interval_args
+from registry.args import APP_PID, CGROUP, INCLUDE_SELF, PID, Arg, interval_args
 from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
@@ -11,6 +11,8 @@ SPEC = MetricSpec(
         *interval_args(),   # the summary's period; events print as threads exit
         PID,
         CGROUP,
+        INCLUDE_SELF,
+        APP_PID,
         Arg("group_by", "--group-by", "choice", "also each interval's exits summed per cgroup",
             default="process", choices=("process", "cgroup"), short="-g",
             cli_help="process: a line per exiting thread; cgroup: each interval, exits, run time and "

@@ -1,6 +1,6 @@
 """The tcpconnlat entry: what metrics/tcpconnlat.py takes, records and draws (see registry/__init__.py)."""
 
-from registry.args import CGROUP, PID, Arg, Shortcut, interval_args
+from registry.args import APP_PID, CGROUP, INCLUDE_SELF, PID, Arg, Shortcut, interval_args
 from registry.spec import Chart, Field, Figure, MetricSpec
 
 SPEC = MetricSpec(
@@ -11,6 +11,8 @@ SPEC = MetricSpec(
         *interval_args(),
         PID,
         CGROUP,
+        INCLUDE_SELF,
+        APP_PID,
         Arg("lport", "--lport", "int", "trace this local (source) port only", minimum=1, maximum=65535,
             sample=40000),
         Arg("family", "--family", "choice", "IPv4 (4) or IPv6 (6) only", choices=("4", "6"), sample="4",

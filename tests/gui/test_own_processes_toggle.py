@@ -30,10 +30,10 @@ def launched(monkeypatch):
 
 
 def test_system_wide_views_have_the_toggle():
-    assert {"cpuprofile", "sysnest"} <= set(OWN_AWARE)
+    assert set(OWN_AWARE) == {s.name for s in config.METRICS}   # every metric traces processes system-wide
 
 
-@pytest.mark.parametrize("name", ["cpuprofile", "sysnest"])
+@pytest.mark.parametrize("name", ["cpuprofile", "sysnest", "netpack"])   # netpack: rows per device, no -p
 @pytest.mark.parametrize("checked", [False, True], ids=["unchecked", "checked"])
 def test_the_toggle_is_visible_and_changes_what_the_metric_is_told(qtbot, tmp_path, launched, name, checked):
     from gui.thread_relay import GuiThreadRelay

@@ -15,24 +15,12 @@ from helpers import (
     run_workload,
     settle_and_stop,
 )
+from workloads import anon_pages_child
 
 PAGES = 20_000
 FILE_MB = 64
 
-# Waits for a line, touches PAGES fresh anonymous pages (one byte each), then reports its rusage delta
-# around the touching and its lifetime ru_minflt, and waits for a last line before it exits.
-ANON_CHILD = f"""
-import json, mmap, resource, sys
-sys.stdin.readline()
-r0 = resource.getrusage(resource.RUSAGE_SELF)
-m = mmap.mmap(-1, {PAGES} * 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-for off in range(0, {PAGES} * 4096, 4096):
-    m[off] = 1
-r1 = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({{"minflt": r1.ru_minflt - r0.ru_minflt, "majflt": r1.ru_majflt - r0.ru_majflt,
-                  "lifetime_minflt": r1.ru_minflt}}), flush=True)
-sys.stdin.readline()
-"""
+ANON_CHILD = anon_pages_child(PAGES)
 
 # Writes a FILE_MB file, syncs it and drops its pages from the page cache, then (after a line) reads
 # one byte per page through mmap: sequentially (readahead: few major faults) or with MADV_RANDOM

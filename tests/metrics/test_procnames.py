@@ -152,3 +152,11 @@ def test_a_comm_cut_inside_a_utf8_character_is_read_as_the_bpf_side_reads_it():
     finally:
         child.stdin.close()
         child.wait(5)
+
+
+def test_rows_of_a_process_each_are_renamed_in_place():
+    names = ProcessNames(lambda pid: ["python3", f"job{pid}.py"], census=lambda: {"python3": 2}, started=lambda pid: 1)
+    rows = [{"pid": 5, "comm": "python3", "minor": 3}, {"pid": 7, "comm": "cc1", "minor": 1},
+            {"pid": 5, "comm": "python3", "minor": 4}]
+    names.rename_rows(rows)
+    assert [(r["comm"], r["minor"]) for r in rows] == [("python3 (job5.py)", 3), ("cc1", 1), ("python3 (job5.py)", 4)]

@@ -17,6 +17,25 @@ print("done", flush=True)
 sys.stdin.readline()
 """   # exactly GETPPID_N getppid calls once released, then "done"
 
+
+def anon_pages_child(pages: int) -> str:
+    """A run_workload child that, once released, touches `pages` fresh anonymous pages (one byte each),
+    then reports its rusage delta around the touching and its lifetime ru_minflt, and waits for a last
+    line before it exits."""
+    return f"""
+import json, mmap, resource, sys
+sys.stdin.readline()
+r0 = resource.getrusage(resource.RUSAGE_SELF)
+m = mmap.mmap(-1, {pages} * 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+for off in range(0, {pages} * 4096, 4096):
+    m[off] = 1
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"minflt": r1.ru_minflt - r0.ru_minflt, "majflt": r1.ru_majflt - r0.ru_majflt,
+                  "lifetime_minflt": r1.ru_minflt}}), flush=True)
+sys.stdin.readline()
+"""
+
+
 SLEEPER_CHILD = """
 import json, sys, threading, time
 sys.stdin.readline()
