@@ -86,9 +86,10 @@ def figures(fields: Sequence[Field], record: Mapping[str, Any]) -> str:
     parts = []
     for f in fields:
         value = record.get(f.name)
-        if value is not None:
-            shown = units.cell(value, f.unit, f.name) if units.is_identifier(f.name, f.unit) else units.quantity(value, f.unit)
-            parts.append(f"{f.label} {shown}")
+        if value is None:
+            continue
+        identifier = units.is_identifier(f.name, f.unit)
+        parts.append(f"{f.label} {units.cell(value, f.unit, f.name) if identifier else units.quantity(value, f.unit)}")
     return "  ".join(parts)
 
 
