@@ -34,6 +34,7 @@ from typing import Any
 
 import config
 from client.wire import RECORD_SCHEMA
+from registry.spec import Field, field_of
 
 from . import cgroups, footprint, kernelfeatures, ksymstub
 from .arguments import HARNESS_DESTS, OneLineParser, add_argument, parser_options
@@ -78,7 +79,8 @@ class Tool:
             epilog=epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        declarations = config.get(name).args if args is None else args   # `args`: a tool with no entry (tests)
+        self.spec = config.get(name) if args is None else None   # `args`: a tool with no entry (tests)
+        declarations = self.spec.args if self.spec is not None else args
         self._targets: dict[str, str] = {}      # argument dest -> what it names (TARGET_CHECKS)
         declared = {arg.name: arg for arg in declarations}
         self.has_interval = "interval" in declared
@@ -276,6 +278,12 @@ class Tool:
             **extra,
         )
         self.flush()
+
+    def fields(self, *names: str, kind: str = "") -> tuple[Field, ...]:
+        """The registry's declarations (label in words, unit) of these fields of the metric's records, for
+        a human table (bcctool.table) or line (bcctool.figures): the entry's own, a common one, else one
+        guessed from the name; kind "summary" prefers the entry's summary fields."""
+        return tuple(self.spec.field(n, kind) if self.spec is not None else field_of(n) for n in names)
 
     def say(self, text: str) -> None:
         """Human output only (a header, a table): silent under --json."""

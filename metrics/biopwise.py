@@ -12,7 +12,17 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import CounterDeltas, HistDeltas, Tool, human_bytes, kernelfeatures, log2_buckets, process_name
+from bcctool import (
+    CounterDeltas,
+    HistDeltas,
+    Tool,
+    figures,
+    kernelfeatures,
+    log2_buckets,
+    process_name,
+    quantity,
+    table,
+)
 from bcctool.procnames import ProcessNames
 
 EXAMPLES = [
@@ -118,27 +128,26 @@ def totals(deltas: dict, nprocs: int, elapsed: float) -> dict:
     return t
 
 
+# the table's columns and the totals' line: the registry's labels and units (registry/entries/biopwise.py)
+COLUMNS = tool.fields(*(("pid", "comm") if args.group_by == "process" else ("processes", "cgroup")), "devices",
+                      "read_bytes", "write_bytes", "read_ios", "write_ios", "avg_size", "sync_ios", "async_ios",
+                      "avg_lat_us")
+TOTALS = tool.fields("read_bytes", "write_bytes", "read_ios", "write_ios", "sync_ios", "async_ios", "avg_lat_us",
+                     kind="summary")
+
+
 def print_human(interval: int, rows: list[dict], t: dict) -> None:
     print(f"\n--- Interval {interval} ({time.strftime('%H:%M:%S')}) ---")
     print(f"biopwise (sort: {args.sort}, device: {args.device or 'all'})")
-    print(f"{'PID':<7} {'COMM':<16} {'DEVICES':<10} {'READ':>8} {'WRITE':>8} {'R_IOS':>6} {'W_IOS':>6} "
-          f"{'AVG_SZ':>8} {'SYNC':>6} {'ASYNC':>6} {'AVG_LAT(ms)':>11}")
-    for r in rows[: args.maxrows]:
-        who = f"{r['pid']:<7} {r['comm'][:16]:<16}" if "pid" in r else f"{r['processes']:<7} {r['cgroup'][-16:]:<16}"
-        print(f"{who} {r['devices'][:10]:<10} {human_bytes(r['read_bytes']):>8} "
-              f"{human_bytes(r['write_bytes']):>8} {r['read_ios']:>6} {r['write_ios']:>6} "
-              f"{human_bytes(r['avg_size']):>8} {r['sync_ios']:>6} {r['async_ios']:>6} "
-              f"{r['avg_lat_us'] / 1e3:>11.3f}")
+    print(table(COLUMNS, rows[: args.maxrows]))
     print("---")
-    print(f"Totals: R:{human_bytes(t['read_bytes'])}   W:{human_bytes(t['write_bytes'])}   "
-          f"IOs(R):{t['read_ios']}   IOs(W):{t['write_ios']}   Sync:{t['sync_ios']}   Async:{t['async_ios']}   "
-          f"AvgLat:{t['avg_lat_us'] / 1e3:.3f} ms")
+    print(f"Totals: {figures(TOTALS, t)}")
     top = rows[: args.top]
     if top:
         print(f"Top {len(top)} Procs ({args.sort}):")
         for r in top:
             who = f"{r['pid']:<7} {r['comm'][:16]:<16}" if "pid" in r else f"{r['cgroup'][:24]:<24}"
-            print(f"{who} ({human_bytes(r['read_bytes'] + r['write_bytes'])})")
+            print(f"{who} ({quantity(r['read_bytes'] + r['write_bytes'], 'bytes')})")
     print("=====")
 
 

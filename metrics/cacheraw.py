@@ -11,7 +11,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import CounterDeltas, Tool, human_bytes, kernelfeatures, process_name
+from bcctool import CounterDeltas, Tool, figures, kernelfeatures, process_name, table
 from bcctool.cgroups import by_cgroup
 from bcctool.procnames import ProcessNames
 
@@ -129,25 +129,18 @@ def summary(rows: list[dict], elapsed: float) -> dict:
     return t
 
 
-def shown_pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}%"
+# the table's columns and the memory line: the registry's labels and units (registry/entries/cacheraw.py)
+COLUMNS = tool.fields(*(("pid", "uid", "comm") if args.group_by == "process" else ("processes", "cgroup")),
+                      "read_hit_pages", "read_miss_pages", "read_hit_pct", "write_hit_folios", "write_miss_folios",
+                      "dirtied_folios", "write_hit_pct")
+MEMORY = tool.fields("buffers_bytes", "cached_bytes", "dirty_bytes", "read_hit_pct", "write_hit_pct", kind="summary")
 
 
 def print_human(rows: list[dict], t: dict) -> None:
-    print(f"\n{time.strftime('%H:%M:%S')} Buffers: {human_bytes(t['buffers_bytes'])}  "
-          f"Cached: {human_bytes(t['cached_bytes'])}  Dirty: {human_bytes(t['dirty_bytes'])}  "
-          f"read hit {shown_pct(t['read_hit_pct'])}  write hit {shown_pct(t['write_hit_pct'])}")
-    print(f"{'PID':<7} {'UID':>5} {'COMM':<16} {'R_HIT':>8} {'R_MISS':>8} {'R_HIT%':>7} "
-          f"{'W_HIT':>7} {'W_MISS':>7} {'DIRTIED':>7} {'W_HIT%':>7}")
-    for r in rows[: args.max_rows]:
-        uid = "-" if r.get("uid") is None else r["uid"]
-        who = r["comm"][:16] if "comm" in r else r["cgroup"][-16:]    # --group-by cgroup: PID is processes
-        print(f"{r.get('pid', r.get('processes')):<7} {uid:>5} {who:<16} {r['read_hit_pages']:>8} "
-              f"{r['read_miss_pages']:>8} {shown_pct(r['read_hit_pct']):>7} {r['write_hit_folios']:>7} "
-              f"{r['write_miss_folios']:>7} {r['dirtied_folios']:>7} {shown_pct(r['write_hit_pct']):>7}")
-    print(f"{'':<7} {'':>5} {'(read: pages)':<16} {t['read_hit_pages']:>8} {t['read_miss_pages']:>8} "
-          f"{'':>7} {t['write_hit_folios']:>7} {t['write_miss_folios']:>7} {t['dirtied_folios']:>7}  "
-          f"(write: folios)")
+    print(f"\n{time.strftime('%H:%M:%S')} {figures(MEMORY, t)}")
+    # the last row: the interval's totals, under the same units
+    total = {**t, "comm" if args.group_by == "process" else "cgroup": "(all)"}
+    print(table(COLUMNS, [*rows[: args.max_rows], total]))
 
 
 # --- loop ------------------------------------------------------------------------------------------

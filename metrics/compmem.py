@@ -18,7 +18,18 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import ExitedKeys, Tool, all_items, human_bytes, percpu_totals, print_stack, process_name, procmem
+from bcctool import (
+    ExitedKeys,
+    Tool,
+    all_items,
+    figures,
+    percpu_totals,
+    print_stack,
+    process_name,
+    procmem,
+    quantity,
+    table,
+)
 from bcctool.cgroups import by_cgroup
 from bcctool.procnames import ProcessNames
 
@@ -200,9 +211,9 @@ def forget_settled(rows: list[dict]) -> None:
     """Processes that have exited with nothing outstanding leave the maps (they could fill them), a read
     after the one that first found them so (bcctool.ExitedKeys)."""
     for pid in exited.settled([r["pid"] for r in rows if not r["alive"] and r["active_allocs"] == 0]):
-        for table in (proc_mem, comms):
+        for bpf_map in (proc_mem, comms):
             try:
-                del table[table.Key(pid)]
+                del bpf_map[bpf_map.Key(pid)]
             except KeyError:
                 pass
         user.sym.forget(pid)
@@ -250,34 +261,30 @@ def frames(stack_id: int, call_site: int) -> list[str]:
     return [user.sym.kernel(addr) for addr in addrs[: args.stack_depth]]
 
 
-def print_report(summary: dict, top: list[dict], groups: list[dict], sysmem: dict) -> None:
-    def size(key: str) -> str:
-        return human_bytes(sysmem[key]) if key in sysmem else "-"
+# the table's columns and the memory line: the registry's labels and units (registry/entries/compmem.py)
+COLUMNS = tool.fields(*(("pid", "comm") if args.group_by == "process" else ("processes", "cgroup")), "alloc_bytes",
+                      "allocs", "outstanding_bytes", "active_allocs",
+                      *(("rss_bytes", "vm_size_bytes") if args.group_by == "process" else ()))
+MEMORY = tool.fields("mem_total_bytes", "mem_free_bytes", "mem_available_bytes", "buffers_bytes", "cached_bytes",
+                     "slab_bytes", "slab_unreclaimable_bytes", kind="summary")
 
-    print(f"\n[{time.strftime('%H:%M:%S')}] System memory: total {size('mem_total_bytes')}, "
-          f"free {size('mem_free_bytes')}, available {size('mem_available_bytes')}, "
-          f"buffers {size('buffers_bytes')}, cached {size('cached_bytes')}, slab {size('slab_bytes')} "
-          f"(unreclaimable {size('slab_unreclaimable_bytes')})")
-    print(f"Traced kernel allocations: {summary['active_allocs']} outstanding "
-          f"({human_bytes(summary['outstanding_bytes'])}); this interval {summary['allocs']} allocated "
-          f"({human_bytes(summary['alloc_bytes'])}), {summary['frees']} freed ({human_bytes(summary['freed_bytes'])})")
-    print(f"\n{'PID':<7} {'COMM':<16} {'KERN_ALLOC':>10} {'ALLOCS':>8} {'OUTSTANDING':>11} {'ACTIVE':>7} "
-          f"{'RSS':>9} {'VMSIZE':>9}")
-    for r in top:
-        if "pid" not in r:   # --group-by cgroup: processes, the group's path
-            r = {**r, "pid": r["processes"], "comm": r["cgroup"][-16:], "alive": False}
-        rss = human_bytes(r["rss_bytes"]) if r["alive"] else "[exited]" if "processes" not in r else ""
-        vsz = human_bytes(r["vm_size_bytes"]) if r["alive"] else ""
-        print(f"{r['pid']:<7} {r['comm'][:16]:<16} {human_bytes(r['alloc_bytes']):>10} {r['allocs']:>8} "
-              f"{human_bytes(r['outstanding_bytes']):>11} {r['active_allocs']:>7} {rss:>9} {vsz:>9}".rstrip())
+
+def print_report(summary: dict, top: list[dict], groups: list[dict], sysmem: dict) -> None:
+    print(f"\n[{time.strftime('%H:%M:%S')}] {figures(MEMORY, sysmem)}")
+    print(f"Traced kernel allocations: {summary['active_allocs']:,} outstanding "
+          f"({quantity(summary['outstanding_bytes'], 'bytes')}); this interval {summary['allocs']:,} allocated "
+          f"({quantity(summary['alloc_bytes'], 'bytes')}), {summary['frees']:,} freed "
+          f"({quantity(summary['freed_bytes'], 'bytes')})")
+    print()
+    print(table(COLUMNS, [r if r.get("alive", True) else {**r, "rss_bytes": "[exited]"} for r in top]))
     if not args.stacks:
         return
     older = f" for {args.min_age:g} s or more" if args.min_age else ""
     order = {"oldest": "oldest first", "bytes": "most bytes first", "count": "most allocations first"}
     print(f"\nOutstanding allocations by kernel stack and user stack{older}, {order[args.stack_sort]} (top {args.stacks}):")
     for g in groups:
-        print(f"  {g['pid']} {g['comm']}: {g['active_allocs']} allocations, {human_bytes(g['outstanding_bytes'])}, "
-              f"oldest {g['oldest_age_s']:.1f} s [stack {g['stack_id']}]")
+        print(f"  {g['pid']} {g['comm']}: {g['active_allocs']:,} allocations, {quantity(g['outstanding_bytes'], 'bytes')}, "
+              f"oldest {quantity(g['oldest_age_s'], 's')} [stack {g['stack_id']}]")
         print_stack(g["kernel_frames"], g["user_frames"][: args.stack_depth], "      ")
 
 

@@ -460,27 +460,22 @@ def folded_name(frame: tuple) -> str:
     return name + "_[k]" if frame[2] == "kernel" else name
 
 
-def shorten(name: str, width: int = 60) -> str:
-    """A C++ name can run to a thousand characters: the table shows its start and end."""
-    return name if len(name) <= width else name[: width // 2 - 2] + "..." + name[-(width // 2 - 1):]
+# the table's columns: the registry's labels and units (registry/entries/cpuprofile.py)
+COLUMNS = tool.fields(*(("cgroup", "processes") if args.group_by == "cgroup" else ("pid", "comm")), "self_samples",
+                      "self_pct", "total_samples", "total_pct", "function")
 
 
 def print_tables(summary: dict, rows: list[dict]) -> None:
-    print(f"\n[{time.strftime('%H:%M:%S')}] {summary['samples']} samples, {summary['processes']} processes"
-          + (f" in {summary['cgroups']} cgroups" if args.group_by == "cgroup" else "")
-          + (f", {summary['lost']} lost" if summary["lost"] else ""))
-    by_cgroup = args.group_by == "cgroup"
-    who = [("CGROUP", -24), ("PROCS", 5)] if by_cgroup else [("PID", 7), ("COMM", -16)]
-    columns = [*who, ("SELF", 6), ("SELF%", 6), ("TOTAL", 6), ("TOTAL%", 6), ("FUNCTION", -40)]
-    lines = []
+    print(f"\n[{time.strftime('%H:%M:%S')}] {summary['samples']:,} samples, {summary['processes']:,} processes"
+          + (f" in {summary['cgroups']:,} cgroups" if args.group_by == "cgroup" else "")
+          + (f", {summary['lost']:,} lost" if summary["lost"] else ""))
+    shown = []
     for r in rows:
         # a python frame's name carries its file and line already: "outer (prog.py:12)"
         where = f" [{r['module']}]" if r["module"] and r["frame_kind"] != "python" else (
             " [k]" if r["frame_kind"] == "kernel" else "")
-        ident = [(r["cgroup"] or str(r["cgroup_id"]))[-24:], r["processes"]] if by_cgroup else [r["pid"], r["comm"]]
-        lines.append([*ident, r["self_samples"], f"{r['self_pct']:.1f}", r["total_samples"],
-                      f"{r['total_pct']:.1f}", shorten(r["function"]) + where])
-    print(bcctool.table(columns, lines))
+        shown.append({**r, "cgroup": r.get("cgroup") or str(r.get("cgroup_id")), "function": r["function"] + where})
+    print(bcctool.table(COLUMNS, shown))
 
 
 def fold(stacks: dict[tuple, int]) -> None:

@@ -135,8 +135,9 @@ def thread_rows(deltas: dict[int, dict[str, int]], interval_ns: float) -> list[d
     return rows
 
 
-COLUMNS = [("PID", 7), ("TID", 7), ("COMM", -16), ("CPU%", 6), ("RUN(ms)", 10), ("WAIT(ms)", 10),
-           ("PRIO", 4), ("RUNS", 6)]
+# the table's columns: the registry's labels and units (registry/entries/cpuschedrun.py)
+COLUMNS = tool.fields(*(("cgroup", "processes") if args.group_by == "cgroup" else ("pid", "tid", "comm")), "cpu_pct",
+                      "run_ms", "wait_ms", "priority", "runs")
 
 
 def print_interval(rows: list[dict], hists: dict[str, list[dict]]) -> None:
@@ -144,12 +145,7 @@ def print_interval(rows: list[dict], hists: dict[str, list[dict]]) -> None:
         print(f"\n{time.strftime('%H:%M:%S')}")
     if args.per_process:
         print()
-        by_cgroup = args.group_by == "cgroup"
-        columns = [("CGROUP", -24), ("PROCS", 5), *COLUMNS[3:]] if by_cgroup else COLUMNS
-        print(bcctool.table(columns, [[*([r["cgroup"][-24:], r["processes"]] if by_cgroup else
-                                         [r["pid"], r["tid"], r["comm"]]),
-                                       f"{r['cpu_pct']:.2f}", f"{r['run_ms']:.4f}", f"{r['wait_ms']:.4f}",
-                                       r["priority"], r["runs"]] for r in rows]))
+        print(bcctool.table(COLUMNS, rows))
     label = "milliseconds" if args.milliseconds else "microseconds"
     bcctool.print_log2(f"CPU Runtime Distribution ({label}):", f"{hist_unit}ecs", hists["run_time"])
     bcctool.print_log2(f"Run Queue Latency Distribution ({label}):", f"{hist_unit}ecs", hists["runq_latency"])

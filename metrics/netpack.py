@@ -16,7 +16,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import CounterDeltas, Tool, table
+from bcctool import CounterDeltas, Tool, quantity, table
 
 EXAMPLES = [
     ("netpack", "per-device transmit latency summary, every second"),
@@ -146,6 +146,9 @@ def on_event(data: Any) -> None:   # the ring buffer's pointer to a struct event
 
 
 last_tick = [time.monotonic()]
+# the table's columns: the registry's labels and units (registry/entries/netpack.py)
+COLUMNS = tool.fields("dev", *(("cgroup",) if by_cgroup else ()), "packets", "bytes", "avg_us", "p50_us", "p99_us",
+                      "max_us")
 
 
 def on_tick() -> None:
@@ -183,15 +186,12 @@ def on_tick() -> None:
         for r in rows:
             tool.emit("row", **r)
         return
-    print(f"\n[{time.strftime('%H:%M:%S')}] {packets} packets ({packets / elapsed:.0f}/s) on {devices} "
+    print(f"\n[{time.strftime('%H:%M:%S')}] {packets:,} packets ({quantity(packets / elapsed, '/s')}) on {devices} "
           f"device{'s' if devices != 1 else ''}" + (f", {unmatched} queued but not sent" if unmatched else ""))
     if not rows:
         return
-    columns = [("DEV", -15), *([("CGROUP", -24)] if by_cgroup else []), ("PACKETS", 9), ("BYTES", 11),
-               ("AVG(us)", 9), ("P50(us)", 9), ("P99(us)", 9), ("MAX(us)", 10)]
-    print(table(columns, [[r["dev"], *([(r["cgroup"] or "(softirq)")[-24:]] if by_cgroup else []), r["packets"],
-                           r["bytes"], f"{r['avg_us']:.2f}", f"{r['p50_us']:.2f}", f"{r['p99_us']:.2f}",
-                           f"{r['max_us']:.2f}"] for r in rows]))
+    # a packet queued in a softirq has no cgroup
+    print(table(COLUMNS, [{**r, "cgroup": r.get("cgroup") or "(softirq)"} for r in rows]))
 
 
 # --- loop ------------------------------------------------------------------------------------------

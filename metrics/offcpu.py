@@ -343,20 +343,17 @@ def stack_record(key: tuple, v: dict, grand_total: int) -> dict:
             "user_frames": user, "folded": folded}
 
 
+# the table's columns: the registry's labels and units (registry/entries/offcpu.py)
+COLUMNS = tool.fields(*(("pid", "tid", "comm") if args.group_by == "process" else ("cgroup", "threads")), "total_ms",
+                      "count", "min_us", "avg_us", "max_us", "percentage")
+
+
 def print_tables(summary: dict, threads: list[dict], top_stacks: list[dict]) -> None:
-    print(f"\n[{time.strftime('%H:%M:%S')}] off-CPU {summary['total_time_ns'] / 1e6:.1f} ms in "
-          f"{summary['total_events']} blocks, {summary['threads']} threads")
-    who = [("PID", 7), ("TID", 7), ("COMM", -16)] if args.group_by == "process" else [("CGROUP", -24), ("THREADS", 7)]
-    columns = [*who, ("BLOCKED(ms)", 12), ("COUNT", 7), ("MIN(us)", 10), ("AVG(us)", 10), ("MAX(us)", 10), ("%", 6)]
-
-    def ident(t: dict) -> list:
-        return [t["pid"], t["tid"], t["comm"]] if args.group_by == "process" else [t["cgroup"][-24:], t["threads"]]
-
-    print(bcctool.table(columns, [[*ident(t), f"{t['total_ms']:.3f}", t["count"],
-                                   f"{t['min_us']:.1f}", f"{t['avg_us']:.1f}", f"{t['max_us']:.1f}",
-                                   f"{t['percentage']:.1f}"] for t in threads]))
+    print(f"\n[{time.strftime('%H:%M:%S')}] off-CPU {bcctool.quantity(summary['total_time_ns'], 'ns')} in "
+          f"{summary['total_events']:,} blocks, {summary['threads']:,} threads")
+    print(bcctool.table(COLUMNS, threads))
     for s in top_stacks:
-        print(f"\n  {s['total_ms']:.3f} ms in {s['count']} blocks ({s['percentage']:.1f}%) "
+        print(f"\n  {bcctool.quantity(s['total_ms'], 'ms')} in {s['count']:,} blocks ({s['percentage']:.1f}%) "
               f"{s['comm']} ({s['pid']}/{s['tid']})")
         bcctool.print_stack(s["kernel_frames"][: args.stack_depth], s["user_frames"][: args.stack_depth], "    ")
 

@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import CounterDeltas, Tool, process_name
+from bcctool import CounterDeltas, Tool, process_name, table
 from bcctool.cgroups import by_cgroup
 from bcctool.procnames import ProcessNames
 
@@ -53,17 +53,15 @@ tool.meta(classification="perf software events page-faults-min/-maj (= getrusage
 tool.say("Monitoring page fault rates. Press Ctrl+C to stop.")
 
 
+# the table's columns: the registry's labels and units (registry/entries/pagefault.py)
+COLUMNS = tool.fields("time", *(("comm", "pid") if args.group_by == "process" else ("cgroup",)),
+                      "minor_per_sec", "major_per_sec", "total_per_sec", *(("traps_per_sec",) if args.traps else ()))
+
+
 def print_table(rows: list[dict]) -> None:
     stamp = time.strftime("%H:%M:%S")
     print()
-    extra = f" {'TRAPS/s':>10}" if args.traps else ""
-    first = f"{'COMM':<16} {'PID':>7}" if args.group_by == "process" else f"{'CGROUP':<24}"
-    print(f"{'TIME':<8} {first} {'MINOR/s':>10} {'MAJOR/s':>10} {'TOTAL/s':>10}{extra}")
-    for r in rows:
-        extra = f" {r['traps_per_sec']:>10.1f}" if args.traps else ""
-        who = f"{r['comm'][:16]:<16} {r['pid']:>7}" if args.group_by == "process" else f"{r['cgroup'][-24:]:<24}"
-        print(f"{stamp:<8} {who} {r['minor_per_sec']:>10.1f} "
-              f"{r['major_per_sec']:>10.1f} {r['total_per_sec']:>10.1f}{extra}")
+    print(table(COLUMNS, [{"time": stamp, **r} for r in rows]))
 
 
 # --- loop ------------------------------------------------------------------------------------------

@@ -26,11 +26,14 @@ EXAMPLES = [
     ("schparm --cgroup lab/job-7 -g cgroup", "exits in one cgroup v2 group and those below, summed per group"),
 ]
 POLICY_NAMES = {0: "NORMAL", 1: "FIFO", 2: "RR", 3: "BATCH", 5: "IDLE", 6: "DEADLINE", 7: "EXT"}
-COLUMNS = [("COMM", -16), ("PID", 7), ("TID", 7), ("PPID", 7), ("CPU", 3), ("PRIO", 4), ("NICE", 4),
-           ("POLICY", -8), ("RTPRIO", 6), ("RUNTIME(ms)", 11), ("VOL", 6), ("NONVOL", 6)]
 
 tool = Tool("schparm", __doc__.strip().splitlines()[0], EXAMPLES)   # arguments: registry/entries/schparm.py
 args = tool.parse_args()
+# the tables' columns: the registry's labels and units (registry/entries/schparm.py); exits print as they come
+EXITS = bcctool.LineTable(tool.fields("comm", "pid", "tid", "ppid", "cpu", "prio", "nice", "policy", "rt_priority",
+                                      "runtime_ms", "voluntary", "involuntary"),
+                          widths=(-16, 7, 7, 7, 3, 4, 4, -8, 6, 11, 6, 6))
+CGROUPS = tool.fields("cgroup", "processes", "exits", "runtime_ms", "voluntary", "involuntary")
 
 
 # --- probes ----------------------------------------------------------------------------------------
@@ -105,8 +108,7 @@ def on_exit(cpu: int, data: int, size: int) -> None:
     if tool.json:
         tool.emit_event(**record)
     elif args.group_by == "process":
-        print(bcctool.table_line(COLUMNS, [record["comm"], e.pid, e.tid, ppid, e.cpu, e.prio, nice, policy,
-                                           rt_priority, f"{record['runtime_ms']:.2f}", vol, invol]))
+        print(EXITS.line(record))
         tool.flush()
 
 
@@ -114,7 +116,6 @@ counts = {"exits": 0, "refresh": 0}
 process_names = ProcessNames()
 last = [time.monotonic()]
 per_cgroup: dict[int, dict] = {}   # --group-by cgroup: this interval's exits, summed per cgroup id
-CGROUP_COLUMNS = [("CGROUP", -32), ("PROCS", 5), ("EXITS", 6), ("RUNTIME(ms)", 11), ("VOL", 8), ("NONVOL", 8)]
 
 
 def cgroup_rows() -> list[dict]:
@@ -140,10 +141,8 @@ def on_tick() -> None:
             for rank, r in enumerate(rows, 1):
                 tool.emit("row", level="cgroup", rank=rank, **r)
         elif rows:
-            print(f"\n[{time.strftime('%H:%M:%S')}] {counts['exits']} exits")
-            print(bcctool.table(CGROUP_COLUMNS, [[r["cgroup"] or str(r["cgroup_id"]), r["processes"], r["exits"],
-                                                  f"{r['runtime_ms']:.2f}", r["voluntary"], r["involuntary"]]
-                                                 for r in rows]))
+            print(f"\n[{time.strftime('%H:%M:%S')}] {counts['exits']:,} exits")
+            print(bcctool.table(CGROUPS, [{**r, "cgroup": r["cgroup"] or str(r["cgroup_id"])} for r in rows]))
             tool.flush()
     counts["exits"], last[0] = 0, now
     full = b["full"]
@@ -162,6 +161,6 @@ for _ in range(3):
 tool.meta(counters="task_storage" if tool.variant else "hash", seeded_threads=len(baseline), group_by=args.group_by)
 tool.say("Monitoring scheduling parameters of exiting threads... Hit Ctrl-C to end.\n")
 if args.group_by == "process":
-    tool.say(bcctool.table(COLUMNS, []))
+    tool.say(EXITS.heading())
 tool.poll_until_stopped(on_tick=on_tick, tick=args.interval)
 tool.finish()

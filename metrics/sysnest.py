@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from bcc.utils import get_possible_cpus
 
-from bcctool import ExitedKeys, Tool, all_items, kernelfeatures, process_name, taskinfo
+from bcctool import ExitedKeys, Tool, all_items, kernelfeatures, process_name, quantity, table, taskinfo
 from bcctool.cgroups import CGROUP_FIELDS
 from bcctool.procnames import ProcessNames
 
@@ -59,7 +59,6 @@ if args.ppid:
 epoch[epoch.Key(0)] = epoch.Leaf(1)
 tool.meta(group_by=args.group_by, entry_storage="task_storage" if tool.variant else "hash",
           sample_every=sample_every)
-unit, div = ("ms", 1e6) if args.milliseconds else ("us", 1e3)
 tool.say(f"Tracing syscalls, grouped by {args.group_by}, top {args.top}... Ctrl-C to end.")
 
 try:
@@ -146,28 +145,29 @@ def latency_fields(r: dict) -> dict:
             "max_us": round(r["max_ns"] / 1e3, 3)}
 
 
+# the table's columns: the registry's labels and units (registry/entries/sysnest.py); a group's row fills the
+# group's fields, each of its members' rows under it the members'
+GROUP, MEMBER = {"process": (("pid", "comm"), ("syscall",)), "syscall": (("syscall",), ("pid", "comm")),
+                 "cgroup": (("cgroup",), ("pid", "comm", "syscall"))}[args.group_by]
+COLUMNS = tool.fields(*GROUP, *MEMBER, "count", "errors", "total_us", "avg_us", "max_us")
+
+
 def print_human(nested: list, total: int, nprocs: int, elapsed: float) -> None:
-    print(f"\n[{time.strftime('%H:%M:%S')}] {total} syscalls ({total / elapsed:.0f}/s), {nprocs} processes")
-    first = {"process": "PID   COMM", "syscall": "SYSCALL", "cgroup": "CGROUP"}[args.group_by]
-    print(f"{first:<28} {'COUNT':>10} {'ERRORS':>7} {'TOTAL(' + unit + ')':>14} "
-          f"{'AVG(' + unit + ')':>11} {'MAX(' + unit + ')':>11}")
+    print(f"\n[{time.strftime('%H:%M:%S')}] {total:,} syscalls ({quantity(total / elapsed, '/s')}), "
+          f"{nprocs:,} processes")
+    lines = []
     for group, members in nested:
-        if args.group_by == "process":
-            label = f"{group['pid']:<5} {group['comm']}"
-        else:
-            label = group["syscall"] if args.group_by == "syscall" else group["cgroup"] or str(group["cgroup_id"])
-        print(line(label, group))
-        for r in members:
-            label = r["syscall"] if args.group_by == "process" else f"{r['pid']:<7} {r['comm']}"
-            if args.group_by == "cgroup":
-                label += f" {r['syscall']}"
-            print(line("  " + label, r))
+        lines.append(shown(group, GROUP))
+        lines += [shown(r, MEMBER) for r in members]
+    print(table(COLUMNS, lines, time_unit="ms" if args.milliseconds else ""))
 
 
-def line(label: str, r: dict) -> str:
-    avg = r["total_ns"] / r["count"] / div if r["count"] else 0
-    return (f"{label[:28]:<28} {r['count']:>10} {r['errors']:>7} {r['total_ns'] / div:>14.3f} "
-            f"{avg:>11.3f} {r['max_ns'] / div:>11.3f}")
+def shown(r: dict, names: tuple[str, ...]) -> dict:
+    """A row of the table: the fields named, counts and times."""
+    ident = {k: r[k] for k in names}
+    if "cgroup" in ident:
+        ident["cgroup"] = ident["cgroup"] or str(r["cgroup_id"])
+    return {**ident, "count": r["count"], "errors": r["errors"], **latency_fields(r)}
 
 
 # --- loop ------------------------------------------------------------------------------------------

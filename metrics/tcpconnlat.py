@@ -13,12 +13,12 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import Tool, table_line
+from bcctool import LineTable, Tool
 from bcctool.procnames import ProcessNames
 
 EXAMPLES = [
     ("tcpconnlat", "every active TCP connect with its latency"),
-    ("tcpconnlat -t", "with a TIME(s) column"),
+    ("tcpconnlat -t", "with a Time (s) column"),
     ("tcpconnlat -p 181", "only connects made by process 181"),
     ("tcpconnlat --lport 40000", "only connects from local port 40000"),
     ("tcpconnlat -4", "IPv4 only (-6: IPv6 only)"),
@@ -48,12 +48,12 @@ events.open_perf_buffer(lambda cpu, data, size: on_event(data), page_cnt=64,
                         lost_cb=tool.lost_callback("events"))
 tool.meta(time_origin="first_event", statuses=sorted(STATUS.values()))
 
-columns = [("PID", -7), ("COMM", -16), ("IP", 2), ("SADDR", -26), ("LPORT", 6), ("DADDR", -26),
-           ("DPORT", 6), ("LAT(ms)", 9), ("STATUS", -6)]
-if args.timestamp:
-    columns.insert(0, ("TIME(s)", -9))
+# one line per connect, as it comes: the registry's labels and units (registry/entries/tcpconnlat.py)
+connects = LineTable(tool.fields(*(("time_s",) if args.timestamp else ()), "pid", "comm", "ip", "saddr", "lport",
+                                 "daddr", "dport", "latency_ms", "status"),
+                     widths=(*((-9,) if args.timestamp else ()), -7, -16, 2, -26, 6, -26, 6, 9, -6))
 tool.say(f"Tracing active TCP connects{f' from pid {args.pid}' if args.pid else ''}... Ctrl-C to end.")
-tool.say(table_line(columns, [h for h, _ in columns]))
+tool.say(connects.heading())
 
 # --- output ----------------------------------------------------------------------------------------
 first_ts: list[int] = []
@@ -97,11 +97,8 @@ def on_event(data: Any) -> None:   # the perf buffer's pointer to a struct event
     if tool.json:
         tool.emit_event(**record)
         return
-    values = [record["pid"], record["comm"], ip, record["saddr"], record["lport"], record["daddr"],
-              record["dport"], f"{record['latency_ms']:.2f}", record["status"]]
-    if args.timestamp:
-        values.insert(0, f"{record['time_s']:.3f}")
-    print(table_line(columns, values), flush=True)
+    # a timestamp keeps its milliseconds, as BCC's tcpconnlat -t prints it (a measure would read 12.137 as 12.1)
+    print(connects.line({**record, "time_s": f"{record['time_s']:.3f}"}), flush=True)
 
 
 def on_tick() -> None:

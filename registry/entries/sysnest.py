@@ -26,7 +26,8 @@ SPEC = MetricSpec(
             choices=("time", "count"), short="-s",
             cli_help="order groups and members by total time or by count (default time)"),
         Arg("milliseconds", "--milliseconds", "flag", "human output in ms (JSON stays in us)",
-            default=False, short="-m", cli_help="show latency in ms (default us)"),
+            default=False, short="-m",
+            cli_help="show every time column in ms (default: each in the unit its values read best in)"),
         # at most a million: the per-thread tick is 31 bits, and a million already times almost nothing
         Arg("sample", "--sample", "int", "time one syscall in N per thread, count all (1: time all)",
             default=1, minimum=1, maximum=1_000_000, metavar="N",

@@ -18,7 +18,7 @@ SPEC = MetricSpec(
         Arg("family", "--family", "choice", "IPv4 (4) or IPv6 (6) only", choices=("4", "6"), sample="4",
             cli_help="trace IPv4 (4) or IPv6 (6) only",
             shortcuts=(Shortcut(("-4", "--ipv4"), "4", "IPv4 only"), Shortcut(("-6", "--ipv6"), "6", "IPv6 only"))),
-        Arg("timestamp", "--timestamp", "flag", "include a TIME(s) column", default=False, short="-t"),
+        Arg("timestamp", "--timestamp", "flag", "include a Time (s) column", default=False, short="-t"),
         Arg("min_ms", "--min-ms", "float", "only connects taking at least this many ms (failed: always)",
             minimum=0.001, sample=1, short="-m", metavar="MS",
             cli_help="only connects that took at least MS milliseconds (failed ones always shown)"),

@@ -21,8 +21,37 @@ def test_log2_buckets_follow_bpf_log2l():
 
 
 def test_table_alignment():
-    text = bcctool.table([("PID", 5), ("COMM", -8)], [[1, "a"], [22, "bb"]])
-    assert text.splitlines() == ["  PID COMM", "    1 a", "   22 bb"]
+    """Numbers right-aligned, text left (netpack's device names too, though "dev" names a device number
+    elsewhere), two spaces between columns; a missing value is a blank cell; a column of times in the
+    unit its largest reads best in (1.5 ms is 1,500 µs), -m's unit when given."""
+    fields = (config.Field("pid", "PID"), config.Field("comm", "Command"), config.Field("dev", "Device"),
+              config.Field("run_ms", "Run", "ms"))
+    rows = [{"pid": 1, "comm": "a", "dev": "lo", "run_ms": 1.5}, {"pid": 22222, "comm": "bb"}]
+    assert bcctool.table(fields, rows).splitlines() == ["  PID  Command  Device  Run (µs)",
+                                                        "    1  a        lo         1,500", "22222  bb"]
+    assert bcctool.table(fields, rows, time_unit="s").splitlines()[:2] == ["  PID  Command  Device  Run (s)",
+                                                                           "    1  a        lo       0.0015"]
+    assert bcctool.table(fields, []) == "PID  Command  Device  Run (ms)"
+
+
+def test_a_line_table_keeps_its_widths_and_declared_units():
+    """Rows printed as they come cannot choose a column's unit from values yet to come: the declared one,
+    each column at least as wide as its heading."""
+    fields = (config.Field("comm", "Command"), config.Field("pid", "PID"), config.Field("latency_ms", "Latency", "ms"))
+    lines = bcctool.LineTable(fields, widths=(-8, 5, 5))
+    assert lines.heading() == "Command     PID  Latency (ms)"
+    assert lines.line({"comm": "curl", "pid": 181, "latency_ms": 0.0412}) == "curl        181         0.041"
+    # text past 60 characters keeps its start and its end
+    assert lines.line({"comm": "a" * 70, "pid": 1, "latency_ms": 12_345.6}) == "a" * 28 + "..." + "a" * 29 + \
+        "      1        12,346"
+
+
+def test_a_tool_finds_its_fields_in_its_registry_entry():
+    tool = bcctool.Tool("sysnest", "test", [])
+    assert [(f.label, f.unit) for f in tool.fields("total_us", "per_sec", "cgroup_id")] == [
+        ("Total", "us"), ("Syscalls", "/s"), ("Cgroup ID", "id")]
+    assert tool.fields("errors", kind="summary")[0].label == "Errors"
+    assert bcctool.Tool("t", "test", [], args=()).fields("avg_lat_us")[0] == config.Field("avg_lat_us", "Avg latency", "us")
 
 
 def _stop_after_second_interval(how: str) -> list[int]:

@@ -5,6 +5,7 @@ import pytest
 from helpers import (
     MetricProcess,
     end_workload,
+    headings,
     human_output,
     metric_on_report,
     report_of,
@@ -90,7 +91,8 @@ def test_pinned_threads_match_schedstat():
 
 def test_human_output_has_columns():
     out = human_output("cpuschedrun", "-P", "0.3", "2")
-    assert "CPU%" in out and "RUN(ms)" in out and "WAIT(ms)" in out and "PRIO" in out
+    assert headings(out, "PID") == ["PID", "TID", "Command", "CPU%", "Run (TIME)", "Wait (TIME)", "Priority score",
+                                    "Runs"]
     assert "CPU Runtime Distribution (microseconds)" in out and "Run Queue Latency Distribution" in out
 
 

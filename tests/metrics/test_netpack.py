@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import MetricProcess, end_workload, report_of, run_workload, settle_and_stop
+from helpers import MetricProcess, end_workload, headings, report_of, run_workload, settle_and_stop
 
 PAYLOADS = (100, 500, 1200)
 N = 1000
@@ -137,8 +137,8 @@ def test_human_output_has_figure_4_lines():
         child.wait()
     assert tool.proc.returncode == 0, err
     assert f"len={100 + HEADERS:<7} latency=" in out
-    header = next(line for line in out.splitlines() if line.startswith("DEV"))
-    assert header.split() == ["DEV", "PACKETS", "BYTES", "AVG(us)", "P50(us)", "P99(us)", "MAX(us)"]
+    assert headings(out, "Device") == ["Device", "Packets", "Bytes", "Avg (TIME)", "p50 (TIME)", "p99 (TIME)",
+                                       "Max (TIME)"]
     assert any(line.startswith("lo ") for line in out.splitlines())
 
 

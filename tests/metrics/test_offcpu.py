@@ -3,7 +3,7 @@ the kernel's own books on itself (schedstat, voluntary context switches) while i
 
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, metric_on_report, next_line, run_workload
+from helpers import MetricProcess, end_workload, headings, human_output, metric_on_report, next_line, run_workload
 from workloads import SLEEPER_CHILD, offcpu_on_sleeper, one_thread_child
 
 pytestmark = pytest.mark.bpf
@@ -76,7 +76,9 @@ def test_folded_output_is_flamegraph_input():
 
 def test_human_output_has_columns():
     out = human_output("offcpu", "0.3", "1")
-    assert "BLOCKED(ms)" in out and "COUNT" in out and "MAX(us)" in out and "__schedule" in out
+    assert headings(out, "PID") == ["PID", "TID", "Command", "Blocked (TIME)", "Count", "Min (TIME)", "Avg (TIME)",
+                                    "Max (TIME)", "Share (%)"]
+    assert "__schedule" in out
 
 
 def test_stack_depth_over_limit_is_one_line_error():

@@ -10,6 +10,7 @@ from helpers import (
     MetricProcess,
     block_device_dir,
     end_workload,
+    headings,
     human_output,
     report_of,
     run_workload,
@@ -131,5 +132,4 @@ def test_major_faults_after_dropping_the_cache_match_rusage(how):
 
 def test_human_output_has_figure_5_columns():
     out = human_output("pagefault", "0.3", "2")
-    header = next(line for line in out.splitlines() if line.startswith("TIME"))
-    assert header.split() == ["TIME", "COMM", "PID", "MINOR/s", "MAJOR/s", "TOTAL/s"]
+    assert headings(out, "Time") == ["Time", "Command", "PID", "Minor/s", "Major/s", "Total/s"]

@@ -122,7 +122,7 @@ def test_human_output_has_columns():
     tool = MetricProcess("schparm", json_output=False)
     try:
         lines = iter(tool.proc.stdout.readline, "")      # ends if the script does
-        assert any(line.startswith("COMM") for line in lines), tool.proc.stderr.read()   # tracing now
+        assert any(line.startswith("Command") for line in lines), tool.proc.stderr.read()   # tracing now
         nice = subprocess.Popen(["nice", "-n", "3", "true"])
         nice.wait()
         line = next((line for line in lines if line.split()[1:2] == [str(nice.pid)]), "")

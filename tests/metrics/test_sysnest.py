@@ -4,7 +4,7 @@
 import os
 
 import pytest
-from helpers import MetricProcess, end_workload, human_output, next_line, run_workload, timed_bound
+from helpers import MetricProcess, end_workload, headings, human_output, next_line, run_workload, timed_bound
 
 N = 20_000
 GETPPID_CHILD = f"""
@@ -84,7 +84,8 @@ def test_sampled_timing_counts_every_call_and_times_one_in_n():
 
 def test_human_output_has_columns():
     out = human_output("sysnest", "0.3", "2")
-    assert "COUNT" in out and "AVG(us)" in out and "MAX(us)" in out
+    assert headings(out, "PID") == ["PID", "Command", "Syscall", "Count", "Errors", "Total (TIME)", "Avg (TIME)",
+                                    "Max (TIME)"]
 
 
 def _free_slot_waiting(tool_pid: int) -> bool:

@@ -1,5 +1,6 @@
 """tcpconnlat against connects whose count, ports and wall time a child process measured itself."""
 
+import re
 import socket
 import subprocess
 
@@ -166,5 +167,6 @@ def test_connect_given_up_is_failed_with_its_wait():
 
 def test_human_output_has_figure_3_columns(listeners):
     out = human_output("tcpconnlat", "-t", "0.3", "2")
-    header = out.splitlines()[1].split()
-    assert header == ["TIME(s)", "PID", "COMM", "IP", "SADDR", "LPORT", "DADDR", "DPORT", "LAT(ms)", "STATUS"]
+    header = re.split(r"\s{2,}", out.splitlines()[1].strip())
+    assert header == ["Time (s)", "PID", "Command", "IP", "Source", "Local port", "Destination", "Port", "Latency (ms)",
+                      "Status"]

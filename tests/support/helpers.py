@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import signal
 import stat
@@ -164,6 +165,15 @@ def human_output(metric: str, *args: str) -> str:
     out, err = tool.proc.communicate(timeout=60)
     assert tool.proc.returncode == 0, err
     return out
+
+
+def headings(out: str, first: str) -> list[str]:
+    """The headings of the first table in a metric's human output whose first heading is `first`
+    (columns are two spaces apart at least, a heading in words holds single spaces); the unit of a
+    column of times, which its values choose, written (TIME): "Blocked (TIME)"."""
+    line = next((line for line in out.splitlines() if line.strip().startswith(first)), "")
+    assert line, f"no table headed {first!r} in:\n{out[:2000]}"
+    return [re.sub(r"\((ns|µs|ms|s)\)$", "(TIME)", h) for h in re.split(r"\s{2,}", line.strip())]
 
 
 def end_workload(child: subprocess.Popen, timeout: float = 30.0) -> None:
