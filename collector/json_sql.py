@@ -1,10 +1,13 @@
 """A record's JSON fields read by the database itself (SQLite's JSON1, PostgreSQL's json operators), so a
-page that wants one number from each of thousands of records never parses them in Python."""
+page that wants one number from each of thousands of records never parses them in Python: a field's
+value, a string field tested against values (a cgroup and its tree), a number field summed."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
+import orjson
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
@@ -40,6 +43,31 @@ def field_text(dialect: str, data: ColumnElement, field: str) -> ColumnElement:
         return cast(data, JSON)[field].astext
     return data.op("->>")(_path(field))
 
+
+
+def of_cgroup(dialect: str, data: ColumnElement, path: str, tree: bool) -> ColumnElement:
+    """Records whose top-level `cgroup` field is `path` (tree: or a group below it). No column of its
+    own: see field_in."""
+    if not tree:
+        return field_in(dialect, data, "cgroup", (path,))
+    below = path if path.endswith("/") else path + "/"
+    field = field_text(dialect, data, "cgroup")
+    return and_(_near(data, "cgroup", path, prefix=True), or_(field == path, func.substr(field, 1, len(below)) == below))
+
+
+def field_in(dialect: str, data: ColumnElement, name: str, values: tuple[str, ...]) -> ColumnElement:
+    """Records whose top-level string field `name` is one of `values`. No column of its own: a substring
+    test on the stored text (compact JSON, so the field reads `"name":"VALUE"`) skips the other records
+    before the JSON is parsed, and the parsed field settles it (the text may be nested, a meta
+    record's filters, or a longer value)."""
+    return and_(or_(*(_near(data, name, v) for v in values)), field_text(dialect, data, name).in_(values))
+
+
+def _near(data: ColumnElement, name: str, value: str, prefix: bool = False) -> ColumnElement:
+    # as the collector stored it (body.py, payload.py): json's text, or orjson's when ASCII (DEL unescaped)
+    texts = dict.fromkeys(q for q in (json.dumps(value, ensure_ascii=True), orjson.dumps(value).decode())
+                          if q.isascii())
+    return or_(*(data.contains(f'"{name}":' + (q[:-1] if prefix else q), autoescape=True) for q in texts))
 
 # number_sums adds integers in two halves on SQLite, whose sum() of integers fails past 64 bits: the high
 # and the low 32 bits of each, so no sum of fewer than 2**31 values can overflow

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from collector.chart import registered
-from collector.store import StackFilters, StackSums
+from collector.stack_reads import StackFilters, StackSums
 from profile_data import Profile
 from profile_data.records import frames_stack, profile_unit, weight_of, weight_scale
 
