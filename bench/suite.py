@@ -11,6 +11,7 @@ import ingest
 import metric_footprint
 import metric_overhead
 import pipeline
+import profile_selection
 import sample_cost
 import stack_storage
 import syscall_overhead
@@ -28,5 +29,6 @@ BENCHES = [
     ("app_memory", app_memory),
     ("unwind", unwind),
     ("dashboard_pages", dashboard_pages),
+    ("profile_selection", profile_selection),
     ("app_cost", app_cost),
 ]

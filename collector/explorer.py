@@ -115,7 +115,10 @@ def page() -> ResponseReturnValue:
     except BadRange as e:
         return error(400, "bad_query", str(e))
     try:
-        target, base = view.target.profile(store), view.base.profile(store) if view.base else None
+        compared = view.base
+        reads = [lambda: view.target.profile(store)] + ([lambda: compared.profile(store)] if compared else [])
+        target, *rest = selection.at_once(reads)
+        base = rest[0] if rest else None
     except BadRange as e:
         return error(400, "bad_query", str(e))
     except LookupError as e:  # the form stays, as picked, to pick again

@@ -5,6 +5,7 @@ pages, sniffing a download as HTML, running anything foreign or leaking the URL 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 from typing import TYPE_CHECKING
@@ -31,6 +32,9 @@ SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
 }
+
+
+HOSTS_KEPT = 64  # Host headers whose verdict is kept
 
 
 # speedscope's viewer, served from its npm package (profile_api): scripts and the profile it fetches
@@ -64,9 +68,13 @@ def install(app: Flask, settings: Settings) -> None:
     names = host_names(settings.allowed_hosts)
     readers = {**settings.read_tokens, **settings.tokens}  # an upload token may read too
 
+    @functools.lru_cache(maxsize=HOSTS_KEPT)
+    def allowed(host: str) -> bool:  # judged once per Host header (every POST of a lab sends the same)
+        return host_allowed(host, names)
+
     @app.before_request
     def _guard() -> ResponseReturnValue | None:
-        if not host_allowed(request.host, names):
+        if not allowed(request.host):
             return error(400, "bad_host", "the Host header is not a name of this collector (see --allowed-host)")
         if settings.read_tokens or settings.tokens:
             if request.endpoint not in OPEN_ENDPOINTS and authenticate(
@@ -79,8 +87,9 @@ def install(app: Flask, settings: Settings) -> None:
 
     @app.after_request
     def _headers(response: Response) -> Response:
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
+        headers = response.headers
+        present = {name.lower() for name in headers.keys()}  # one pass: setdefault scanned them once per name
+        headers.extend((name, value) for name, value in SECURITY_HEADERS.items() if name.lower() not in present)
         if request.endpoint in VIEWER_ENDPOINTS:  # speedscope's own app: its scripts, from here only
             response.headers["Content-Security-Policy"] = VIEWER_POLICY
         return response

@@ -27,6 +27,7 @@ from profile_data.speedscope import to_speedscope
 if TYPE_CHECKING:
     from flask.typing import ResponseReturnValue
 
+    from collector.store import Store
     from profile_data import Profile
 
 bp = Blueprint("profile_api", __name__)
@@ -129,19 +130,41 @@ class BadSide(ValueError):
         self.status = status
 
 
-def read_side(args: dict[str, str], side: str) -> tuple[Selection, RangeProfile]:
-    """One side of a diff: its selection (a URL-encoded query string) and profile; BadSide naming it."""
+def side_selection(args: dict[str, str], side: str) -> Selection:
+    """One side of a diff's selection (a URL-encoded query string); BadSide naming it."""
     text = args.get(side)
     if not text:
         raise BadSide(400, side, "required: a selection's query string, URL-encoded "
                                  "(e.g. source%3Dcpuprofile%26run_id%3DR1)")
     try:
-        sel = selection.parse_query(text)
-        return sel, read(sel)
+        return selection.parse_query(text)
+    except BadRange as e:
+        raise BadSide(400, side, str(e)) from None
+
+
+def side_profile(sel: Selection, side: str, store: Store) -> RangeProfile:
+    """One side's profile; BadSide naming it."""
+    try:
+        return sel.profile(store)
     except BadRange as e:
         raise BadSide(400, side, str(e)) from None
     except LookupError as e:
         raise BadSide(404, side, str(e)) from None
+
+
+def read_sides(args: dict[str, str]) -> tuple[tuple[Selection, RangeProfile], tuple[Selection, RangeProfile]]:
+    """Both sides of a diff, their profiles read at once (selection.at_once); BadSide naming the side
+    that failed first in the order base then target, each parsed then read."""
+    store = state().store
+    base = side_selection(args, "base")
+    try:
+        target = side_selection(args, "target")
+    except BadSide:
+        side_profile(base, "base", store)  # its failure, if any, comes first
+        raise
+    base_profile, target_profile = selection.at_once([lambda: side_profile(base, "base", store),
+                                                      lambda: side_profile(target, "target", store)])
+    return (base, base_profile), (target, target_profile)
 
 
 def changes_json(base: Profile, target: Profile) -> tuple[list[dict], int]:
@@ -173,7 +196,7 @@ def diff() -> ResponseReturnValue:
     if fmt not in DIFF_FORMATS:
         return error(400, "bad_query", f"format must be one of {', '.join(DIFF_FORMATS)}")
     try:
-        (base_sel, base), (target_sel, target) = read_side(request.args, "base"), read_side(request.args, "target")
+        (base_sel, base), (target_sel, target) = read_sides(request.args)
     except BadSide as e:
         return error(e.status, "bad_query" if e.status == 400 else "not_found", str(e))
     headers = {"X-Profile-Truncated": str(base.truncated or target.truncated).lower()}

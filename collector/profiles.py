@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 import orjson
 
 from collector.chart import registered
-from collector.store import StackFilters
-from profile_data import Profile, stack_of
-from profile_data.records import profile_unit, weight_of
+from collector.stack_reads import StackFilters, StackSums
+from profile_data import Profile
+from profile_data.records import frames_stack, profile_unit, weight_of, weight_scale
 
 if TYPE_CHECKING:
     from collector.store import Store
@@ -122,31 +122,39 @@ def selection_profile(store: Store, source: str, hosts: tuple[str, ...] = (), ru
             since_of = {stream: ts - INTERVAL_SPREAD_S for stream, ts in newest.items()}
         elif newest:
             since = max(newest.values()) - seconds
-    rows, frames, truncated = store.selection_stack_records(
-        ids, StackFilters(since, until, since_of, cgroups, cgroup_tree, comms), MAX_RECORDS)
+    filters = StackFilters(since, until, since_of, cgroups, cgroup_tree, comms)
+    if newest_only:
+        summed = newest_intervals(store, ids, filters, w)
+    else:  # summed by the database: no record is read here
+        summed = store.selection_stack_sums(ids, filters, w.field, weight_scale(w.field, w.unit), MAX_RECORDS)
+    profile = Profile(w.unit)
+    for digest, comm, value in summed.sums:
+        stack = frames_stack(orjson.loads(summed.frames[digest]), comm) if value else None
+        if stack:
+            profile.add(stack, value)
+    return RangeProfile(profile, w, summed.since, summed.until, summed.records, summed.truncated,
+                        sample_period_ns(store, ids, until) if w.unit == "samples" else 0.0, len(ids))
+
+
+def newest_intervals(store: Store, ids: list[int], filters: StackFilters, w: Weighting) -> StackSums:
+    """Each stream's newest interval (that of its newest record) of the records the filters keep, summed
+    per stack and comm here (an interval's records are few; which interval is each record's field)."""
+    rows, frames, truncated = store.selection_stack_records(ids, filters, MAX_RECORDS)
     records = [orjson.loads(row[1]) for row in rows]
-    if rows and newest_only:  # each stream's newest interval: that of its newest record
+    if rows:
         interval = {row[3]: record.get("interval") for row, record in zip(rows, records, strict=True)}
         keep = [i for i, (row, record) in enumerate(zip(rows, records, strict=True))
                 if record.get("interval") == interval[row[3]]]
         rows, records = [rows[i] for i in keep], [records[i] for i in keep]
     # summed per (stack, comm) first: a stack tuple is hashed once, not once per record
     weights: dict[tuple[bytes, object], float] = {}
-    first: dict[tuple[bytes, object], dict] = {}
     for row, record in zip(rows, records, strict=True):
         value = weight_of(record, w.field, w.unit)
         if value:
             key = (row[2], record.get("comm"))
-            if key not in weights:
-                weights[key], first[key] = 0, record
-            weights[key] += value
-    profile = Profile(w.unit)
-    for key, value in weights.items():
-        stack = stack_of({**first[key], **orjson.loads(frames[key[0]])})
-        if stack:
-            profile.add(stack, value)
-    return RangeProfile(profile, w, rows[0][0] if rows else None, rows[-1][0] if rows else None, len(rows),
-                        truncated, sample_period_ns(store, ids, until) if w.unit == "samples" else 0.0, len(ids))
+            weights[key] = weights.get(key, 0) + value
+    return StackSums([(digest, comm, value) for (digest, comm), value in weights.items()], frames, len(rows),
+                     rows[0][0] if rows else None, rows[-1][0] if rows else None, truncated)
 
 
 def sample_period_ns(store: Store, stream_ids: list[int], until: float | None) -> float:

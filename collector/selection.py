@@ -6,9 +6,10 @@ profile explorer page keeps two of them in its URL. An empty value (a form's emp
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import parse_qsl, urlencode
 
 from werkzeug.datastructures import MultiDict
@@ -23,6 +24,8 @@ PARAMS = ("source", "host", "run_id", "cgroup", "cgroup_match", "comm", "range",
 MAX_VALUES = 100  # values of one repeatable parameter
 NAME_MAX = {"source": 128, "host": 255, "run_id": 128, "comm": 255}  # as the payload (or a comm) allows
 QUERY_MAX = 64 * 1024  # a side of a diff: its query string's characters
+
+Read = TypeVar("Read")
 
 
 @dataclass(frozen=True)
@@ -121,3 +124,16 @@ def unknown(args: Iterable[str], known: Iterable[str]) -> None:
     extra = sorted(set(args) - set(known))
     if extra:
         raise BadRange(f"unknown parameter(s): {', '.join(k[:40] for k in extra[:5])}; known: {', '.join(sorted(known))}")
+
+
+def at_once(reads: Sequence[Callable[[], Read]]) -> list[Read]:
+    """What each call returns, the calls run at once (all but the first in threads of their own): a
+    profile's query gives up the GIL while the database works, so on two CPUs a diff's two sides take
+    about as long as one. A failure is raised once every call is done, the first in their order (as
+    when they ran one after the other)."""
+    if len(reads) < 2:
+        return [read() for read in reads]
+    with ThreadPoolExecutor(max_workers=len(reads) - 1) as pool:
+        later = [pool.submit(read) for read in reads[1:]]
+        first = reads[0]()
+        return [first, *(future.result() for future in later)]

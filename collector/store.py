@@ -7,14 +7,12 @@ scan the batches; everything a reader sees comes from the database, never from o
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import orjson
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -25,7 +23,6 @@ from sqlalchemy import (
     case,
     create_engine,
     event,
-    false,
     func,
     null,
     or_,
@@ -39,6 +36,7 @@ from collector import stacks as stack_text
 from collector.compaction import COUNTERS, Compactor
 from collector.rejections import Rejections
 from collector.schema import ID, batches, compactions, counters, gaps, records, stacks, streams
+from collector.stack_reads import STREAMS_PER_QUERY, StackReads
 from collector.stream import MISSING_LISTED, TOTALS, Stream
 from collector.writer import BUSY_TIMEOUT_MS, BatchWriter
 from registry.spec import divided
@@ -50,9 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MISSING_LISTED", "Store", "Stream", "make_engine"]
 
-STACKS_PER_QUERY = 500  # hashes in one IN (...) list
 NEWEST_LIMIT = 10_000  # records of one stream's newest interval read at most
-STREAMS_PER_QUERY = 200  # streams in one UNION ALL (SQLite allows 500 compound terms)
 READ_CHUNK = 1000  # records read per query by iter_records ...
 CHUNK_BYTES = 4 * 2**20  # ... or this much of their stored text (but at least one record)
 
@@ -67,18 +63,6 @@ class RecordFilters:
     until: float | None = None
     cgroup: str | None = None  # the records' `cgroup` field: this path ...
     cgroup_tree: bool = False  # ... or (True) this path and every group below it
-
-
-@dataclass(frozen=True)
-class StackFilters:
-    """Which stack records of a selection's streams: a time range (since_of: each stream's own start
-    instead, by id), and the records' `cgroup` (any of these paths, or their trees) and `comm` fields."""
-    since: float | None = None
-    until: float | None = None
-    since_of: dict[int, float] | None = None
-    cgroups: tuple[str, ...] = ()
-    cgroup_tree: bool = False
-    comms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,7 +106,7 @@ def make_engine(url: str) -> Engine:
     raise ValueError(f"unsupported database URL {url.split(':', 1)[0]!r}: use sqlite:///FILE or postgresql://...")
 
 
-class Store:
+class Store(StackReads):
     def __init__(self, url: str, max_streams: int = 0, policy: retention.Policy | None = None,
                  max_db_bytes: int | None = None) -> None:
         self.engine = make_engine(url)
@@ -320,48 +304,6 @@ class Store:
         with self.engine.connect() as conn:
             return [int(i) for i in conn.execute(query if limit is None else query.limit(limit + 1)).scalars()]
 
-    def newest_stack_times(self, stream_ids: list[int], until: float | None = None) -> dict[int, float]:
-        """Per stream, the time of its newest stack record (at or before until); streams without one left out."""
-        r = records.c
-        where = [r.stream.in_(stream_ids), r.stack.is_not(None)] + ([r.ts <= until] if until is not None else [])
-        with self.engine.connect() as conn:
-            return {int(stream_id): float(ts) for stream_id, ts in
-                    conn.execute(select(r.stream, func.max(r.ts)).where(*where).group_by(r.stream))}
-
-    def selection_stack_records(self, stream_ids: list[int], of: StackFilters,
-                                limit: int) -> tuple[list[tuple[float, str, bytes, int]], dict[bytes, str], bool]:
-        """The stack records of these streams that the filters keep, oldest first: (ts, the record's JSON
-        without its frames, its stack's hash, its stream's id), the newest `limit` of them, in one query
-        whatever the number of streams; each of their stacks' frames by hash, read once per distinct
-        stack; and whether records were left out by the limit."""
-        r = records.c
-        if not stream_ids:
-            return [], {}, False
-        where = [r.stream.in_(stream_ids) if len(stream_ids) > 1 else r.stream == stream_ids[0], r.stack.is_not(None)]
-        if of.since_of is not None:  # each stream's own window: its newest interval
-            where.append(or_(*(and_(r.stream == stream_id, r.ts >= since) for stream_id, since in of.since_of.items()))
-                         if of.since_of else false())
-        if of.since is not None:
-            where.append(r.ts >= of.since)
-        if of.until is not None:
-            where.append(r.ts <= of.until)
-        if of.cgroups:
-            where.append(or_(*(self._of_cgroup(path, of.cgroup_tree) for path in of.cgroups)))
-        if of.comms:
-            where.append(self._field_in("comm", of.comms))
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(r.ts, r.data, r.stack, r.stream).where(*where)
-                                .order_by(r.ts.desc(), r.id.desc()).limit(limit + 1)).all()
-            truncated = len(rows) > limit
-            rows = [(float(ts), data, bytes(digest), int(stream)) for ts, data, digest, stream in rows[:limit]][::-1]
-            wanted = sorted({row[2] for row in rows})
-            frames: dict[bytes, str] = {}
-            for start in range(0, len(wanted), STACKS_PER_QUERY):
-                chunk = wanted[start:start + STACKS_PER_QUERY]
-                frames.update((bytes(h), f) for h, f in
-                              conn.execute(select(stacks.c.hash, stacks.c.frames).where(stacks.c.hash.in_(chunk))))
-        return rows, frames, truncated
-
     def newest_summaries(self, stream_ids: list[int], until: float | None = None,
                          max_text: int = 65536) -> dict[int, str | None]:
         """Per stream, the JSON text of its newest summary record (at or before until; None when over
@@ -437,7 +379,7 @@ class Store:
         if after is not None:
             where.append(_after(after))
         if f.cgroup is not None:
-            where.append(self._of_cgroup(f.cgroup, f.cgroup_tree))
+            where.append(json_sql.of_cgroup(self.dialect, records.c.data, f.cgroup, f.cgroup_tree))
         of_stream = [c == v for c, v in ((s.host, f.host), (s.run_id, f.run_id), (s.source, f.source)) if v is not None]
         if of_stream:
             # the streams' ids first: for one stream the (stream, ts) index then gives the rows in order
@@ -447,28 +389,6 @@ class Store:
             where.append(r.stream == ids[0] if len(ids) == 1 else r.stream.in_(ids))
         return where
 
-    def _of_cgroup(self, path: str, tree: bool) -> ColumnElement:
-        """Records whose top-level `cgroup` field is `path` (tree: or a group below it). No column of its
-        own: see _field_in."""
-        if not tree:
-            return self._field_in("cgroup", (path,))
-        below = path if path.endswith("/") else path + "/"
-        field = json_sql.field_text(self.dialect, records.c.data, "cgroup")
-        return and_(self._near("cgroup", path, prefix=True), or_(field == path, func.substr(field, 1, len(below)) == below))
-
-    def _field_in(self, name: str, values: tuple[str, ...]) -> ColumnElement:
-        """Records whose top-level string field `name` is one of `values`. No column of its own: a substring
-        test on the stored text (compact JSON, so the field reads `"name":"VALUE"`) skips the other records
-        before the JSON is parsed, and the parsed field settles it (the text may be nested, a meta
-        record's filters, or a longer value)."""
-        return and_(or_(*(self._near(name, v) for v in values)), json_sql.field_text(self.dialect, records.c.data, name).in_(values))
-
-    def _near(self, name: str, value: str, prefix: bool = False) -> ColumnElement:
-        r = records.c
-        # as the collector stored it (body.py, payload.py): json's text, or orjson's when ASCII (DEL unescaped)
-        texts = dict.fromkeys(q for q in (json.dumps(value, ensure_ascii=True), orjson.dumps(value).decode())
-                              if q.isascii())
-        return or_(*(r.data.contains(f'"{name}":' + (q[:-1] if prefix else q), autoescape=True) for q in texts))
 
 
 @functools.lru_cache(maxsize=16)

@@ -46,18 +46,23 @@ def stack_of(record: Mapping) -> Stack | None:
     (a syscall's kernel stack sits on top of the user code that made it); None for a record without one."""
     if not is_stack_record(record):
         return None
+    return frames_stack(record, record.get("comm"))
+
+
+def frames_stack(fields: Mapping, comm: object) -> Stack | None:
+    """The stack of a stack record's frame fields (frames, or user_frames and kernel_frames) rooted at
+    its comm; None when they hold no frame."""
     frames: list[Frame] = []
-    listed = record.get("frames")
+    listed = fields.get("frames")
     if isinstance(listed, list) and all(isinstance(f, Mapping) for f in listed):
         frames = [_dict_frame(f) for f in listed]
     else:
         for field, kind in (("user_frames", "user"), ("kernel_frames", "kernel")):
-            value = record.get(field)
+            value = fields.get(field)
             if isinstance(value, list):
                 frames.extend(_frame(str(f), kind) for f in reversed(value))
     if not frames:
         return None
-    comm = record.get("comm")
     root = Frame(str(comm) if comm else "[unknown]", "", "process")
     return (root, *frames)
 
@@ -69,15 +74,21 @@ def profile_unit(chart_unit: str) -> str:
     return "bytes" if chart_unit == "bytes" else "samples"
 
 
+def weight_scale(field: str, unit: str) -> int | None:
+    """What a weight field's value is multiplied by (then rounded to an integer) in the profile's unit:
+    a time field (…_ms, …_us, …_s) to ns; None: taken as it is."""
+    if unit != "ns":
+        return None
+    return TIME_SCALE[next((s for s in TIME_SCALE if field.endswith(s)), "_ns")]
+
+
 def weight_of(record: Mapping, field: str, unit: str) -> float | None:
-    """record[field] in the profile's unit: a time field (…_ms, …_us, …_s) becomes ns."""
+    """record[field] in the profile's unit (weight_scale); None when it is no number."""
     value: Any = record.get(field)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    if unit == "ns":
-        suffix = next((s for s in TIME_SCALE if field.endswith(s)), "_ns")
-        return round(value * TIME_SCALE[suffix])
-    return value
+    scale = weight_scale(field, unit)
+    return value if scale is None else round(value * scale)
 
 
 def from_records(records: Iterable[Mapping], weight: str, unit: str) -> Profile:

@@ -1,6 +1,7 @@
-"""collector/httpserver.py's output path: while a request thread sends what it writes, the main loop
-leaves the channel alone (it used to spin on it); what that thread could not send is then the main
-loop's, sent at once rather than when the request ends."""
+"""collector/httpserver.py's output path: an answer whose body comes whole leaves in one write with its
+header; while a request thread sends what it writes, the main loop leaves the channel alone (it used to
+spin on it); what that thread could not send is then the main loop's, sent at once rather than when the
+request ends."""
 
 from __future__ import annotations
 
@@ -68,3 +69,35 @@ def test_a_body_the_socket_cannot_take_at_once_arrives_while_the_request_runs(tm
         server.close()
         app.extensions[EXTENSION].store.close()
 
+
+
+def test_a_whole_answer_goes_out_in_one_write_a_streamed_one_as_it_comes(tmp_path, monkeypatch):
+    writes: list[bytes] = []
+    real = httpserver._Channel.write_soon
+
+    def write_soon(self, data):
+        writes.append(bytes(data))
+        return real(self, data)
+
+    monkeypatch.setattr(httpserver._Channel, "write_soon", write_soon)
+    port, server, app = _serve(tmp_path)
+    try:
+        sock = _get(port, "/small")
+        received = b""
+        while b"}" not in received:
+            data = sock.recv(1 << 16)
+            assert data, "connection closed early"
+            received += data
+        sock.close()
+        # the header and its JSON body in one write, byte for byte what the client read
+        assert len(writes) == 1 and writes[0] == received
+        head, _, body = received.partition(b"\r\n\r\n")
+        assert b"200 OK" in head and b"Content-Length: %d" % len(body) in head and body.strip() == b'{"ok":true}'
+        writes.clear()
+        sock = _get(port, "/big")  # a generator's body: the header first, then each chunk as it comes
+        time.sleep(0.5)
+        assert writes[0].startswith(b"HTTP/1.1 200 OK") and writes[0].endswith(b"\r\n\r\n")
+        sock.close()
+    finally:
+        server.close()
+        app.extensions[EXTENSION].store.close()

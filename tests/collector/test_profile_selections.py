@@ -151,6 +151,10 @@ def test_bad_selection_is_4xx_with_a_json_reason(sqlite_lab, query, status, word
     ("base=host%3Dpc-a&target=source%3Dcpuprofile", 400, "base: source"),
     ("base=source%3Dcpuprofile&target=source%3Dcpuprofile%26range%3Dsoon", 400, "target: range"),
     ("base=source%3Dnope&target=source%3Dcpuprofile", 404, "base: no stream"),
+    ("base=source%3Dcpuprofile&target=source%3Dnope", 404, "target: no stream"),
+    # both sides bad: the base's failure is the answer, as when the base was read before the target was parsed
+    ("base=source%3Dnope&target=source%3Dcpuprofile%26range%3Dsoon", 404, "base: no stream"),
+    ("base=source%3Dnope&target=source%3Dnope2", 404, "base: no stream"),
     ("base=source%3Dcpuprofile&target=source%3Dcpuprofile&format=svg", 400, "format"),
     ("base=source%3Dcpuprofile&target=source%3Dcpuprofile&side=x", 400, "side"),
 ])
