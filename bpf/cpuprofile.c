@@ -270,7 +270,9 @@ static __always_inline int count_sample(void *ctx, u64 id)
         tgid = parent;
     }
 #endif
-    new_procs.ringbuf_output(&tgid, sizeof(tgid), 0);   /* its maps are read at once, while it runs */
+    /* its maps are read at once, while it runs; a full ring: not known yet, so its next sample says it */
+    if (new_procs.ringbuf_output(&tgid, sizeof(tgid), 0))
+        known.delete(&tgid);
     return 0;
 }
 #endif
@@ -306,11 +308,13 @@ static __always_inline u64 store_stack(struct ku_stack *s, u32 words, u64 seed)
     return h;
 }
 
-/* user space is asked to load (again) the mappings of tgid, or a file's rows */
-static __always_inline void ask_mappings(u32 tgid, u32 state, u32 file)
+/* user space is asked to load (again) the mappings of tgid, or a file's rows; 0 when the ask was sent
+ * (the ring is full while user space builds a big file's rows: the caller undoes its mark, so that a
+ * later sample asks again rather than the frames being walked by frame pointers for the rest of the run) */
+static __always_inline long ask_mappings(u32 tgid, u32 state, u32 file)
 {
     struct ku_event_t e = {.tgid = tgid, .state = state, .file = file};
-    ku_events.ringbuf_output(&e, sizeof(e), 0);
+    return ku_events.ringbuf_output(&e, sizeof(e), 0);
 }
 
 #ifndef KERNEL_ONLY
@@ -342,7 +346,8 @@ static __always_inline u32 user_stack_start(void *ctx, struct ku_walk *w, u32 tg
         if (!theirs) {
             u32 pending = KU_PENDING;
             ku_procs.update(&asked, &pending);
-            ask_mappings(asked, KU_PENDING, 0);
+            if (ask_mappings(asked, KU_PENDING, 0))
+                ku_procs.delete(&asked);
         }
     }
     long bytes = bpf_get_stack(ctx, w->user.pcs, STACK_DEPTH * 8, BPF_F_USER_STACK);
@@ -361,18 +366,23 @@ static __always_inline void user_stack_end(struct ku_walk *w, u32 tgid, u32 owne
         add_counter(0, w->fp_frames);
     if (w->unloaded_frames)
         add_counter(2, w->unloaded_frames);
-    if (w->ask_file)
-        ask_mappings(tgid, KU_FILE_ASKED, w->ask_file);
+    if (w->ask_file && ask_mappings(tgid, KU_FILE_ASKED, w->ask_file)) {
+        struct ku_file *f = ku_file_at(w->ask_file);
+        if (f && f->state == KU_FILE_ASKED)
+            f->state = KU_FILE_NEW;
+    }
     if (w->user.outcome != KU_NO_MAPPING)
         return;
     u32 *state = ku_procs.lookup(&tgid);
     if (owner != tgid && !state) {
         u32 pending = KU_PENDING;
         ku_procs.update(&tgid, &pending);
-        ask_mappings(tgid, KU_PENDING, 0);
+        if (ask_mappings(tgid, KU_PENDING, 0))
+            ku_procs.delete(&tgid);
     } else if (owner == tgid && state && *state == KU_READY) {
         *state = KU_STALE;
-        ask_mappings(tgid, KU_STALE, 0);
+        if (ask_mappings(tgid, KU_STALE, 0))
+            *state = KU_READY;
     }
 }
 #endif

@@ -4,9 +4,9 @@
  * trie took one per aligned block, 1,350 for a pytest process). A file's CFI is turned into sorted rows
  * "from this pc: CFA = rsp|rbp + offset, rbp saved at CFA + 8 * n or unchanged, return address at
  * CFA - 8" and loaded into ku_rows (one array; each file a range of it, ku_files) the first time a walk
- * meets the file (it asks on ku_events; until then its frames are walked by frame pointers), so only
- * the files on sampled stacks take memory (libLLVM alone has a million rows). The walk starts
- * from the user registers (bpf_task_pt_regs, the only kernel struct read) and follows the rules of
+ * meets the file (it asks on ku_events, one file a walk; until then its frames are walked by frame
+ * pointers), so only the files on sampled stacks take memory (libLLVM alone has a million rows). The
+ * walk starts from the user registers (bpf_task_pt_regs, the only kernel struct read) and follows the rules of
  * bcctool/unwind.py frame by frame, reading return addresses and saved rbp with bpf_probe_read_user.
  * A pc with no usable row (no CFI; a DWARF expression: PLT stubs of odd shape, signal trampolines,
  * hand-written asm) is walked by its frame pointer, as unwind.py does where no CFI covers a pc; the
@@ -217,7 +217,9 @@ static __always_inline int ku_step(struct ku_walk *w, struct ku_proc_maps *pm, i
             w->count = f->count;
         } else if (f && f->state != KU_FILE_NONE) {
             w->unloaded = 1;
-            if (f->state == KU_FILE_NEW) {   /* two CPUs may both ask: user space loads it once */
+            /* a walk asks for one file (two CPUs may both ask: user space loads it once); a second new
+             * file stays NEW for a later walk to ask, where marking it would leave it unasked for good */
+            if (f->state == KU_FILE_NEW && !w->ask_file) {
                 f->state = KU_FILE_ASKED;
                 w->ask_file = m->file;
             }

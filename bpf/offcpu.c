@@ -156,7 +156,8 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
     u32 tgid = id >> 32;
     u8 one = 1;
     seen.update(&tgid, &one);
-    new_maps.ringbuf_output(&tgid, sizeof(tgid), 0);
+    if (new_maps.ringbuf_output(&tgid, sizeof(tgid), 0))   /* a full ring: its next block says it */
+        seen.delete(&tgid);
     return PASS_ON;
 }
 
@@ -361,8 +362,8 @@ TRACEPOINT_PROBE(sched, sched_switch)
          * its own context too, so the last block's stack is taken now */
         send_pending(prev, s.uip, s.usp);
 #endif
-        if (seen.insert(&s.tgid, &one) == 0)
-            new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0);
+        if (seen.insert(&s.tgid, &one) == 0 && new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0))
+            seen.delete(&s.tgid);   /* a full ring: its next block says it */
         s.kstack = stacks.get_stackid(args, 0);
         s.ustack = stacks.get_stackid(args, BPF_F_USER_STACK);
         /* the block starts after this program's own stack walk (~4.5 us), not before it */
