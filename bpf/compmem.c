@@ -93,6 +93,29 @@ BPF_RINGBUF_OUTPUT(ucopies, UCOPY_RING_PAGES);
 BPF_PERCPU_ARRAY(ucopy_seq, u64, 1);
 #endif
 
+#if (defined(USER_DWARF) || defined(USER_KERNEL)) && !defined(NO_STACKS)
+#define SYSCALL_STACKS 1
+struct last_user_t {           /* a thread's last user stack (a copy's id, a walk's hash) and the user
+                                  registers it was taken at: valid until the thread returns to user space */
+    u64 id;
+    u64 ip;
+    u64 sp;
+    u64 bp;
+};
+/* LRU: a thread that exits inside a syscall never reaches sys_exit to remove its entry */
+BPF_TABLE("lru_hash", u32, struct last_user_t, last_user, 16384);
+
+/* The thread's last user stack if its user registers (in *now) are those it was taken at: the same
+ * syscall, whatever it allocates; else 0. */
+static __always_inline u64 same_syscall(u32 tid, struct last_user_t *now)
+{
+    struct last_user_t *last = last_user.lookup(&tid);
+    if (last && last->ip == now->ip && last->sp == now->sp && last->bp == now->bp)
+        return last->id;
+    return 0;
+}
+#endif
+
 #if defined(USER_KERNEL) && !defined(NO_STACKS)
 #include "kuwalk.h"
 #ifndef USTACKS
@@ -102,9 +125,7 @@ struct walk_scratch_t {        /* per CPU: the walk, and the allocation it is fo
     struct ku_walk walk;
     struct alloc_t a;
     u64 ptr;
-    u64 ip;                    /* the user registers it began from, for the thread's next allocation */
-    u64 sp;
-    u64 bp;
+    struct last_user_t regs;   /* the user registers it began from, for the thread's next allocation */
     u32 tid;
     u32 owner;                 /* whose mappings walk it (kuwalk.h) */
 };
@@ -112,7 +133,8 @@ KU_WALK_MAPS;
 BPF_F_TABLE("hash", u64, struct ku_stack, ustacks, USTACKS, BPF_F_NO_PREALLOC);   /* memory as used */
 BPF_PERCPU_ARRAY(walk_scratch, struct walk_scratch_t, 1);
 BPF_PERCPU_ARRAY(walk_outcomes, u64, KU_FP_WALK + 1);   /* walks by how they ended (kunwind.h) */
-BPF_TABLE("lru_hash", u32, u32, forked, 16384);   /* new task -> its parent, until it execs */
+/* new task -> its parent, until it execs; keyed by the new task's id, so a thread's is never looked up */
+BPF_TABLE("lru_hash", u32, u32, forked, 16384);
 
 /* the map calls of kunwind.h and kuwalk.h, which BCC rewrites here only */
 static __always_inline struct ku_proc_maps *ku_maps_of(u32 tgid) { return ku_maps.lookup(&tgid); }
@@ -149,28 +171,6 @@ TRACEPOINT_PROBE(sched, sched_process_fork)
 }
 #endif
 
-#if (defined(USER_DWARF) || defined(USER_KERNEL)) && !defined(NO_STACKS)
-#define SYSCALL_STACKS 1
-struct last_user_t {           /* a thread's last user stack (a copy's id, a walk's hash) and the user
-                                  registers it was taken at: valid until the thread returns to user space */
-    u64 id;
-    u64 ip;
-    u64 sp;
-    u64 bp;
-};
-/* LRU: a thread that exits inside a syscall never reaches sys_exit to remove its entry */
-BPF_TABLE("lru_hash", u32, struct last_user_t, last_user, 16384);
-
-/* The thread's last user stack if its user registers (in *now) are those it was taken at: the same
- * syscall, whatever it allocates; else 0. */
-static __always_inline u64 same_syscall(u32 tid, struct last_user_t *now)
-{
-    struct last_user_t *last = last_user.lookup(&tid);
-    if (last && last->ip == now->ip && last->sp == now->sp && last->bp == now->bp)
-        return last->id;
-    return 0;
-}
-#endif
 
 static __always_inline void count_lost(int slot)
 {
@@ -250,9 +250,9 @@ static __always_inline void walked(void *ctx, struct walk_scratch_t *sc)
     u64 h = ku_store(&w->user, w->user.depth, KU_SEED_USER);
     if (h) {
         sc->a.ukey = h;
-        struct last_user_t now = {.id = h, .ip = sc->ip, .sp = sc->sp, .bp = sc->bp};
+        sc->regs.id = h;
         u32 tid = sc->tid;
-        last_user.update(&tid, &now);
+        last_user.update(&tid, &sc->regs);
     } else {   /* `ustacks` full: the frame-pointer walk, better than none */
         count_lost(LOST_USTACK);
         sc->a.ustack_id = stacks.get_stackid(ctx, BPF_F_USER_STACK);
@@ -280,9 +280,7 @@ static __always_inline void walk_user(void *ctx, u64 ptr, struct alloc_t *a, u32
     sc->a = *a;
     sc->ptr = ptr;
     sc->tid = tid;
-    sc->ip = now.ip;
-    sc->sp = now.sp;
-    sc->bp = now.bp;
+    sc->regs = now;
     sc->owner = ku_user_start(ctx, &sc->walk, a->tgid);
     if (sc->owner) {
         ku_progs.call(ctx, 0);   /* the walk, in ku_walk_more */

@@ -47,7 +47,9 @@ static __always_inline long ku_ask(u32 tgid, u32 state, u32 file)
     return ku_send(&e);
 }
 
-/* tgid's mappings asked for, marked pending meanwhile; a full ring: unmarked, so a later walk asks again */
+/* tgid's mappings asked for, marked pending meanwhile. The ring is full while user space builds a big
+ * file's rows: unmarked then, so that a later walk asks again rather than the process being walked by
+ * frame pointers for the rest of the run. */
 static __always_inline void ku_ask_new(u32 tgid)
 {
     ku_proc_set(tgid, KU_PENDING);

@@ -20,21 +20,28 @@ pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, r
 PIPES = 200
 BUFFER_ARRAY = 1024   # kcalloc(16, sizeof(struct pipe_buffer) = 40): the kmalloc-1k slab
 
+PACE_US = 150_000   # between the first pipes of a run that paces them (argv[1]: how many)
+
 # Waits for a line; opens PIPES pipes through main -> a -> b -> pipe() (the sums after each call keep
-# gcc from turning them into tail calls, which would leave no frame); says "open"; waits; exits.
+# gcc from turning them into tail calls, which would leave no frame), the first argv[1] of them PACE_US
+# apart; says "open"; waits; exits.
 PIPES_C = rf"""
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 static int fds[{PIPES}][2];
 volatile int sink;
 __attribute__((noinline)) int b(int i) {{ int r = pipe(fds[i]); sink += r; return r + 1; }}
 __attribute__((noinline)) int a(int i) {{ return b(i) * 2 + i; }}
-int main(void)
+int main(int argc, char **argv)
 {{
     char line[8];
+    int paced = argc > 1 ? atoi(argv[1]) : 0;
     if (!fgets(line, sizeof line, stdin)) return 1;
-    for (int i = 0; i < {PIPES}; i++)
+    for (int i = 0; i < {PIPES}; i++) {{
         if (a(i) != 2 + i) return 2;
+        if (i < paced) usleep({PACE_US});
+    }}
     printf("open\n");
     fflush(stdout);
     if (!fgets(line, sizeof line, stdin)) return 0;
@@ -51,12 +58,12 @@ def piper(tmp_path_factory) -> str:
     return str(d / "piper")
 
 
-def traced(piper: str, *options: str) -> tuple[MetricProcess, int]:
-    """compmem -p on the piper while it opens its pipes, until the metric has stopped: its records, the
-    piper's pid."""
-    child = subprocess.Popen([piper], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    tool = MetricProcess("compmem", "-p", str(child.pid), "0.3", "--stack-sort", "bytes", "--stack-depth", "30",
-                         *options)
+def traced(piper: str, *options: str, paced: int = 0, whole_machine: bool = False) -> tuple[MetricProcess, int]:
+    """compmem -p (or on the whole machine) on the piper while it opens its pipes, until the metric has
+    stopped: its records, the piper's pid."""
+    child = subprocess.Popen([piper, str(paced)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    target = [] if whole_machine else ["-p", str(child.pid)]
+    tool = MetricProcess("compmem", *target, "0.3", "--stack-sort", "bytes", "--stack-depth", "30", *options)
     try:
         tool.wait_meta()
         child.stdin.write("go\n")
@@ -71,9 +78,9 @@ def traced(piper: str, *options: str) -> tuple[MetricProcess, int]:
     return tool, child.pid
 
 
-def suspects(piper: str, *options: str) -> tuple[list[dict], list[dict], dict]:
+def suspects(piper: str, *options: str, **how: object) -> tuple[list[dict], list[dict], dict]:
     """Allocations of 512 bytes or more: the last interval's stack rows of the piper, summaries, meta."""
-    tool, pid = traced(piper, "--min-bytes", "512", *options)
+    tool, pid = traced(piper, "--min-bytes", "512", *options, **how)
     last = max(r["interval"] for r in tool.of_kind("summary"))
     rows = [r for r in tool.of_kind("row") if r["level"] == "stack" and r["pid"] == pid and r["interval"] == last]
     return rows, tool.of_kind("summary"), tool.of_kind("meta")[0]
@@ -144,6 +151,22 @@ def test_kernel_walks_give_the_whole_chain_to_every_pipe(kernel_run):
     assert chained >= 0.95 * mine and mine >= PIPES
     assert walks["complete"] >= PIPES and walks["failed"] == 0 and walks["not_stored"] == 0, walks
     assert "kernel_unwind" in summaries[-1] and summaries[-1]["kernel_unwind"]["files"] >= 2
+
+
+def test_a_process_met_for_the_first_time_is_walked_by_frame_pointers_until_its_tables_load(piper):
+    """The whole machine: the piper is met at its first pipe(), walked by frame pointers until its
+    mappings are loaded, then its files' rows one a walk (each a round trip through user space, ms).
+    Its first pipes come PACE_US apart, so only those few lack the chain."""
+    rows, summaries, _ = suspects(piper, "--user-stacks", "kernel", paced=8, whole_machine=True)
+    mine = sum(r["active_allocs"] for r in rows)
+    chained = sum(r["active_allocs"] for r in rows if whole(r["user_frames"]))
+    walks = {k: sum(s["user_stacks"][k] for s in summaries) for k in summaries[-1]["user_stacks"]}
+    pending = sum(s["kernel_unwind"]["rows_pending_frames"] for s in summaries)
+    print(f"{chained}/{mine} allocations carry b -> a -> main; the machine's walks {walks}, "
+          f"{pending} frames walked by frame pointers while their file's rows were pending")
+    print([(r["active_allocs"], r["user_frames"][:5]) for r in rows])
+    assert chained >= 0.95 * mine and mine >= PIPES
+    assert walks["frame_pointers"] >= 1, "the piper's first walk: its mappings were not loaded yet"
 
 
 def test_kernel_walks_count_what_dwarf_copies_count(kernel_run, dwarf_run):
