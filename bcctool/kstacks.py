@@ -1,6 +1,11 @@
-"""Samples counted in the kernel per interval with their stacks stored once (bpf/cpuprofile.c's
--DUSER_KERNEL): `kcounts` keyed by (epoch slot, process, cgroup, command, kernel / user / Python stack
-hashes), `stacks` hash -> struct ku_stack. User space reads only the stacks it has not seen.
+"""Stacks stored once each by 64-bit hash in a BPF hash map (struct ku_stack: depth, outcome, pcs), as
+bpf/kuwalk.h stores them, and the samples cpuprofile's -DUSER_KERNEL counts under their hashes.
+
+    stored = StoredStacks(bpf["ustacks"])   # compmem's user stacks
+    stored.get(h)              # (depth, outcome, raw bytes of the struct), read from the kernel the first time
+    stored.pcs(h)              # its pcs, innermost first (None: no such stack)
+    stored.retire(used)        # at a cut: once half the map is known here, those not in `used` deleted
+    walk_outcomes(table)       # {(outcome, reason): walks} from a per-CPU array counted by outcome
 
     counted = KernelCounts(bpf)
     samples = counted.take()   # at a cut: {(tgid, comm, cgid, kernel, user, py): samples} of the interval
@@ -9,9 +14,9 @@ hashes), `stacks` hash -> struct ku_stack. User space reads only the stacks it h
     counted.outcomes           # Counter of the user walks' outcomes, per sample (complete, truncated, ...)
     counted.reasons            # Counter of (outcome, reason) per sample
 
-`stacks` is bounded (STACKS in the BPF program): when half of it holds stacks user space knows, those
-not counted in the last interval are deleted, and kept here until the next cut has been read (a program
-that found one just before it went may still count it in the interval being gathered).
+The stacks map is bounded: when half of it holds stacks user space knows, those not used since the last
+cut are deleted, and kept here until the next cut has been read (a program that found one just before it
+went may still refer to it in what is read next).
 """
 
 from __future__ import annotations
@@ -39,17 +44,73 @@ OUTCOMES = (
     ("failed", "no user context"),
     ("frame_pointers", "process met for the first time: mappings not loaded yet"),
 )
+FP_WALK = len(OUTCOMES) - 1   # KU_FP_WALK: the kernel's frame-pointer walk
 HTAB_ELEM_BYTES = 48   # the kernel's struct htab_elem before the key, about
+
+
+class StoredStacks:
+    def __init__(self, table: Any) -> None:
+        self.stacks = table
+        self.capacity = table.max_entries
+        self.known: dict[int, tuple] = {}      # hash -> (depth, outcome, raw bytes of the struct)
+        self.retired: list[int] = []           # deleted from the map at the last cut, kept until this one's read
+        self.stack_reads = 0                   # stacks read from the kernel (each new one once)
+
+    def get(self, h: int) -> tuple | None:
+        """(depth, outcome, the struct's bytes) of a stored stack, None for none or one gone."""
+        if not h:
+            return None
+        stack = self.known.get(h)
+        if stack is None:
+            try:
+                leaf = self.stacks[self.stacks.Key(h)]
+            except KeyError:
+                return None
+            self.stack_reads += 1
+            stack = self.known[h] = (min(leaf.depth, len(leaf.pcs)), leaf.outcome, bytes(leaf))
+        return stack
+
+    def pcs(self, h: int) -> tuple | None:
+        """The stack's pcs, innermost first; None for none or one gone."""
+        stack = self.get(h)
+        return struct.unpack_from(f"<{stack[0]}Q", stack[2], 8) if stack is not None else None
+
+    def retire(self, used: set[int]) -> None:
+        """Forget what was deleted a cut ago; when half of the map is known here, delete those not used
+        in this interval."""
+        for h in self.retired:
+            if h not in used:
+                self.known.pop(h, None)
+        self.retired = []
+        if len(self.known) < self.capacity // 2:
+            return
+        self.retired = [h for h in self.known if h not in used]
+        for h in self.retired:
+            try:
+                del self.stacks[self.stacks.Key(h)]
+            except KeyError:
+                pass
+
+    def stats(self) -> dict[str, int]:
+        """Stacks known here (about those in the map), stacks read from the kernel so far, and the bytes
+        the map takes for them (allocated as used: a value, its key and the hash table's element)."""
+        entry = ctypes.sizeof(self.stacks.Leaf) + 8 + HTAB_ELEM_BYTES
+        return {"stacks": len(self.known), "stack_reads": self.stack_reads, "stack_bytes": len(self.known) * entry}
+
+
+def walk_outcomes(table: Any) -> Counter[tuple[str, str]]:
+    """{(outcome, reason): walks} from a per-CPU array of walks by how they ended (OUTCOMES' order)."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for i, pair in enumerate(OUTCOMES):
+        counts[pair] = sum(table[table.Key(i)])
+    return counts
 
 
 class KernelCounts:
     def __init__(self, bpf: Any) -> None:
-        self.counts, self.stacks = bpf["kcounts"], bpf["stacks"]
-        self.capacity = self.stacks.max_entries
+        self.counts = bpf["kcounts"]
+        self.stored = StoredStacks(bpf["stacks"])
         self.epochs = Epochs(bpf["epochs"])
-        self.known: dict[int, tuple] = {}      # hash -> (depth, outcome, raw bytes of the pcs)
-        self.retired: list[int] = []           # deleted from `stacks` at the last cut, kept until this one's read
-        self.stack_reads = 0                   # stacks read from the kernel (each new one once)
         self.outcomes: Counter[str] = Counter()
         self.reasons: Counter[tuple[str, str]] = Counter()
 
@@ -57,8 +118,9 @@ class KernelCounts:
         closing, _, _ = self.epochs.flip()
         out: dict[tuple, int] = {}
         used: set[int] = set()
+        stack = self.stored.get
         for key, n in take_slot(self.counts, Epochs.slot(closing)):
-            kernel, user, py = self._stack(key.kstack), self._stack(key.ustack), self._stack(key.pystack)
+            kernel, user, py = stack(key.kstack), stack(key.ustack), stack(key.pystack)
             used.update((key.kstack, key.ustack, key.pystack))
             count = n if isinstance(n, int) else n.value   # batch reads give ints
             if user is not None:
@@ -69,7 +131,7 @@ class KernelCounts:
                  self._kernel(key.kstack, kernel), self._user(key.ustack, user),
                  py[2][: 8 + 16 * py[0]] if py is not None else None)
             out[k] = out.get(k, 0) + count
-        self._retire(used)
+        self.stored.retire(used)
         return out
 
     @staticmethod
@@ -86,38 +148,5 @@ class KernelCounts:
             return LOST
         return struct.unpack_from(f"<{stack[0]}Q", stack[2], 8) if stack[0] else 0
 
-    def _stack(self, h: int) -> tuple | None:
-        """(depth, outcome, the struct's bytes) of a stored stack, None for none or one gone."""
-        if not h:
-            return None
-        stack = self.known.get(h)
-        if stack is None:
-            try:
-                leaf = self.stacks[self.stacks.Key(h)]
-            except KeyError:
-                return None
-            self.stack_reads += 1
-            stack = self.known[h] = (min(leaf.depth, len(leaf.pcs)), leaf.outcome, bytes(leaf))
-        return stack
-
-    def _retire(self, used: set[int]) -> None:
-        """Forget what was deleted a cut ago; when half of `stacks` is known here, delete those not used
-        in this interval."""
-        for h in self.retired:
-            if h not in used:
-                self.known.pop(h, None)
-        self.retired = []
-        if len(self.known) < self.capacity // 2:
-            return
-        self.retired = [h for h in self.known if h not in used]
-        for h in self.retired:
-            try:
-                del self.stacks[self.stacks.Key(h)]
-            except KeyError:
-                pass
-
     def stats(self) -> dict[str, int]:
-        """Stacks known here (about those in `stacks`), stacks read from the kernel so far, and the bytes
-        `stacks` takes for them (allocated as used: a value, its key and the hash table's element)."""
-        entry = ctypes.sizeof(self.stacks.Leaf) + 8 + HTAB_ELEM_BYTES
-        return {"stacks": len(self.known), "stack_reads": self.stack_reads, "stack_bytes": len(self.known) * entry}
+        return self.stored.stats()

@@ -2,7 +2,9 @@
 ku_maps (tgid -> its mappings sorted by address, each a file id and load bias), and each file's
 stack-delta rows (stackdeltas.py) in ku_rows / ku_files, loaded when BPF asks for them on ku_events.
 
-    tables = KernelTables(bpf, cache_dir=None, say=print)
+    tables = KernelTables(bpf, cache_dir=None, say=print, program_type=None)
+                               # program_type: ku_walk_more's (a tail call keeps its caller's type):
+                               # None for a perf event's (cpuprofile), BPF.TRACEPOINT for compmem's
     tables.meet(tgid, rows=False)   # read /proc/PID/maps, put its mappings in ku_maps (rows=True: and load
                                     # every file's rows now); True when done
     tables.on_event(raw)       # a struct ku_event_t from ku_events (RingReader's callback): meet a process,
@@ -16,7 +18,7 @@ only when a walk meets one of its pcs, so only the files on sampled stacks take 
 that imported bcc maps libLLVM: a million rows, never on a sampled stack). Rows are appended to one
 array mmap'ed from the BPF map (BPF_F_MMAPABLE): no syscall per row. A file with no CFI, vaddrs past
 4 GiB, or rows that do not fit what is left is marked NONE: the kernel walks it by frame pointers (said
-once on stderr when the rows run out). Rows stay until the end of the run; mappings go with their
+once through `say` when the rows run out). Rows stay until the end of the run; mappings go with their
 process (KU_PROC_MAPPINGS at most: the rest, by address, are walked as unmapped). Events run on a
 reader thread while the main thread calls forget_gone(): a lock guards the bookkeeping of processes.
 """
@@ -53,11 +55,13 @@ class _File:
 
 
 class KernelTables:
-    def __init__(self, bpf: Any, cache_dir: str | None = None, say: Callable[[str], None] = print) -> None:
+    def __init__(self, bpf: Any, cache_dir: str | None = None, say: Callable[[str], None] = print,
+                 program_type: int | None = None) -> None:
         from bcc import BPF  # noqa: PLC0415 - importable once bpf is loaded
 
-        # the walk goes on in a tail call to ku_walk_more, which must be in place before the first sample
-        bpf["ku_progs"][0] = bpf.load_func("ku_walk_more", BPF.PERF_EVENT).fd
+        # the walk goes on in a tail call to ku_walk_more, which must be in place before the first walk
+        program_type = BPF.PERF_EVENT if program_type is None else program_type
+        bpf["ku_progs"][0] = bpf.load_func("ku_walk_more", program_type).fd
         self.maps, self.files, self.procs = bpf["ku_maps"], bpf["ku_files"], bpf["ku_procs"]
         rows = bpf["ku_rows"]
         self.capacity = rows.max_entries
@@ -102,7 +106,7 @@ class KernelTables:
         kept = snap.mappings[: len(leaf.m)]   # sorted by start
         if len(snap.mappings) > len(kept) and not self.truncated_said:
             self.truncated_said = True
-            self.say(f"cpuprofile: process {tgid} has {len(snap.mappings)} executable mappings: the kernel's "
+            self.say(f"process {tgid} has {len(snap.mappings)} executable mappings: the kernel's "
                      f"unwinder keeps {len(kept)} (frames above them are counted failed)")
         leaf.count = len(kept)
         for i, mapping in enumerate(kept):   # files met for the first time are read here
@@ -168,7 +172,7 @@ class KernelTables:
         if count and (count > MAX_FILE_ROWS or self.used + count > self.capacity):
             if not self.full_said:
                 self.full_said = True
-                self.say(f"cpuprofile: the kernel's unwind tables are full ({self.used} of {self.capacity} rows): "
+                self.say(f"the kernel's unwind tables are full ({self.used} of {self.capacity} rows): "
                          f"{file.mapping_path} and the files met after it are walked by frame pointers")
             count = 0
         first = self.used

@@ -60,6 +60,14 @@ class HistDeltas:
         return delta
 
 
+def value_of(table: Any, key: int) -> int:
+    """The scalar a map holds under an integer key (a fork child's parent), 0 where it holds none."""
+    try:
+        return table[table.Key(key)].value
+    except KeyError:
+        return 0
+
+
 def insert_new(table: Any, key: Any, leaf: Any) -> bool:
     """Add key -> leaf unless the key is there already (BPF_NOEXIST): seeding from /proc must not
     overwrite what a probe has stored since it attached. False when the key existed or the map is full."""

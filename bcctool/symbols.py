@@ -10,6 +10,8 @@ API (everything a metric script needs; nothing here raises on bad input):
     sym.kernel(addr) -> str                   # function name, or "[unknown]"
     sym.kernel_frame(addr) -> Frame
     sym.forget(pid)                           # drop a process's snapshot and perf map
+    sym.adopt(pid, parent_of) -> list[int]    # a fork child gone before its maps were read, named from
+                                              # its parent's (parent_of(pid): 0 for none)
     Symbolizer(lines=True)                    # user frames named "function (file.c:42)" where the object
                                               # or its debug file has DWARF line tables (bcctool.lines)
     sym.stats() -> dict[str, int]             # perf_map_garbage, unreadable_objects, cache figures
@@ -33,7 +35,7 @@ import os
 import sys
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -340,6 +342,22 @@ class Symbolizer:
         self._inherited[pid] = parent
         self._gone.pop(pid, None)
         return self.maps(parent)
+
+    def adopt(self, pid: int, parent_of: Callable[[int], int]) -> list[int]:
+        """A process gone before its maps were read: if it was forked and never exec'd (parent_of gives its
+        parent, 0 for none), its addresses are its parent's, named from the parent's maps (a grandparent's
+        if the parent is gone too). The ancestors it looked to, whose snapshots inherit() may have taken."""
+        ancestors: list[int] = []
+        child = pid
+        for _ in range(8):
+            parent = parent_of(child)
+            if not parent:
+                break
+            ancestors.append(parent)
+            if self.inherit(pid, parent) is not None:
+                break
+            child = parent
+        return ancestors
 
     def forget(self, pid: int) -> None:
         self._inherited.pop(pid, None)

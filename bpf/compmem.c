@@ -8,12 +8,17 @@
  *
  * User stacks (who in user space made the syscall that allocated): by default -DUSER_DWARF, a copy of
  * the user registers and the top of the user stack (ustack.h) goes to user space (ring buffer
- * `ucopies`) and is unwound there with CFI; the allocation keeps the copy's id. One copy serves every
- * allocation of one syscall: the thread's last copy is reused while its user registers are the same
- * and it has not returned to user space (raw_syscalls:sys_exit forgets it), so a pipe() that makes
- * five allocations costs one copy. An allocation whose copy found the ring buffer full keeps the
- * frame-pointer walk instead, as every allocation does without USER_DWARF (a stack id). A kernel
- * thread has no user stack (copy id 0, stack id < 0).
+ * `ucopies`) and is unwound there with CFI; the allocation keeps the copy's id. With -DUSER_KERNEL the
+ * stack is walked here with the stack-delta tables of kunwind.h (kuwalk.h: a process met for the first
+ * time is walked by frame pointers until user space has loaded its mappings; a fork child that has not
+ * exec'd walks its parent's), stored once by its hash in `ustacks`, and the allocation keeps the hash.
+ * The walk goes on in tail calls, which do not return: the allocation waits in `walk_scratch` and is
+ * recorded by the program that ends the walk. Either way one stack serves every allocation of one
+ * syscall: the thread's last one is reused while its user registers are the same and it has not returned
+ * to user space (raw_syscalls:sys_exit forgets it), so a pipe() that makes five allocations costs one
+ * copy or one walk. An allocation whose copy found the ring buffer full, or whose walk found `ustacks`
+ * full, keeps the frame-pointer walk instead, as every allocation does without either (a stack id). A
+ * kernel thread has no user stack (key 0, stack id < 0).
  *
  * The profiler's own processes (-DSKIP_OWN) are asked about only when a process would get its record,
  * so they never get one and none of their allocations is kept. */
@@ -25,9 +30,11 @@ struct alloc_t {
     u64 call_site;   /* the allocating function (a tracepoint field): shown when the stack is missing */
     u32 tgid;
     s32 stack_id;    /* < 0 when the stack map could not take it */
-    s32 ustack_id;   /* the frame-pointer user stack (USER_DWARF: only when no copy could be sent); < 0: none */
+    s32 ustack_id;   /* the frame-pointer user stack (USER_DWARF / USER_KERNEL: only when no copy could be
+                        sent, no walk stored); < 0: none */
     u32 pad;
-    u64 ucopy;       /* USER_DWARF: the id of the user stack copy sent to `ucopies`; 0: none */
+    u64 ukey;        /* USER_DWARF: the id of the user stack copy sent to `ucopies`; USER_KERNEL: the
+                        walked stack's hash in `ustacks`; 0: none */
 };
 
 struct pmem_t {
@@ -60,6 +67,8 @@ struct comm_t {
                                 and kfree_rcu batches are not traced): its old allocation is settled */
 #define LOST_UCOPY 4         /* USER_DWARF: a user stack copy not sent (ring buffer full) */
 #define UCOPIES 5            /* USER_DWARF: user stack copies sent */
+#define LOST_USTACK 6        /* USER_KERNEL: a walked user stack not stored (`ustacks` full) */
+#define LOST_SLOTS 7
 
 BPF_HASH(allocs, u64, struct alloc_t, MAX_ALLOCS);
 BPF_PERCPU_HASH(proc_mem, u32, struct pmem_t, MAX_PIDS);
@@ -67,7 +76,7 @@ BPF_HASH(comms, u32, struct comm_t, MAX_PIDS);
 #ifndef NO_STACKS   /* --stacks 0: no stack is shown, so none is walked (the costliest step) */
 BPF_STACK_TRACE(stacks, MAX_STACKS);
 #endif
-BPF_PERCPU_ARRAY(lost, u64, 6);
+BPF_PERCPU_ARRAY(lost, u64, LOST_SLOTS);
 
 #if defined(USER_DWARF) && !defined(NO_STACKS)
 #include "ustack.h"
@@ -80,17 +89,88 @@ struct ucopy_t {               /* the ring buffer's record, read by metrics/comp
     u32 pad;
     struct ustack_t user;
 };
-struct last_copy_t {           /* a thread's last copy, valid until it returns to user space */
+BPF_RINGBUF_OUTPUT(ucopies, UCOPY_RING_PAGES);
+BPF_PERCPU_ARRAY(ucopy_seq, u64, 1);
+#endif
+
+#if (defined(USER_DWARF) || defined(USER_KERNEL)) && !defined(NO_STACKS)
+#define SYSCALL_STACKS 1
+struct last_user_t {           /* a thread's last user stack (a copy's id, a walk's hash) and the user
+                                  registers it was taken at: valid until the thread returns to user space */
     u64 id;
     u64 ip;
     u64 sp;
     u64 bp;
 };
-BPF_RINGBUF_OUTPUT(ucopies, UCOPY_RING_PAGES);
 /* LRU: a thread that exits inside a syscall never reaches sys_exit to remove its entry */
-BPF_TABLE("lru_hash", u32, struct last_copy_t, last_copy, 16384);
-BPF_PERCPU_ARRAY(ucopy_seq, u64, 1);
+BPF_TABLE("lru_hash", u32, struct last_user_t, last_user, 16384);
+
+/* The thread's last user stack if its user registers (in *now) are those it was taken at: the same
+ * syscall, whatever it allocates; else 0. */
+static __always_inline u64 same_syscall(u32 tid, struct last_user_t *now)
+{
+    struct last_user_t *last = last_user.lookup(&tid);
+    if (last && last->ip == now->ip && last->sp == now->sp && last->bp == now->bp)
+        return last->id;
+    return 0;
+}
 #endif
+
+#if defined(USER_KERNEL) && !defined(NO_STACKS)
+#include "kuwalk.h"
+#ifndef USTACKS
+#define USTACKS 16384
+#endif
+struct walk_scratch_t {        /* per CPU: the walk, and the allocation it is for, over its tail calls */
+    struct ku_walk walk;
+    struct alloc_t a;
+    u64 ptr;
+    struct last_user_t regs;   /* the user registers it began from, for the thread's next allocation */
+    u32 tid;
+    u32 owner;                 /* whose mappings walk it (kuwalk.h) */
+};
+KU_WALK_MAPS;
+BPF_F_TABLE("hash", u64, struct ku_stack, ustacks, USTACKS, BPF_F_NO_PREALLOC);   /* memory as used */
+BPF_PERCPU_ARRAY(walk_scratch, struct walk_scratch_t, 1);
+BPF_PERCPU_ARRAY(walk_outcomes, u64, KU_FP_WALK + 1);   /* walks by how they ended (kunwind.h) */
+/* new task -> its parent, until it execs; keyed by the new task's id, so a thread's is never looked up */
+BPF_TABLE("lru_hash", u32, u32, forked, 16384);
+
+/* the map calls of kunwind.h and kuwalk.h, which BCC rewrites here only */
+static __always_inline struct ku_proc_maps *ku_maps_of(u32 tgid) { return ku_maps.lookup(&tgid); }
+static __always_inline struct ku_file *ku_file_at(u32 file) { return ku_files.lookup(&file); }
+static __always_inline struct ku_row *ku_row_at(u32 index) { return ku_rows.lookup(&index); }
+static __always_inline u32 *ku_proc_state(u32 tgid) { return ku_procs.lookup(&tgid); }
+static __always_inline void ku_proc_set(u32 tgid, u32 state) { ku_procs.update(&tgid, &state); }
+static __always_inline void ku_proc_drop(u32 tgid) { ku_procs.delete(&tgid); }
+static __always_inline long ku_send(struct ku_event_t *e) { return ku_events.ringbuf_output(e, sizeof(*e), 0); }
+static __always_inline int ku_stack_stored(u64 hash) { return ustacks.lookup(&hash) != 0; }
+static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s) { return ustacks.insert(&hash, s); }
+
+static __always_inline void ku_count(int slot, u64 n)
+{
+    u64 *c = ku_counters.lookup(&slot);
+    if (c)
+        *c += n;
+}
+
+static __always_inline u32 parent_of(u32 tgid)
+{
+    u32 *parent = forked.lookup(&tgid);
+    return parent ? *parent : 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_fork)
+{
+    u64 id = bpf_get_current_pid_tgid();   /* the parent */
+    if (skip_task(id))
+        return PASS_ON;
+    u32 child = args->child_pid, parent = id >> 32;
+    forked.update(&child, &parent);
+    return PASS_ON;
+}
+#endif
+
 
 static __always_inline void count_lost(int slot)
 {
@@ -116,17 +196,12 @@ static __always_inline void settle(u64 ptr, struct alloc_t *a)
  * sent to `ucopies`; 0 for a kernel thread or a full ring buffer (counted). */
 static __always_inline u64 user_copy(u32 tid, u32 tgid, s32 *no_room)
 {
-    struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs((struct task_struct *)bpf_get_current_task_btf());
-    u64 cs = 0;
-    if (!regs || bpf_probe_read_kernel(&cs, sizeof(cs), &regs->cs) != 0 || (cs & 3) != 3)
+    struct last_user_t now = {};
+    if (user_regs(&now.ip, &now.sp, &now.bp))
         return 0;
-    struct last_copy_t now = {};
-    bpf_probe_read_kernel(&now.ip, sizeof(now.ip), &regs->ip);
-    bpf_probe_read_kernel(&now.sp, sizeof(now.sp), &regs->sp);
-    bpf_probe_read_kernel(&now.bp, sizeof(now.bp), &regs->bp);
-    struct last_copy_t *last = last_copy.lookup(&tid);
-    if (last && last->ip == now.ip && last->sp == now.sp && last->bp == now.bp)
-        return last->id;
+    u64 last = same_syscall(tid, &now);
+    if (last)
+        return last;
     int zero = 0;
     u64 *seq = ucopy_seq.lookup(&zero);
     if (!seq)
@@ -144,10 +219,95 @@ static __always_inline u64 user_copy(u32 tid, u32 tgid, s32 *no_room)
     ustack_capture(&c->user);
     ucopies.ringbuf_submit(c, 0);
     count_lost(UCOPIES);
-    last_copy.update(&tid, &now);
+    last_user.update(&tid, &now);
     return now.id;
 }
+#endif
 
+/* The allocation kept, and counted to its process (v: its totals). */
+static __always_inline void record(u64 ptr, struct alloc_t *a, struct pmem_t *v)
+{
+    if (allocs.update(&ptr, a) != 0) {
+        count_lost(LOST_ALLOCS_FULL);
+        return;
+    }
+    if (v) {
+        v->alloc_bytes += a->size;
+        v->allocs++;
+    }
+}
+
+#if defined(USER_KERNEL) && !defined(NO_STACKS)
+/* The walk of the allocation waiting in sc has ended: its stack stored (the rest of its syscall takes it
+ * again), the walk counted by how it ended, the allocation recorded. */
+static __always_inline void walked(void *ctx, struct walk_scratch_t *sc)
+{
+    struct ku_walk *w = &sc->walk;
+    u32 outcome = w->user.outcome;
+    u64 *n = walk_outcomes.lookup(&outcome);
+    if (n)
+        (*n)++;
+    u64 h = ku_store(&w->user, w->user.depth, KU_SEED_USER);
+    if (h) {
+        sc->a.ukey = h;
+        sc->regs.id = h;
+        u32 tid = sc->tid;
+        last_user.update(&tid, &sc->regs);
+    } else {   /* `ustacks` full: the frame-pointer walk, better than none */
+        count_lost(LOST_USTACK);
+        sc->a.ustack_id = stacks.get_stackid(ctx, BPF_F_USER_STACK);
+    }
+    u32 tgid = sc->a.tgid;
+    record(sc->ptr, &sc->a, proc_mem.lookup(&tgid));
+}
+
+/* The allocation's user stack: its syscall's, if walked already; else walked now, the allocation waiting
+ * in walk_scratch for the program that ends the walk (this one, or ku_walk_more) to record it. */
+static __always_inline void walk_user(void *ctx, u64 ptr, struct alloc_t *a, u32 tid, struct pmem_t *v)
+{
+    int zero = 0;
+    struct walk_scratch_t *sc = walk_scratch.lookup(&zero);
+    struct last_user_t now = {};
+    if (!sc || user_regs(&now.ip, &now.sp, &now.bp)) {   /* a kernel thread: no user stack */
+        record(ptr, a, v);
+        return;
+    }
+    a->ukey = same_syscall(tid, &now);
+    if (a->ukey) {
+        record(ptr, a, v);
+        return;
+    }
+    sc->a = *a;
+    sc->ptr = ptr;
+    sc->tid = tid;
+    sc->regs = now;
+    sc->owner = ku_user_start(ctx, &sc->walk, a->tgid);
+    if (sc->owner) {
+        ku_progs.call(ctx, 0);   /* the walk, in ku_walk_more */
+        ku_call_failed(&sc->walk);
+    }
+    walked(ctx, sc);
+}
+
+/* More frames of the walk walk_user() began, KU_STEPS a program: then this program again (a tail call),
+ * or the allocation recorded. It is a tracepoint program (bcctool/kunwind.py loads it so): a tail call
+ * keeps the caller's type, and what it returns is the tracepoint's answer. */
+int ku_walk_more(void *ctx)
+{
+    int zero = 0;
+    struct walk_scratch_t *sc = walk_scratch.lookup(&zero);
+    if (!sc)
+        return PASS_ON;
+    int end = ku_walk_some(&sc->walk, sc->owner);
+    if (end == KU_GO_ON)
+        ku_progs.call(ctx, 0);   /* returns only if the tail call failed */
+    ku_user_end(&sc->walk, sc->a.tgid, sc->owner, end);
+    walked(ctx, sc);
+    return PASS_ON;
+}
+#endif
+
+#ifdef SYSCALL_STACKS
 /* Back to user space: the thread's next allocation may come from anywhere. */
 RAW_TRACEPOINT_PROBE(sys_exit)
 {
@@ -157,7 +317,7 @@ RAW_TRACEPOINT_PROBE(sys_exit)
         return 0;
 #endif
     u32 tid = (u32)id;
-    last_copy.delete(&tid);
+    last_user.delete(&tid);
     return 0;
 }
 #endif
@@ -211,21 +371,20 @@ static __always_inline void on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site
     a.stack_id = stacks.get_stackid(ctx, 0);
     if (a.stack_id < 0)
         count_lost(LOST_STACK);
-#ifdef USER_DWARF
+#if defined(USER_KERNEL)
     a.ustack_id = -1;
-    a.ucopy = user_copy((u32)id, tgid, &a.ustack_id);
-    if (a.ucopy == 0 && a.ustack_id == 0)   /* no room for a copy: the frame-pointer walk, better than none */
+    walk_user(ctx, ptr, &a, (u32)id, v);
+    return;
+#elif defined(USER_DWARF)
+    a.ustack_id = -1;
+    a.ukey = user_copy((u32)id, tgid, &a.ustack_id);
+    if (a.ukey == 0 && a.ustack_id == 0)   /* no room for a copy: the frame-pointer walk, better than none */
         a.ustack_id = stacks.get_stackid(ctx, BPF_F_USER_STACK);
 #else
     a.ustack_id = stacks.get_stackid(ctx, BPF_F_USER_STACK);
 #endif
 #endif
-    if (allocs.update(&ptr, &a) != 0) {
-        count_lost(LOST_ALLOCS_FULL);
-        return;
-    }
-    v->alloc_bytes += size;
-    v->allocs++;
+    record(ptr, &a, v);
 }
 
 static __always_inline void on_free(u64 ptr)
@@ -240,6 +399,10 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
 {
     u64 id = bpf_get_current_pid_tgid();
     u32 tgid = id >> 32;
+#if defined(USER_KERNEL) && !defined(NO_STACKS)
+    forked.delete(&tgid);     /* its own address space from now on: */
+    ku_procs.delete(&tgid);   /* its mappings are loaded anew */
+#endif
     if (skip_task(id) || !comms.lookup(&tgid))
         return PASS_ON;
     struct comm_t c = {.cgid = bpf_get_current_cgroup_id()};

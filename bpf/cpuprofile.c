@@ -96,7 +96,7 @@ LOST_COUNTER(ring_full);   /* samples dropped: the ring buffer was full (the use
 
 #ifdef USER_KERNEL
 #include "epoch.h"
-#include "kunwind.h"
+#include "kuwalk.h"
 #ifndef COUNT_KEYS
 #define COUNT_KEYS 16384
 #endif
@@ -129,15 +129,12 @@ BPF_ARRAY(epochs, struct epoch_t, 1);
 BPF_HASH(kcounts, struct kcount_key_t, u64, COUNT_KEYS);
 BPF_F_TABLE("hash", u64, struct ku_stack, stacks, STACKS, BPF_F_NO_PREALLOC);   /* memory as used */
 BPF_PERCPU_ARRAY(scratch, struct scratch_t, 1);
-BPF_PROG_ARRAY(ku_progs, 1);   /* [0]: ku_walk_more, set by user space (bcctool/kunwind.py) */
-KU_MAPS;
+KU_WALK_MAPS;   /* ku_counters: [0] expression rows walked by frame pointers, [1] samples walked by frame
+                   pointers because their process's mappings were not loaded yet, [2] frames walked by
+                   frame pointers because their file's rows were not loaded yet (kuwalk.h) */
 LOST_COUNTER(counts_full);     /* samples dropped: the counts map was full */
 LOST_COUNTER(stacks_full);     /* samples dropped: a new stack found `stacks` full */
 LOST_COUNTER(kernel_walk);     /* kernel stacks the kernel's walk failed (not "no kernel stack") */
-/* per CPU, cumulative: [0] expression rows walked by frame pointers, [1] samples walked by frame
- * pointers because their process's mappings were not loaded yet, [2] frames walked by frame pointers
- * because their file's rows were not loaded yet */
-BPF_PERCPU_ARRAY(ku_counters, u64, 3);
 #ifdef UNWIND_CHECK
 struct check_t {           /* one sample's kernel walk and its stack copy, for the equality test */
     u32 tgid;
@@ -148,19 +145,22 @@ struct check_t {           /* one sample's kernel walk and its stack copy, for t
 BPF_RINGBUF_OUTPUT(checks, 256);
 #endif
 
-static __always_inline struct ku_proc_maps *ku_maps_of(u32 tgid)
-{
-    return ku_maps.lookup(&tgid);
-}
+/* the map calls of kunwind.h and kuwalk.h, which BCC rewrites here only */
+static __always_inline struct ku_proc_maps *ku_maps_of(u32 tgid) { return ku_maps.lookup(&tgid); }
+static __always_inline struct ku_file *ku_file_at(u32 file) { return ku_files.lookup(&file); }
+static __always_inline struct ku_row *ku_row_at(u32 index) { return ku_rows.lookup(&index); }
+static __always_inline u32 *ku_proc_state(u32 tgid) { return ku_procs.lookup(&tgid); }
+static __always_inline void ku_proc_set(u32 tgid, u32 state) { ku_procs.update(&tgid, &state); }
+static __always_inline void ku_proc_drop(u32 tgid) { ku_procs.delete(&tgid); }
+static __always_inline long ku_send(struct ku_event_t *e) { return ku_events.ringbuf_output(e, sizeof(*e), 0); }
+static __always_inline int ku_stack_stored(u64 hash) { return stacks.lookup(&hash) != 0; }
+static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s) { return stacks.insert(&hash, s); }
 
-static __always_inline struct ku_file *ku_file_at(u32 file)
+static __always_inline void ku_count(int slot, u64 n)
 {
-    return ku_files.lookup(&file);
-}
-
-static __always_inline struct ku_row *ku_row_at(u32 index)
-{
-    return ku_rows.lookup(&index);
+    u64 *c = ku_counters.lookup(&slot);
+    if (c)
+        *c += n;
 }
 #endif
 
@@ -278,13 +278,6 @@ static __always_inline int count_sample(void *ctx, u64 id)
 #endif
 
 #ifdef USER_KERNEL
-static __always_inline void add_counter(int index, u64 n)
-{
-    u64 *c = ku_counters.lookup(&index);
-    if (c)
-        *c += n;
-}
-
 static __always_inline void count_lost(int which)
 {
     int zero = 0;
@@ -293,106 +286,21 @@ static __always_inline void count_lost(int which)
         (*lost)++;
 }
 
-/* `s` stored under the hash of its first `words` pcs unless it is there already: the hash, or 0 when
- * `stacks` is full */
+/* `s` stored in `stacks` (kuwalk.h): its hash, or 0 when `stacks` is full (counted) */
 static __always_inline u64 store_stack(struct ku_stack *s, u32 words, u64 seed)
 {
-    u64 h = ku_hash(s, words, seed);
-    if (stacks.lookup(&h))
-        return h;
-    int err = stacks.insert(&h, s);
-    if (err && err != -17) {   /* -EEXIST: another CPU stored it meanwhile */
+    u64 h = ku_store(s, words, seed);
+    if (!h)
         count_lost(0);
-        return 0;
-    }
     return h;
 }
-
-/* user space is asked to load (again) the mappings of tgid, or a file's rows; 0 when the ask was sent
- * (the ring is full while user space builds a big file's rows: the caller undoes its mark, so that a
- * later sample asks again rather than the frames being walked by frame pointers for the rest of the run) */
-static __always_inline long ask_mappings(u32 tgid, u32 state, u32 file)
-{
-    struct ku_event_t e = {.tgid = tgid, .state = state, .file = file};
-    return ku_events.ringbuf_output(&e, sizeof(e), 0);
-}
-
-#ifndef KERNEL_ONLY
-/* The current task's user stack begins in w: its registers, and whose mappings to walk it with (the
- * process's, or a fork child's parent's), which it returns. 0 where there is nothing to walk: no user
- * context, or a process whose mappings are not loaded yet, walked here by the kernel's frame-pointer
- * walk (they are asked for at its first sample). */
-static __always_inline u32 user_stack_start(void *ctx, struct ku_walk *w, u32 tgid)
-{
-    w->user.depth = 0;
-    w->user.outcome = KU_NO_USER;
-    if (ku_regs(w))
-        return 0;
-    u32 *state = ku_procs.lookup(&tgid);
-    if (state && *state != KU_PENDING) {
-        ku_start(w);
-        return tgid;
-    }
-    if (!state) {
-        /* a fork child that has not exec'd runs in its parent's address space: the parent's mappings,
-         * asked for if the parent has not been (it may run too little to be sampled before its children) */
-        u32 parent = parent_of(tgid);
-        u32 asked = parent ? parent : tgid;
-        u32 *theirs = parent ? ku_procs.lookup(&parent) : 0;
-        if (theirs && *theirs != KU_PENDING) {
-            ku_start(w);
-            return parent;
-        }
-        if (!theirs) {
-            u32 pending = KU_PENDING;
-            ku_procs.update(&asked, &pending);
-            if (ask_mappings(asked, KU_PENDING, 0))
-                ku_procs.delete(&asked);
-        }
-    }
-    long bytes = bpf_get_stack(ctx, w->user.pcs, STACK_DEPTH * 8, BPF_F_USER_STACK);
-    w->user.depth = bytes > 0 ? (u64)bytes / 8 : 0;
-    w->user.outcome = KU_FP_WALK;
-    add_counter(1, 1);
-    return 0;
-}
-
-/* The walk of tgid's stack with owner's mappings has ended: what it met is counted, and user space is
- * asked for the rows of a file met for the first time, or for the mappings of a process with a pc in
- * none (mapped since they were read: a dlopen; or a fork child's own). */
-static __always_inline void user_stack_end(struct ku_walk *w, u32 tgid, u32 owner)
-{
-    if (w->fp_frames)
-        add_counter(0, w->fp_frames);
-    if (w->unloaded_frames)
-        add_counter(2, w->unloaded_frames);
-    if (w->ask_file && ask_mappings(tgid, KU_FILE_ASKED, w->ask_file)) {
-        struct ku_file *f = ku_file_at(w->ask_file);
-        if (f && f->state == KU_FILE_ASKED)
-            f->state = KU_FILE_NEW;
-    }
-    if (w->user.outcome != KU_NO_MAPPING)
-        return;
-    u32 *state = ku_procs.lookup(&tgid);
-    if (owner != tgid && !state) {
-        u32 pending = KU_PENDING;
-        ku_procs.update(&tgid, &pending);
-        if (ask_mappings(tgid, KU_PENDING, 0))
-            ku_procs.delete(&tgid);
-    } else if (owner == tgid && state && *state == KU_READY) {
-        *state = KU_STALE;
-        if (ask_mappings(tgid, KU_STALE, 0))
-            *state = KU_READY;
-    }
-}
-#endif
 
 /* The sample's stacks are in sc: stored, and the sample counted under them. */
 static __always_inline int count_stacks(struct scratch_t *sc)
 {
 #ifndef KERNEL_ONLY
     if (sc->walk.user.outcome != KU_NO_USER) {
-        sc->key.ustack = store_stack(&sc->walk.user, sc->walk.user.depth, 0x75736572ULL);
+        sc->key.ustack = store_stack(&sc->walk.user, sc->walk.user.depth, KU_SEED_USER);
         if (!sc->key.ustack)
             return 0;
     }
@@ -438,9 +346,8 @@ int ku_walk_more(void *ctx)
         return 0;
     int end = ku_walk_some(&sc->walk, sc->owner);
     if (end == KU_GO_ON)
-        ku_progs.call(ctx, 0);
-    sc->walk.user.outcome = end == KU_GO_ON ? KU_FRAME_LIMIT : end;   /* or the tail call failed */
-    user_stack_end(&sc->walk, sc->key.tgid, sc->owner);
+        ku_progs.call(ctx, 0);   /* returns only if the tail call failed */
+    ku_user_end(&sc->walk, sc->key.tgid, sc->owner, end);
     return count_stacks(sc);
 #else
     return 0;
@@ -474,11 +381,10 @@ static __always_inline int count_unwound(void *ctx, u64 id)
     }
 #endif
 #ifndef KERNEL_ONLY
-    sc->owner = user_stack_start(ctx, &sc->walk, sc->key.tgid);
+    sc->owner = ku_user_start(ctx, &sc->walk, sc->key.tgid);
     if (sc->owner) {
         ku_progs.call(ctx, 0);   /* the walk, in ku_walk_more */
-        sc->walk.user.depth = 1;   /* the tail call failed: the ip alone, counted truncated */
-        sc->walk.user.outcome = KU_FRAME_LIMIT;
+        ku_call_failed(&sc->walk);
     }
 #endif
     return count_stacks(sc);

@@ -4,7 +4,8 @@
 Traces kmem:kmalloc/kfree (with --caches also kmem_cache_alloc/free): each allocation is kept by address
 with its size, age, owner, kernel stack and the user stack that made the syscall, until it is freed, and
 charged back to its owner when it is. User stacks: by default a copy of the top of the user stack,
-unwound with DWARF CFI (one copy per syscall, whatever it allocates); --user-stacks fp: the kernel's
+unwound with DWARF CFI (one copy per syscall, whatever it allocates); --user-stacks kernel: the same CFI
+walked in the kernel (one walk per syscall, each stack stored once); --user-stacks fp: the kernel's
 frame-pointer walk. Each interval: the system overview (/proc/meminfo), the top processes, outstanding
 allocations by stack.
 """
@@ -14,7 +15,7 @@ import os
 import struct
 import sys
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
@@ -42,6 +43,7 @@ EXAMPLES = [
     ("compmem --min-age 10 --stacks 10", "leak suspects: stacks with allocations outstanding for 10 s+"),
     ("compmem -p 185 --stack-sort bytes", "where process 185's outstanding kernel memory was allocated"),
     ("compmem --user-stacks fp", "user stacks by frame pointers (no stack copies)"),
+    ("compmem --user-stacks kernel", "user stacks unwound with CFI in the kernel (no stack copies)"),
     ("compmem --json", "NDJSON records for the app"),
 ]
 
@@ -52,28 +54,38 @@ args = tool.parse_args()
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid, min_bytes=args.min_bytes, trace_caches=args.caches)
 cflags += [f"-DMAX_ALLOCS={args.max_allocs}", f"-DEXCLUDE_PID={os.getpid()}"] + (["-DNO_STACKS"] if not args.stacks else [])
-dwarf_cflags = ["-DUSER_DWARF", f"-DUSTACK_PAGES={args.stack_size // 4096}"]
-b = tool.load(cflags, variants=[dwarf_cflags, []] if args.stacks and args.user_stacks == "dwarf" else None)
+# the user stack's CFI: copied to user space (dwarf) or walked in the kernel with the rows of every file on
+# a walked stack, 8 MiB (a million rows) for one process, 16 MiB for the whole machine (bcctool/kunwind.py)
+unwound_cflags = {"dwarf": ["-DUSER_DWARF", f"-DUSTACK_PAGES={args.stack_size // 4096}"],
+                  "kernel": ["-DUSER_KERNEL", f"-DKU_ROWS={(1 << 20) if args.pid else (1 << 21)}"]}
+b = tool.load(cflags, variants=[unwound_cflags[args.user_stacks], []]
+              if args.stacks and args.user_stacks in unwound_cflags else None)
 allocs, proc_mem, comms, lost = b["allocs"], b["proc_mem"], b["comms"], b["lost"]
 stacks = b["stacks"] if args.stacks else None
 dwarf = "USER_DWARF" in tool.variant
+in_kernel = "USER_KERNEL" in tool.variant
 LOST_SOURCES = {0: "allocs_map_full", 1: "proc_mem_map_full", 2: "stack_traces",
-                **({4: "user_stack_copies"} if dwarf else {})}
+                **({4: "user_stack_copies"} if dwarf else {}), **({6: "user_stacks_map_full"} if in_kernel else {})}
 MISSED_FREE, UCOPIES = 3, 5
 
+from bcctool.kstacks import FP_WALK, StoredStacks, walk_outcomes  # noqa: E402
+from bcctool.kunwind import KernelTables  # noqa: E402
+from bcctool.maps import value_of  # noqa: E402
+from bcctool.ringreader import RingReader  # noqa: E402
 from bcctool.symbols import UNKNOWN, Symbolizer  # noqa: E402 - pyelftools; --help works without it
 from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 
-refused = bool(args.stacks) and args.user_stacks == "dwarf" and not dwarf   # bpf_task_pt_regs() refused
-user_stacks = "none" if not args.stacks else "dwarf" if dwarf else "fp"
-tool.meta(caches=args.caches, min_bytes=args.min_bytes, max_allocs=args.max_allocs,
-          size="bytes_alloc (what the allocator handed out)", user_stacks=user_stacks,
-          **({"note": "DWARF user stacks refused by the kernel: frame pointers instead"} if refused else {}))
-tool.say(f"Tracing kernel allocations (kmalloc{' and slab caches' if args.caches else ''})... Ctrl-C to end.")
+# bpf_task_pt_regs() refused: frame pointers instead
+refused = bool(args.stacks) and args.user_stacks in unwound_cflags and not (dwarf or in_kernel)
+user_stacks = "none" if not args.stacks else "dwarf" if dwarf else "kernel" if in_kernel else "fp"
 
 
 def lost_counts() -> dict[int, int]:
     return {slot: sum(lost[lost.Key(slot)]) for slot in (*LOST_SOURCES, MISSED_FREE, UCOPIES)}
+
+
+def say(text: str) -> None:
+    print(f"compmem: {text}", file=sys.stderr, flush=True)
 
 
 class UserStacks:
@@ -83,9 +95,12 @@ class UserStacks:
     the process's maps (snapshot at its first copy, so a process that exits keeps its names); an
     allocation's key is its copy's pcs, so copies of the same stack group together. The unwound copies
     are kept while an outstanding allocation refers to them. An allocation without a copy (the ring
-    buffer was full) has a frame-pointer stack id, as in fp mode. fp: the frame-pointer stack id, whose
-    walk is cut at its first address outside the process's executable mappings (garbage, in code
-    built without frame pointers)."""
+    buffer was full) has a frame-pointer stack id, as in fp mode. kernel: the hash of the stack walked
+    in BPF, read from `ustacks` the first time it is met and kept while an allocation read refers to it
+    (kstacks.StoredStacks); a fork child gone before its maps were read is named from its parent's. fp:
+    the frame-pointer stack id, whose walk is cut at its first address outside the process's executable
+    mappings (garbage, in code built without frame pointers); so is a kernel walk made by frame pointers
+    (a process met for the first time)."""
 
     HEADER = struct.Struct("<QII")   # id, tgid, pad; then struct ustack_t
     IP = struct.Struct("<Q")         # the ustack_t's first field
@@ -108,6 +123,7 @@ class UserStacks:
         self.parse_mark = 0.0
         self.stop_seen = 0.0
         self.cut = 0   # fp stacks cut where the walk left mapped code
+        self.stored = StoredStacks(b["ustacks"]) if in_kernel else None
 
     def stop_hurried(self) -> bool:
         if tool.stopping:
@@ -144,14 +160,26 @@ class UserStacks:
     def next_interval(self) -> None:
         self.parse_mark = self.unwinder.parse_seconds
 
-    def key(self, a: Any) -> object:   # a: the ring buffer's struct alloc_t
-        """dwarf: the copy's pcs (a tuple); fp, or dwarf when the ring buffer had no room: the stack id."""
-        if dwarf and a.ucopy:
-            return self.copies.get(a.ucopy, (self.GONE,))[0]
+    def key(self, a: Any) -> object:   # a: the map's struct alloc_t
+        """dwarf: the copy's pcs (a tuple); kernel: the walk's (Walked); fp, or when the ring buffer or
+        `ustacks` had no room: the stack id."""
+        if dwarf and a.ukey:
+            return self.copies.get(a.ukey, (self.GONE,))[0]
+        if in_kernel and a.ukey:
+            stack = self.stored.get(a.ukey)
+            if stack is None:
+                return self.GONE
+            return Walked(self.stored.pcs(a.ukey), stack[1] == FP_WALK)
         return a.ustack_id
 
     def frames(self, tgid: int, key: object) -> list[str]:
         """Innermost first; [] for none (a kernel thread)."""
+        if isinstance(key, Walked):
+            if self.sym.maps(tgid) is None:   # gone: a fork child runs in its parent's address space
+                self.sym.adopt(tgid, lambda pid: value_of(b["forked"], pid))
+            if key.by_frame_pointers:
+                return self._cut(tgid, key.pcs)
+            return self.frames(tgid, key.pcs)
         if isinstance(key, tuple):
             if key in (self.GONE, self.PENDING):
                 return list(key)
@@ -164,6 +192,10 @@ class UserStacks:
             addrs = [addr for addr in stacks.walk(key) if addr]
         except KeyError:
             return ["[stack not recorded]"]
+        return self._cut(tgid, addrs)
+
+    def _cut(self, tgid: int, addrs: Any) -> list[str]:
+        """A frame-pointer walk's addresses named up to the first outside the process's mappings."""
         if self.stop_hurried():
             return [f"{addr:#x}" for addr in addrs]
         names = []
@@ -183,6 +215,13 @@ class UserStacks:
     def outcomes(self) -> dict[str, int]:
         return {**{k: self.unwinder.outcomes[k] for k in ("complete", "truncated", "failed")},
                 "deferred": self.deferred}
+
+
+class Walked(NamedTuple):
+    """kernel: a user stack walked in BPF, as an allocation's key."""
+
+    pcs: tuple
+    by_frame_pointers: bool   # its process's mappings were not loaded yet: the kernel's frame-pointer walk
 
 
 def cgroup_of(tgid: int) -> dict:
@@ -230,7 +269,9 @@ def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
     if dwarf:   # the copies the allocations just read refer to are in the ring, if not unwound yet
         b.ring_buffer_consume()
         user.unwind_pending()
-        user.keep_only({a.ucopy for _, a in items}, mark)
+        user.keep_only({a.ukey for _, a in items}, mark)
+    if in_kernel:   # the walked stacks no allocation refers to any more leave `ustacks` (when half full)
+        user.stored.retire({a.ukey for _, a in items})
     for _, a in items:
         if now_ns - a.ts < min_age_ns or tool.is_own(a.tgid):
             continue
@@ -289,12 +330,52 @@ def print_report(summary: dict, top: list[dict], groups: list[dict], sysmem: dic
 
 
 # --- loop ------------------------------------------------------------------------------------------
+def kernel_walks(counts: dict[int, int]) -> dict[str, int]:
+    """kernel: the figures so far: walks by how they ended (frame_pointers: a process met for the first
+    time, its mappings not loaded yet), stacks `ustacks` had no room for, frames walked by frame pointers
+    where the CFI needs a DWARF expression or the file's rows were not loaded yet, failed walks by reason."""
+    walks = walk_outcomes(b["walk_outcomes"])
+    figures = {"walks": sum(walks.values()), "not_stored": counts[6]}
+    for (outcome, reason), n in walks.items():
+        figures[outcome] = figures.get(outcome, 0) + n
+        if outcome == "failed":
+            figures[f"failed: {reason}"] = n
+    frames = b["ku_counters"]
+    figures["expression_frames"], figures["rows_pending_frames"] = (sum(frames[frames.Key(i)]) for i in (0, 2))
+    return figures
+
+
+def kernel_summary(interval: dict[str, int]) -> tuple[dict, dict]:
+    """kernel: an interval's figures as the summary's user_stacks and kernel_unwind (cpuprofile's, with
+    what the tables and the stored stacks hold)."""
+    failed = {k.split(": ", 1)[1]: n for k, n in interval.items() if k.startswith("failed: ") and n}
+    return ({k: interval.get(k, 0) for k in ("walks", "complete", "truncated", "failed", "frame_pointers", "not_stored")},
+            {"expression_frames": interval["expression_frames"], "rows_pending_frames": interval["rows_pending_frames"],
+             "failed": failed, **tables.stats(), **user.stored.stats()})
+
+
 user = UserStacks()
 if dwarf:
     b["ucopies"].open_ring_buffer(user.on_copy)   # served while the harness waits
+tables = reader = None
+if in_kernel:
+    from bcc import BPF  # noqa: PLC0415 - loaded above
+
+    # ku_walk_more is a tracepoint program: the allocations' programs tail-call it
+    tables = KernelTables(b, cache_dir=user.unwinder.cache_dir, say=say, program_type=BPF.TRACEPOINT)
+    if args.pid:
+        tables.meet(args.pid, rows=True)   # its tables before its first walk: none by frame pointers
+    # processes met for the first time, or with a pc in no mapping: their mappings loaded on the reader
+    # thread (a file's rows take up to half a second the first time), while BPF walks them by frame pointers
+    reader = RingReader(b["ku_events"], tables.on_event, poll_ms=1000)
+    reader.start()
+tool.meta(caches=args.caches, min_bytes=args.min_bytes, max_allocs=args.max_allocs,
+          size="bytes_alloc (what the allocator handed out)", user_stacks=user_stacks,
+          **({"note": "DWARF user stacks refused by the kernel: frame pointers instead"} if refused else {}))
+tool.say(f"Tracing kernel allocations (kmalloc{' and slab caches' if args.caches else ''})... Ctrl-C to end.")
 previous: dict[int, dict] = {}
 missed_before = 0
-dwarf_seen: dict[str, int] = {}
+unwound_seen: dict[str, int] = {}
 last = time.monotonic()
 exited = ExitedKeys()   # processes gone and settled: forgotten a read later
 process_names = ProcessNames()
@@ -326,9 +407,15 @@ for _ in tool.intervals():
     missed_before = counts[MISSED_FREE]
     if dwarf:   # this interval's copies, their unwinds by outcome, and the copies the ring had no room for
         now_counts = {**user.outcomes(), "copies": counts[UCOPIES], "not_copied": counts[4]}
-        summary["user_stacks"] = {k: n - dwarf_seen.get(k, 0) for k, n in now_counts.items()}
-        dwarf_seen = now_counts
+        summary["user_stacks"] = {k: n - unwound_seen.get(k, 0) for k, n in now_counts.items()}
+        unwound_seen = now_counts
         user.next_interval()
+    if in_kernel:   # this interval's walks by outcome, and what the kernel's unwinder holds
+        now_counts = kernel_walks(counts)
+        summary["user_stacks"], summary["kernel_unwind"] = kernel_summary(
+            {k: n - unwound_seen.get(k, 0) for k, n in now_counts.items()})
+        unwound_seen = now_counts
+        tables.forget_gone()
     if tool.json:
         tool.emit("summary", **summary, **sysmem)
         for rank, r in enumerate(top, 1):
@@ -338,11 +425,18 @@ for _ in tool.intervals():
     else:
         print_report(summary, top, groups, sysmem)
         u = summary.get("user_stacks")
-        if u and (u["copies"] or u["not_copied"]):
+        if u and dwarf and (u["copies"] or u["not_copied"]):
             print(f"(user stacks: {u['copies']} copies, {u['complete']} unwound whole, {u['truncated']} truncated, "
                   f"{u['failed']} failed, {u['deferred']} deferred (ip only); {u['not_copied']} allocations not "
                   f"copied, the ring buffer full)")
+        if u and in_kernel and u["walks"]:
+            print(f"(user stacks: {u['walks']} walks, {u['complete']} whole, {u['truncated']} truncated, "
+                  f"{u['failed']} failed, {u['frame_pointers']} by frame pointers (mappings not loaded yet); "
+                  f"{u['not_stored']} not stored, the stack map full)")
     for slot, source in LOST_SOURCES.items():
         tool.set_lost_total(source, counts[slot])
 
+if tables is not None:
+    tables.close()   # the processes met while stopping would be loaded for nothing
+    reader.stop()
 tool.finish()

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 import bcctool
 from bcctool import Tool, taskinfo
+from bcctool.maps import value_of
 
 EXAMPLES = [
     ("cpuprofile", "top functions of every process, every second, at 49 Hz"),
@@ -131,8 +132,8 @@ unwinder = Unwinder(cache_dir=default_cache_dir())
 dwarf = args.user_stacks == "dwarf" and not args.kernel_only and not tool.variant
 # kernel: user stacks unwound in BPF with the tables KernelTables loads, samples counted there per interval
 in_kernel = args.user_stacks == "kernel" and not args.kernel_only and not tool.variant
-tables = KernelTables(b, cache_dir=unwinder.cache_dir, say=lambda text: print(text, file=sys.stderr, flush=True)) \
-    if in_kernel else None
+tables = KernelTables(b, cache_dir=unwinder.cache_dir,
+                      say=lambda text: print(f"cpuprofile: {text}", file=sys.stderr, flush=True)) if in_kernel else None
 kcounts = KernelCounts(b) if in_kernel else None
 # python processes' own frames (bpf/pystack.h), in dwarf and kernel modes: they are merged where the
 # unwound native stack runs _PyEval_EvalFrameDefault
@@ -292,20 +293,8 @@ def address(addr: int, kind: str) -> tuple:
 
 def adopt(tgid: int) -> None:
     """A process gone before its maps were read: if it was forked and never exec'd (BPF's `forked`), its
-    addresses are its parent's, named from the parent's maps (a grandparent's if the parent is gone too)."""
-    forked = b["forked"]
-    child = tgid
-    for _ in range(8):
-        try:
-            parent = forked[forked.Key(child)].value
-        except KeyError:
-            return
-        if not parent:
-            return
-        seen.add(parent)   # its snapshot, taken by inherit() if there is none, is forgotten once it is gone
-        if sym.inherit(tgid, parent) is not None:
-            return
-        child = parent
+    addresses are its parent's (bcctool.symbols); the parents' snapshots are forgotten once they are gone."""
+    seen.update(sym.adopt(tgid, lambda pid: value_of(b["forked"], pid)))
 
 
 LOST = {"kernel": ("[lost]", "", "kernel"), "user": ("[lost]", "", "user")}

@@ -41,9 +41,10 @@ SPEC = MetricSpec(
             cli_help="outstanding allocations tracked at most; more are counted as lost (default 65536)"),
         Arg("user_stacks", "--user-stacks", "choice",
             "user stacks of the allocating syscalls: unwound with CFI, or frame pointers",
-            default="dwarf", choices=("dwarf", "fp"),
+            default="dwarf", choices=("dwarf", "fp", "kernel"),
             cli_help="dwarf: copy the top of the user stack once per allocating syscall and unwind it "
-                     "with CFI (default; fp where the kernel refuses); fp: the kernel's frame-pointer walk"),
+                     "with CFI (default; fp where the kernel refuses); fp: the kernel's frame-pointer walk; "
+                     "kernel: unwound with CFI in BPF once per allocating syscall, each stack stored once"),
         Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per syscall", default=16384,
             minimum=4096, maximum=65536, metavar="BYTES",
             cli_help="dwarf: bytes of user stack copied per allocating syscall, whole pages (default 16384)"),

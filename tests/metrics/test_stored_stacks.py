@@ -1,0 +1,72 @@
+"""Stacks stored once by hash (bpf/kuwalk.h) as user space reads them (bcctool.kstacks.StoredStacks): each
+read from the map once; once half the map is known, those nothing used at a read leave the map but stay
+known one read more — compmem's thread may take its syscall's stack again after the read that found no
+allocation of it (its next allocation of the same syscall), and that allocation is read next."""
+
+import ctypes
+import struct
+
+from bcctool.kstacks import StoredStacks
+
+
+class Stack(ctypes.Structure):   # struct ku_stack
+    _fields_ = [("depth", ctypes.c_uint32), ("outcome", ctypes.c_int32), ("pcs", ctypes.c_uint64 * 128)]
+
+
+class FakeHash:
+    """The calls StoredStacks makes of a BPF hash of u64 -> struct ku_stack."""
+
+    Key = ctypes.c_uint64
+    Leaf = Stack
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self.data: dict[int, Stack] = {}
+        self.reads = 0
+
+    def store(self, h: int, *pcs: int) -> None:
+        self.data[h] = Stack(len(pcs), 0, (ctypes.c_uint64 * 128)(*pcs))
+
+    def __getitem__(self, key):
+        self.reads += 1
+        return self.data[key.value]
+
+    def __delitem__(self, key) -> None:
+        del self.data[key.value]
+
+
+def test_each_stack_is_read_once_and_its_pcs_are_innermost_first():
+    table = FakeHash(8)
+    table.store(7, 0x401000, 0x402000, 0x403000)
+    stored = StoredStacks(table)
+    assert stored.pcs(7) == (0x401000, 0x402000, 0x403000)
+    assert stored.get(7)[:2] == (3, 0) and struct.unpack_from("<Q", stored.get(7)[2], 8) == (0x401000,)
+    assert table.reads == 1 and stored.stats()["stack_reads"] == 1
+    assert stored.get(0) is None and stored.pcs(99) is None   # no stack; one not in the map
+
+
+def test_unused_stacks_leave_the_map_at_half_full_and_stay_known_one_read():
+    table = FakeHash(4)
+    table.store(1, 0x1001)
+    table.store(2, 0x1002)
+    stored = StoredStacks(table)
+    stored.get(1)
+    stored.get(2)
+    stored.retire({1})           # half the map known: 2, used by nothing, leaves it
+    assert set(table.data) == {1}
+    assert stored.pcs(2) == (0x1002,), "still named at the next read"
+    stored.retire({1, 2})        # an allocation made after the last read refers to it: kept
+    assert stored.pcs(2) == (0x1002,)
+    stored.retire({1})
+    stored.retire({1})           # deleted again (gone already), then forgotten a read later
+    assert stored.pcs(2) is None and set(table.data) == {1}
+
+
+def test_below_half_full_nothing_leaves():
+    table = FakeHash(8)
+    stored = StoredStacks(table)
+    for h in (1, 2, 3):
+        table.store(h, h)
+        stored.get(h)
+    stored.retire(set())
+    assert set(table.data) == {1, 2, 3}
