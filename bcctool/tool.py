@@ -109,6 +109,7 @@ class Tool:
         self.interval_index = 0
         self.partial = False                    # the interval being read was cut short (PARTIAL_SHARE)
         self.variant = ""
+        self.perf_hz: dict[tuple[int, int], int] = {}   # perf events sampled by frequency: the meta names the rate
         self._cgroup_names: cgroups.CgroupNames | None = None
         self._cgroup_cflags: list[str] = []     # --cgroup as -D flags (bpf/common.h skip_cgroup)
         self.own: OwnProcesses | None = None    # the profiler's own processes, left out (bcctool/own.py)
@@ -233,7 +234,9 @@ class Tool:
         probes = [{"name": text_of(tp), "type": "tracepoint"} for tp in b.tracepoint_fds]
         probes += [{"name": text_of(tp), "type": "raw_tracepoint"} for tp in b.raw_tracepoint_fds]
         probes += [{"name": text_of(k), "type": "kprobe"} for k in b.kprobe_fds]
-        probes += [{"name": perf_event_name(k), "type": "perf_event"} for k in b.open_perf_events]
+        # "cpu-clock@100": a clock at 100 Hz, not on every tick (bench/probe_floor.py copies it so)
+        probes += [{"name": perf_event_name(k) + (f"@{self.perf_hz[k]}" if k in self.perf_hz else ""), "type": "perf_event"}
+                   for k in b.open_perf_events]
         return probes
 
     # --- output -----------------------------------------------------------------------------------

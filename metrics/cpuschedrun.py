@@ -38,6 +38,16 @@ args = tool.parse_args()
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
 cflags += ["-DPER_THREAD"] * args.per_process + ["-DMILLISECONDS"] * args.milliseconds
 b = tool.load(cflags)
+# the switches the kernel does not deliver, healed on every CPU HEAL_HZ times a second (bpf/cpuschedrun.c
+# heal()): a run whose switch in was not seen is charged from then on, late by at most 1/HEAL_HZ s
+HEAL_HZ = 100
+try:
+    from bcc import PerfSWConfig, PerfType
+    clock = (PerfType.SOFTWARE, PerfSWConfig.CPU_CLOCK)
+    b.attach_perf_event(ev_type=clock[0], ev_config=clock[1], fn_name=b"heal", sample_freq=HEAL_HZ, cpu=-1)
+    tool.perf_hz[clock] = HEAL_HZ
+except Exception as exc:  # noqa: BLE001 - BCC raises bare Exception when perf_event_open fails
+    tool.die(f"could not attach to the cpu-clock perf event: {exc}")
 if args.pid or args.cgroup:
     # Threads that exist now join the member set; task_newtask adds the ones born while tracing.
     tasks = b["tasks"]

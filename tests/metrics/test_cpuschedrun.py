@@ -154,18 +154,27 @@ def hog():
 """, "hog")
 
 
-def test_a_run_longer_than_the_interval_is_split_across_intervals():
-    tool, truth = metric_on_report(PINNED_HOG_CHILD, "cpuschedrun", "-P", "--top", "1000", "1")
+# 0.25 s: shorter than the hog's runs between two of the RT throttle's 50-ms gaps a second, so a run whose
+# switch in the kernel did not deliver (the VM agent ran in the gap: bpf/cpuschedrun.c heal()) would go
+# whole to one interval (several hundred %) if it were charged at its end, as it was before heal()
+@pytest.mark.parametrize("interval", ["1", "0.25"])
+def test_a_run_longer_than_the_interval_is_split_across_intervals(interval):
+    tool, truth = metric_on_report(PINNED_HOG_CHILD, "cpuschedrun", "-P", "--top", "1000", interval)
 
     mine = sorted((r for r in tool.of_kind("row") if r["tid"] == truth["tid"]), key=lambda r: r["interval"])
     share = 100.0 * truth["run_ns"] / truth["wall_ns"]
     full = [r["cpu_pct"] for r in mine[1:-1]]   # intervals wholly inside the spinning phase
     run_ms = sum(r["run_ms"] for r in mine)
+    unseen = sum(r["unseen_switch_ins"] for r in tool.of_kind("summary"))
     print(f"schedstat share {share:.1f} %, run {truth['run_ns'] / 1e6:.1f} ms; per interval "
-          f"{[r['cpu_pct'] for r in mine]}, run {run_ms:.1f} ms")
+          f"{[r['cpu_pct'] for r in mine]}, run {run_ms:.1f} ms; unseen switch ins {unseen}")
     assert share > 80, "the thread was not alone on its CPU"
     assert len(full) >= 2
-    # each whole interval: its share of that second, never more than all of it
-    assert all(pct == pytest.approx(share, abs=8.0) for pct in full), full
-    assert all(r["cpu_pct"] <= 101 for r in mine)
+    # each whole interval: its share of that second (each second has one of the RT throttle's 50-ms gaps);
+    # a quarter second has it or not: 20 points
+    gap = 0.0 if float(interval) >= 1 else 100 * 0.05 / float(interval)
+    assert all(share - gap - 8.0 <= pct <= share + 8.0 for pct in full), full
+    # never more than all of it, but for heal()'s lateness: a run's part before a cut that fell between its
+    # unseen switch in and heal() goes to the interval after, at most 1/HEAL_HZ = 10 ms of it
+    assert all(r["cpu_pct"] <= 101 + 100 * 0.01 / float(interval) for r in mine), [r["cpu_pct"] for r in mine]
     assert run_ms == pytest.approx(truth["run_ns"] / 1e6, rel=0.10)
