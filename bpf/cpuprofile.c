@@ -153,7 +153,7 @@ static __always_inline u32 *ku_proc_state(u32 tgid) { return ku_procs.lookup(&tg
 static __always_inline void ku_proc_set(u32 tgid, u32 state) { ku_procs.update(&tgid, &state); }
 static __always_inline void ku_proc_drop(u32 tgid) { ku_procs.delete(&tgid); }
 static __always_inline long ku_send(struct ku_event_t *e) { return ku_events.ringbuf_output(e, sizeof(*e), 0); }
-static __always_inline int ku_stack_stored(u64 hash) { return stacks.lookup(&hash) != 0; }
+static __always_inline struct ku_stack *ku_stack_at(u64 hash) { return stacks.lookup(&hash); }
 static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s) { return stacks.insert(&hash, s); }
 static __always_inline void ku_tail(void *ctx) { ku_progs.call(ctx, 0); }
 

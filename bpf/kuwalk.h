@@ -12,7 +12,7 @@
  * tail-calls itself until the walk ends (ku_walk_on: ku_walk_some, ku_user_end), then finishes what the
  * walk was for. BCC rewrites map calls in the main file only (not in a header, nor in a macro), so the
  * main file declares the maps (KU_WALK_MAPS) and defines, besides kunwind.h's three lookups, the calls
- * made here: ku_proc_state, ku_proc_set, ku_proc_drop, ku_send, ku_count, ku_stack_stored,
+ * made here: ku_proc_state, ku_proc_set, ku_proc_drop, ku_send, ku_count, ku_stack_at,
  * ku_stack_insert, ku_tail and parent_of. */
 #ifndef PROFILER_KUWALK_H
 #define PROFILER_KUWALK_H
@@ -39,7 +39,7 @@ static __always_inline void ku_proc_set(u32 tgid, u32 state);             /* ku_
 static __always_inline void ku_proc_drop(u32 tgid);                       /* ku_procs.delete */
 static __always_inline long ku_send(struct ku_event_t *e);                /* ku_events.ringbuf_output */
 static __always_inline void ku_count(int slot, u64 n);                    /* ku_counters[slot] += n */
-static __always_inline int ku_stack_stored(u64 hash);                     /* the stacks map holds it */
+static __always_inline struct ku_stack *ku_stack_at(u64 hash);           /* the stacks map's lookup */
 static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s); /* the stacks map's insert */
 static __always_inline u32 parent_of(u32 tgid);   /* a fork child that has not exec'd: its parent; else 0 */
 static __always_inline void ku_tail(void *ctx);   /* ku_progs.call(ctx, 0): ku_walk_more; returns if it failed */
@@ -164,12 +164,58 @@ static __always_inline int ku_repeatable(struct ku_walk *w)
     return !w->unloaded_frames && !w->ask_file;
 }
 
+/* A thread's last walk, for its next stack to take (offcpu's last_walk): the stack's hash, the process
+ * and user registers it began from, and where it read its first return addresses. */
+struct ku_last {
+    u64 hash;
+    u64 ip;
+    u64 sp;
+    u64 bp;
+    u64 ra_at[KU_RA_KEPT];
+    u32 tgid;
+    u32 pad;
+};
+
+/* The current task's stack is the one `last` walked, if it begins from the same process and registers
+ * (in *now), is still stored (user space deletes stacks it no longer needs), and its first KU_RA_KEPT
+ * return addresses are still where the walk read them: equal registers alone would give b's stack when
+ * called from a to b called from c, at the same depth through frames of one size. Its hash, or 0. */
+static __always_inline u64 ku_same_walk(struct ku_last *last, struct ku_last *now)
+{
+    if (last->ip != now->ip || last->sp != now->sp || last->bp != now->bp || last->tgid != now->tgid)
+        return 0;
+    struct ku_stack *s = ku_stack_at(last->hash);
+    if (!s)
+        return 0;
+    u32 depth = s->depth;
+#pragma clang loop unroll(disable)
+    for (int i = 0; i < KU_RA_KEPT; i++) {
+        if (i + 1 >= depth)
+            break;
+        u64 ra = 0;
+        if (bpf_probe_read_user(&ra, sizeof(ra), (void *)last->ra_at[i]) || ra != s->pcs[i + 1])
+            return 0;
+    }
+    return last->hash;
+}
+
+/* The walk in w, stored as `hash`, kept in *last (its registers there already) for the thread's next
+ * stack, if another from the same registers would repeat it (ku_repeatable). 0 when not. */
+static __always_inline int ku_keep(struct ku_last *last, struct ku_walk *w, u64 hash)
+{
+    if (!ku_repeatable(w))
+        return 0;
+    last->hash = hash;
+    __builtin_memcpy(last->ra_at, w->ra_at, sizeof(last->ra_at));
+    return 1;
+}
+
 /* `s` stored under the hash of its first `words` pcs unless it is there already: the hash, or 0 when the
  * stacks map is full */
 static __always_inline u64 ku_store(struct ku_stack *s, u32 words, u64 seed)
 {
     u64 h = ku_hash(s, words, seed);
-    if (ku_stack_stored(h))
+    if (ku_stack_at(h))
         return h;
     long err = ku_stack_insert(h, s);
     return err && err != -17 ? 0 : h;   /* -EEXIST: another CPU stored it meanwhile */

@@ -37,9 +37,10 @@
  * has loaded its mappings; a fork child that has not exec'd walks its parent's), stored once by its hash
  * in `ustacks`, and the block keeps the hash. The registers bpf_task_pt_regs gives at sched_switch are
  * prev's (the current task's) saved user registers: where it entered the kernel. A thread that blocks
- * again with the same user ip, sp and bp (a futex retried, a loop's one call site) takes its last walk
- * (`last_walk`) if that one would come out the same (ku_repeatable) and is still stored. The walk goes
- * on in tail calls, which do not return: see sched_switch for what is done before it. */
+ * again from the same place (a futex retried, a loop's one call site: the same user ip, sp and bp, and
+ * its first return addresses where they were) takes its last walk (`last_walk`, kuwalk.h's ku_same_walk),
+ * if that one would come out the same (ku_repeatable) and is still stored. The walk goes on in tail
+ * calls, which do not return: see sched_switch for what is done before it. */
 #include "common.h"
 #include "sched_state.h"
 #include "epoch.h"
@@ -168,19 +169,10 @@ LOST_COUNTER(dwarf_ring_full);   /* of those, because the ring buffer was full *
 #ifndef USTACKS
 #define USTACKS 16384
 #endif
-struct last_walk_t {     /* a thread's last walk: its stack's hash, and the process and user registers it
-                            began from */
-    u64 hash;
-    u64 ip;
-    u64 sp;
-    u64 bp;
-    u32 tgid;
-    u32 pad;
-};
 struct walk_scratch_t {  /* per CPU: the walk, and the block it is for, over its tail calls */
     struct ku_walk walk;
     struct start_t s;
-    struct last_walk_t regs;
+    struct ku_last regs;     /* the registers it began from: the thread's last walk, if repeatable */
     u32 tid;
     u32 owner;           /* whose mappings walk it (kuwalk.h) */
 };
@@ -188,7 +180,7 @@ KU_WALK_MAPS;
 BPF_F_TABLE("hash", u64, struct ku_stack, ustacks, USTACKS, BPF_F_NO_PREALLOC);   /* memory as used */
 BPF_PERCPU_ARRAY(walk_scratch, struct walk_scratch_t, 1);
 /* LRU: a thread that exits leaves its entry behind */
-BPF_TABLE("lru_hash", u32, struct last_walk_t, last_walk, 16384);
+BPF_TABLE("lru_hash", u32, struct ku_last, last_walk, 16384);
 /* new task -> its parent, until it execs; keyed by the new task's id, so a thread's is never looked up */
 BPF_TABLE("lru_hash", u32, u32, forked, 16384);
 LOST_COUNTER(ustacks_full);   /* walked user stacks not stored: those blocks keep the frame-pointer walk */
@@ -201,7 +193,7 @@ static __always_inline u32 *ku_proc_state(u32 tgid) { return ku_procs.lookup(&tg
 static __always_inline void ku_proc_set(u32 tgid, u32 state) { ku_procs.update(&tgid, &state); }
 static __always_inline void ku_proc_drop(u32 tgid) { ku_procs.delete(&tgid); }
 static __always_inline long ku_send(struct ku_event_t *e) { return ku_events.ringbuf_output(e, sizeof(*e), 0); }
-static __always_inline int ku_stack_stored(u64 hash) { return ustacks.lookup(&hash) != 0; }
+static __always_inline struct ku_stack *ku_stack_at(u64 hash) { return ustacks.lookup(&hash); }
 static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s) { return ustacks.insert(&hash, s); }
 static __always_inline void ku_tail(void *ctx) { ku_progs.call(ctx, 0); }
 
@@ -415,10 +407,8 @@ static __always_inline void walked(void *ctx, struct walk_scratch_t *sc)
     u64 h = ku_walked(&sc->walk);
     if (h) {
         sc->s.uhash = h;
-        if (ku_repeatable(&sc->walk)) {
-            sc->regs.hash = h;
+        if (ku_keep(&sc->regs, &sc->walk, h))
             last_walk.update(&tid, &sc->regs);
-        }
     } else {   /* `ustacks` full: the frame-pointer walk, better than none */
         int zero = 0;
         u64 *lost = ustacks_full.lookup(&zero);
@@ -429,25 +419,23 @@ static __always_inline void walked(void *ctx, struct walk_scratch_t *sc)
     started(tid, &sc->s);
 }
 
-/* prev's user stack, for its block s: the thread's last walk if it began from these registers in this
- * process and is still stored (user space deletes stacks it no longer needs); else walked now, the block
- * waiting in walk_scratch for the program that ends the walk (this one, or ku_walk_more) to begin it.
- * Equal ip, sp and bp do not prove equal callers, only make them likely: a frame's callers sit above
- * its sp, so two call paths that meet the same instruction at the same depth and leave the same rbp
- * would share one stack. A kernel thread has no user stack. */
+/* prev's user stack, for its block s: the thread's last walk if it is this stack still (ku_same_walk:
+ * same registers and process, the first return addresses unchanged); else walked now, the block waiting
+ * in walk_scratch for the program that ends the walk (this one, or ku_walk_more) to begin it. Two call
+ * paths that agree in registers and in those return addresses, and differ only further out, would share
+ * one stack. A kernel thread has no user stack. */
 static __always_inline void walk_user(void *ctx, u32 tid, struct start_t *s)
 {
     int zero = 0;
     struct walk_scratch_t *sc = walk_scratch.lookup(&zero);
-    struct last_walk_t now = {.tgid = s->tgid};
+    struct ku_last now = {.tgid = s->tgid};
     if (!sc || user_regs(&now.ip, &now.sp, &now.bp)) {
         started(tid, s);
         return;
     }
-    struct last_walk_t *last = last_walk.lookup(&tid);
-    if (last && last->ip == now.ip && last->sp == now.sp && last->bp == now.bp && last->tgid == now.tgid &&
-        ku_stack_stored(last->hash)) {
-        s->uhash = last->hash;
+    struct ku_last *last = last_walk.lookup(&tid);
+    s->uhash = last ? ku_same_walk(last, &now) : 0;
+    if (s->uhash) {
         ku_count(KU_REUSED, 1);
         started(tid, s);
         return;
