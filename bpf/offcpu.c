@@ -523,13 +523,15 @@ TRACEPOINT_PROBE(sched, sched_switch)
             (*unseen)++;
     }
 
-    /* next: it is back; how long was it away? Before prev's block begins, whose user stack walk (kernel
-     * mode) may end this program in tail calls that do not return. The order changes no figure: prev and
-     * next are two threads with their own entries in `start`, and both halves use the epoch and the clock
-     * read above. prev's block is begun by the last program of the chain, still in this run of the
-     * tracepoint: prev cannot be switched in anywhere before the switch that follows it returns, and a
-     * cut's grace period waits for the whole chain, so the block is in `start` when user space reads the
-     * blocks open at a cut that followed its ts (taken when it is begun), as open_blocks() expects. */
+    /* next: it is back; how long was it away? Done before prev's block begins, whose user stack walk
+     * (kernel mode) may end this program in tail calls that do not return. The order changes no figure:
+     * prev and next are two threads with their own entries in `start`, and next's block ends with the
+     * epoch and the clock read above, as it did after prev's begin. prev's block is begun (its ts taken,
+     * then written to `start`) by the last program of the chain, still inside this run of the tracepoint:
+     * prev is this CPU's current task until the chain returns, so it cannot be switched in anywhere
+     * before its block is in `start`; and a cut's grace period waits for the whole chain, so a block whose
+     * ts is before a cut is in `start` when user space reads the blocks open at that cut (open_blocks),
+     * and one whose ts is after it (open_blocks skips it) is charged to the intervals after it only. */
     u32 next = args->next_pid;
     struct start_t *s = start.lookup(&next);
     if (s) {
