@@ -448,10 +448,10 @@ for _interval in tool.intervals():
                  dwarf_blocks.take(closing) if dwarf else {}):
         for key, v in part.items():
             merge(blocks.setdefault(key, {}), v)
-    # a comm several processes share is shown with its command line's script: "python3 (server.py)"
     if in_kernel:   # the walked stacks no block of the interval refers to leave `ustacks` (when half full)
         stored.retire(walked_used)
         walked_used.clear()
+    # a comm several processes share is shown with its command line's script: "python3 (server.py)"
     blocks = {key: v for key, v in blocks.items() if not tool.is_own(key[0])}   # blocks begun before the map's fill
     names = process_names.names((key[0], key[2]) for key in blocks)
     blocks = {(key[0], key[1], names[(key[0], key[2])], *key[3:]): v for key, v in blocks.items()}
