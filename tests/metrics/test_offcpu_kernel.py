@@ -169,7 +169,7 @@ def test_one_walk_a_run_the_rest_reused(kernel_run):
     # a walk per run, and one for its park after the bracket (fgets on stdin)
     assert RUNS <= walks["walks"] <= RUNS + 3, walks
     assert walks["reused"] >= books["voluntary"] - RUNS, walks
-    assert walks["complete"] == walks["walks"], walks
+    assert walks["complete"] >= RUNS, walks
 
 
 def test_dwarf_mode_counts_the_same_blocks(kernel_run, dwarf_run):
