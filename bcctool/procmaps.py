@@ -37,9 +37,10 @@ class Mapping:
 
     @property
     def module(self) -> str:
-        """A short name for frames: the file's base name, or the pseudo name ([vdso], [anon])."""
+        """A short name for frames: the file's base name, or the pseudo name ([vdso], [anon]); a byte
+        of the name that is not UTF-8 shown as U+FFFD (as proctext.py reads a comm)."""
         if self.path.startswith("/"):
-            return os.path.basename(self.path)
+            return os.fsencode(os.path.basename(self.path)).decode(errors="replace")
         return self.path or "[anon]"
 
     def readable_paths(self) -> list[str]:
@@ -76,8 +77,10 @@ class ProcessMaps:
     def snapshot(cls, pid: int) -> ProcessMaps | None:
         """Read /proc/PID/maps now; None when the process has gone or cannot be read."""
         try:
-            with open(f"/proc/{pid}/maps") as f:
-                lines = f.read().splitlines()
+            with open(f"/proc/{pid}/maps", "rb") as f:
+                # a path's bytes as the file system's names (surrogateescape): one that is not UTF-8
+                # still opens; strict decoding raised out of the metric's loop
+                lines = os.fsdecode(f.read()).splitlines()
         except OSError:
             return None
         return cls.parse(pid, lines)

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 import stack_samples as ss
-from helpers import MetricProcess, contains, sampling_started, settle_and_stop, user_names
+from helpers import MetricProcess, contains, sampling_started, user_names, whole_machine_beside
 
 pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
 
@@ -43,10 +43,7 @@ __attribute__((noinline)) void spawn(double ms) {
 int main(int argc, char **argv) {
     long rounds = atol(argv[1]);
     sleep(atoi(argv[2]));   /* the profiler's first interval starts meanwhile */
-    for (long r = 0; r < rounds; r++) spawn(3.0);
-    struct rusage ru;
-    getrusage(RUSAGE_CHILDREN, &ru);
-    printf("%.6f\n", ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+    for (long r = 0; r < rounds; r++) spawn(3.0);""" + ss.PRINT_RUSAGE.replace("WHO", "RUSAGE_CHILDREN") + """
     return 0;
 }
 """
@@ -65,16 +62,11 @@ def test_short_lived_fork_children_are_named_from_their_parent(forker, mode):
     tool = MetricProcess("cpuprofile", "-U", "-F", str(HZ), "--user-stacks", mode, "1")
     try:
         tool.wait_meta()
-        run = subprocess.Popen([forker, "700", "1"], stdout=subprocess.PIPE, text=True)
-        while run.poll() is None:
-            tool.drain()   # the whole machine's stacks: a metric left unread blocks on its full pipe
-        out = run.stdout.read()
-        assert run.returncode == 0
-        settle_and_stop(tool)
+        parent, out = whole_machine_beside(tool, [forker, "700", "1"])
     finally:
         tool.kill()
     children_cpu = float(out.split()[-1])
-    children = [r for r in tool.of_kind("stack") if r["comm"] == "forker" and r["pid"] != run.pid]
+    children = [r for r in tool.of_kind("stack") if r["comm"] == "forker" and r["pid"] != parent]
     total = sum(r["count"] for r in children)
     whole = sum(r["count"] for r in children if contains(user_names(r), CHAIN))
     pids = {r["pid"] for r in children}

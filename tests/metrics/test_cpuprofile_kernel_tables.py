@@ -12,11 +12,10 @@ the vDSO) came unnamed."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 import stack_samples as ss
-from helpers import MetricProcess, contains, settle_and_stop, user_names
+from helpers import MetricProcess, contains, user_names, whole_machine_beside
 
 pytestmark = [pytest.mark.bpf, pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")]
 
@@ -41,10 +40,7 @@ APP_C = r"""
 void lib_outer(double seconds);
 __attribute__((noinline)) void app_call(double seconds) { lib_outer(seconds); __asm__ volatile("" ::: "memory"); }
 int main(int argc, char **argv) {
-    app_call(atof(argv[1]));
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    printf("%.6f\n", ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+    app_call(atof(argv[1]));""" + ss.PRINT_RUSAGE.replace("WHO", "RUSAGE_SELF") + """
     return 0;
 }
 """
@@ -64,16 +60,11 @@ def test_two_files_new_to_one_walk_both_get_their_rows(app):
     tool = MetricProcess("cpuprofile", "-U", "-F", str(HZ), "--user-stacks", "kernel", "1")
     try:
         tool.wait_meta()
-        run = subprocess.Popen([app, "2.0"], stdout=subprocess.PIPE, text=True)
-        while run.poll() is None:
-            tool.drain()   # the whole machine's stacks: a metric left unread blocks on its full pipe
-        out = run.stdout.read()
-        assert run.returncode == 0
-        settle_and_stop(tool)
+        pid, out = whole_machine_beside(tool, [app, "2.0"])
     finally:
         tool.kill()
     own_cpu = float(out.split()[-1])
-    mine = [r for r in tool.of_kind("stack") if r["pid"] == run.pid]
+    mine = [r for r in tool.of_kind("stack") if r["pid"] == pid]
     total = sum(r["count"] for r in mine)
     whole = sum(r["count"] for r in mine if contains(user_names(r), CHAIN))
     print(f"{whole}/{total} samples carry {'→'.join(CHAIN)}; its CPU {own_cpu:.3f} s ({HZ * own_cpu:.0f} samples)")

@@ -5,6 +5,7 @@ address inside a function must come back as that function's name, whatever way i
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -215,6 +216,20 @@ def test_deleted_binary_and_exited_process(builds, running, tmp_path):
     proc.end()  # the process has gone; its snapshot still names its code
     assert not os.path.exists(f"/proc/{proc.pid}")
     assert_named(sym, proc, nm_table(builds["plain"]), "gone")
+
+
+def test_a_path_that_is_not_utf8_still_names_its_code(builds, running, tmp_path):
+    # a process run from such a path raised UnicodeDecodeError out of every metric that reads maps
+    directory = os.path.join(os.fsencode(tmp_path), b"bin\xff")
+    os.mkdir(directory)
+    copy = os.path.join(directory, b"prog\xfe")
+    shutil.copy(builds["plain"], copy)
+    proc = running(os.fsdecode(copy))
+    sym = Symbolizer()
+    snap = sym.snapshot(proc.pid)
+    assert any(os.fsencode(m.path) == copy for m in snap.mappings)   # the path as it opens
+    assert_named(sym, proc, nm_table(builds["plain"]), "prog\ufffd")  # the name as it is shown
+    json.dumps(sym.user(proc.pid, proc.where["alpha"]).module, ensure_ascii=False).encode()
 
 
 def test_exited_process_resolves_from_early_snapshot(builds, running):

@@ -70,8 +70,16 @@ class Sampled:
             time.sleep(0.3)  # past the dynamic loader, into the loop
         self.pid = self.child.pid
         self.maps = ProcessMaps.snapshot(self.pid)
-        self.samples = ss.capture(tools["snap"], self.pid, SAMPLES, os.path.join(tools["dir"], f"{name}.bin"))
-        assert len(self.samples) == SAMPLES
+        self.tools, self.name = tools, name
+        self.samples = []
+        self.more()
+
+    def more(self) -> list[ss.Sample]:
+        """SAMPLES more samples, added to self.samples; the new ones."""
+        new = ss.capture(self.tools["snap"], self.pid, SAMPLES, os.path.join(self.tools["dir"], f"{self.name}.bin"))
+        assert len(new) == SAMPLES
+        self.samples += new
+        return new
 
     def stop(self) -> None:
         self.child.kill()
@@ -332,11 +340,17 @@ def test_vdso_frames_unwound_and_named(tools, sampled):
     run = sampled(["/usr/bin/python3", "-c", code], "vdso")
     sym, dwarf = Symbolizer(), Unwinder(cache_dir=tools["cache"])
     in_vdso = complete = 0
-    for s in run.samples:
-        leaf = sym.user(run.pid, s.ip)
-        if leaf.module == "[vdso]":
-            in_vdso += 1
-            result = dwarf.unwind(run.maps, s.ip, s.sp, s.bp, s.stack)
-            complete += result.outcome == COMPLETE and "Py_RunMain" in names_of(sym, run.pid, result.pcs)
-            assert "clock_gettime" in leaf.name or "vdso" in leaf.name, leaf
-    assert in_vdso >= 5 and complete >= 0.95 * in_vdso, dwarf.reasons
+    batch = run.samples
+    # a sample lands in the vDSO about one time in five here (12-15 of 60; the interpreter's loop takes
+    # the rest), but only 4 of 60 did in fresh run 21: sampled until ten have, not 60 hoped to give five
+    while in_vdso < 10 and len(run.samples) <= 20 * SAMPLES:
+        for s in batch:
+            leaf = sym.user(run.pid, s.ip)
+            if leaf.module == "[vdso]":
+                in_vdso += 1
+                result = dwarf.unwind(run.maps, s.ip, s.sp, s.bp, s.stack)
+                complete += result.outcome == COMPLETE and "Py_RunMain" in names_of(sym, run.pid, result.pcs)
+                assert "clock_gettime" in leaf.name or "vdso" in leaf.name, leaf
+        batch = run.more() if in_vdso < 10 else []
+    print(f"{in_vdso} of {len(run.samples)} samples in the vDSO, {complete} unwound whole to Py_RunMain")
+    assert in_vdso >= 10 and complete >= 0.95 * in_vdso, dwarf.reasons

@@ -199,6 +199,19 @@ def report_of(child: subprocess.Popen) -> Any:
     return json.loads(next_line(child))
 
 
+def whole_machine_beside(tool: MetricProcess, argv: list[str]) -> tuple[int, str]:
+    """Run a workload to its end while a whole-machine metric (started, its meta read) runs, then let
+    the metric settle and stop it: (the workload's pid, its stdout). The metric is drained meanwhile:
+    the whole machine's records, left unread, block it on its full pipe."""
+    run = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    while run.poll() is None:
+        tool.drain()
+    out = run.stdout.read()
+    assert run.returncode == 0
+    settle_and_stop(tool)
+    return run.pid, out
+
+
 def settle_and_stop(tool: MetricProcess, intervals: int = 2, timeout: float = 60.0) -> None:
     """Once the workload is done: let the metric print `intervals` more full intervals after the one in
     progress (by then every event it raised has been read and counted), then stop it; it must exit 0."""

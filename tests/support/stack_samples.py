@@ -101,6 +101,14 @@ CHAIN = ["main", "a", "b", "c", "hot"]  # root first
 PYTHON_LOOP = "def f(n):\n    return n * 3 + 1\nwhile True:\n    for i in range(1000):\n        f(i)\n"
 
 
+# C: print the CPU time getrusage(WHO) gives, user + system, in seconds (the workload's own books)
+PRINT_RUSAGE = r"""
+    struct rusage ru;
+    getrusage(WHO, &ru);
+    printf("%.6f\n", ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+"""
+
+
 def python_rounds(rounds: int) -> str:
     """PYTHON_LOOP ending after `rounds` rounds (about 0.1 ms of CPU each): a fixed number of samples
     for a CPU-clock profiler, however loaded the machine is."""
