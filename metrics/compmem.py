@@ -324,7 +324,7 @@ if in_kernel:   # the traced process's tables (-p) before its first walk; those 
     walk_figures = WalkFigures(b, tables, user.stored)
 tool.meta(caches=args.caches, min_bytes=args.min_bytes, max_allocs=args.max_allocs,
           size="bytes_alloc (what the allocator handed out)", user_stacks=user_stacks,
-          **({"note": "DWARF user stacks refused by the kernel: frame pointers instead"} if refused else {}))
+          **({"note": f"{'DWARF' if args.user_stacks == 'dwarf' else 'CFI'} user stacks refused by the kernel: frame pointers instead"} if refused else {}))
 tool.say(f"Tracing kernel allocations (kmalloc{' and slab caches' if args.caches else ''})... Ctrl-C to end.")
 previous: dict[int, dict] = {}
 missed_before = 0
