@@ -89,15 +89,37 @@ BPFTRACE_PEERS = {
 }
 
 
+# the metrics' other modes of their costliest work (user stacks), each a row of its own: the numbers
+# that choose a default (issue 28: compmem and offcpu at their defaults cost no more than with fp)
+MODES = {f"{name} --user-stacks {mode}": (name, {"user_stacks": mode})
+         for name in ("compmem", "offcpu", "cpuprofile") for mode in ("dwarf", "fp", "kernel")}
+
+
+def mode_rows() -> dict[str, tuple[str, dict]]:
+    """MODES whose value the metric offers and is not its default (that one is the metric's own row)."""
+    out = {}
+    for row, (name, values) in MODES.items():
+        spec = config.get(name)
+        arg = next(a for a in spec.args if a.name == "user_stacks")
+        if values["user_stacks"] in arg.choices and values["user_stacks"] != arg.default:
+            out[row] = (name, values)
+    return out
+
+
 def row_names() -> list[str]:
     """Every row but bare, in the order the tables show them."""
-    return [FLOOR, *(spec.name for spec in config.METRICS), ALL_TEN, *BCC_PEERS, *BPFTRACE_PEERS]
+    return [FLOOR, *(spec.name for spec in config.METRICS), *mode_rows(), ALL_TEN, *BCC_PEERS, *BPFTRACE_PEERS]
 
 
 def job_of(row: str) -> str | None:
     """The metric a peer row does the job of."""
     peer = BCC_PEERS.get(row) or BPFTRACE_PEERS.get(row)
     return peer[1] if peer else None
+
+
+def load_names(app_loads: str | None) -> list[str]:
+    """The loads a run measures: all of LOADS, or the comma-separated subset asked for."""
+    return [name for name in LOADS if name in set(app_loads.split(","))] if app_loads else list(LOADS)
 
 
 # --- the profiler processes of a row -------------------------------------------------------------------
@@ -195,9 +217,10 @@ def machine_jiffies() -> tuple[int, int, int]:
 class AppCost:
     """The servers, the rows' commands, and one round of a row."""
 
-    def __init__(self, pg: PgCluster, workdir: str, nginx: Nginx, seconds: float, settle: float) -> None:
+    def __init__(self, pg: PgCluster, workdir: str, nginx: Nginx, seconds: float, settle: float,
+                 loads: list[str]) -> None:
         self.pgbench = PgBench(pg, workdir)
-        self.nginx, self.seconds, self.settle = nginx, seconds, settle
+        self.nginx, self.seconds, self.settle, self.loads = nginx, seconds, settle, loads
         self.commands: dict[str, list[tuple[str, list[str], str]]] = {}
         self.unavailable: dict[str, str] = {}
         self.floor_probes: dict[str, list[str]] = {}
@@ -215,6 +238,9 @@ class AppCost:
         for row in rows:
             if row in metrics:
                 self.commands[row] = [metrics[row]]
+            elif row in mode_rows():
+                name, values = mode_rows()[row]
+                self.commands[row] = [(row, harness.metric_argv(config.get(name), **values), "metric")]
         if ALL_TEN in rows:
             self.commands[ALL_TEN] = [metrics[name] for name in TEN]
         if FLOOR in rows:
@@ -259,7 +285,7 @@ class AppCost:
         tools = start_all(self.commands.get(row, []))
         try:
             time.sleep(self.settle)
-            loads = {name: self.measure(name, tools, bpf_stats) for name in LOADS}
+            loads = {name: self.measure(name, tools, bpf_stats) for name in self.loads}
             for tool in tools:
                 if tool.tracer.exited():
                     raise BenchError(f"{tool.name} exited during the loads: {tool.last_words()}")
@@ -292,20 +318,22 @@ class AppCost:
         return result
 
 
-def run(quick: bool = False, reps: int | None = None, app_rows: str | None = None) -> dict:
+def run(quick: bool = False, reps: int | None = None, app_rows: str | None = None,
+        app_loads: str | None = None) -> dict:
     reps = reps or (3 if quick else 5)
+    loads = load_names(app_loads)
     seconds, settle = (2.0, 1.0) if quick else (8.0, 2.0)
     rows = [r for r in row_names() if r in set(app_rows.split(","))] if app_rows else row_names()
     workdir = tempfile.mkdtemp(prefix="bench-app-cost-")
     try:
         with private_pg_cluster(durable=True) as pg, Nginx() as nginx:
-            bench = AppCost(pg, workdir, nginx, seconds, settle)
+            bench = AppCost(pg, workdir, nginx, seconds, settle, loads)
             bench.pgbench.init(PG_SCALE)
             harness.log(f"app cost: preparing {len(rows)} rows (the ten's probes for the floor, peers that start here)")
             bench.prepare(rows)
             timed = [r for r in rows if r in bench.commands]
             harness.log(f"app cost: {reps} repetitions of {len(timed)} rows and bare every {BARE_EVERY}, "
-                        f"{len(LOADS)} loads of {seconds:g} s each a round")
+                        f"{len(loads)} loads of {seconds:g} s each a round")
             values, around = stats.bracketed(timed, BARE, lambda row, rep: bench.round(row), reps, BARE_EVERY,
                                              harness.log)
             bpf = {}
@@ -316,24 +344,25 @@ def run(quick: bool = False, reps: int | None = None, app_rows: str | None = Non
                     harness.log(f"  bpf_stats pass of {row}: {exc}")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    table_rows = [summarize(BARE, values[BARE], None, None)]
+    table_rows = [summarize(BARE, values[BARE], None, None, loads)]
     for row in rows:
         if row in bench.unavailable:
             table_rows.append({"row": row, "job_of": job_of(row), "unavailable": bench.unavailable[row]})
         elif row in values:
-            table_rows.append(summarize(row, values[row], around[row], bpf.get(row)))
+            table_rows.append(summarize(row, values[row], around[row], bpf.get(row), loads))
     return {"title": "What the profiler costs a real server", "reps": reps, "seconds": seconds,
-            "pg_scale": PG_SCALE, "pg_clients": app_servers.PG_CLIENTS, "bare_every": BARE_EVERY, "loads": LOADS,
+            "pg_scale": PG_SCALE, "pg_clients": app_servers.PG_CLIENTS, "bare_every": BARE_EVERY,
+            "loads": {name: LOADS[name] for name in loads},
             "floor_probes": bench.floor_probes, "rows": table_rows, "interference": bench.quiet.note(),
             "targets": targets_of(table_rows)}
 
 
-def summarize(row: str, got: list, around: list | None, bpf: dict | None) -> dict:
+def summarize(row: str, got: list, around: list | None, bpf: dict | None, loads: list[str]) -> dict:
     """A row's figures per load: medians (and ranges) of its ratios to the bare rounds around it."""
     out: dict = {"row": row, "job_of": job_of(row), "loads": {}}
     pairs = [(v, b) for v, b in zip(got, around or [[]] * len(got), strict=True) if v is not None]
     done = [v for v, _ in pairs]
-    for load in LOADS:
+    for load in loads:
         runs = [v["loads"][load] for v in done]
         fig = {key: stats.summary([r[key] for r in runs], 2) for key in ("per_s", "p99_ms", "user_pct", "sys_pct")}
         fig["cpu_ms_per_s"] = stats.summary([sum(r["cpu_ms_per_s"].values()) for r in runs], 1)
@@ -404,7 +433,7 @@ def _bpf_cell(fig: dict) -> str:
 
 
 def tables(result: dict) -> dict[str, str]:
-    out = {}
+    out = {f"app_cost_{load}": "(not measured in this run: `--app-loads` left it out)" for load in LOADS}
     for load, title in result["loads"].items():
         lines = []
         for r in result["rows"]:

@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rss-minutes", type=float, help="length of the app's long memory run (default 10, quick 2)")
     parser.add_argument("--app-rows", help="app_cost: comma-separated rows to run beside bare (default all): "
                         + ", ".join(app_cost.row_names()))
+    parser.add_argument("--app-loads", help="app_cost: comma-separated loads to measure (default all): "
+                        + ", ".join(app_cost.LOADS))
     args = parser.parse_args(argv)
     chosen = args.only.split(",") if args.only else names
     unknown = set(chosen) - set(names)
@@ -46,10 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown_rows = set(args.app_rows.split(",")) - set(app_cost.row_names()) if args.app_rows else set()
     if unknown_rows:
         parser.error(f"unknown app_cost row(s): {', '.join(sorted(unknown_rows))}")
+    unknown_loads = set(args.app_loads.split(",")) - set(app_cost.LOADS) if args.app_loads else set()
+    if unknown_loads:
+        parser.error(f"unknown app_cost load(s): {', '.join(sorted(unknown_loads))}")
     if os.geteuid() != 0:
         parser.error("benchmarks load BPF programs: run as root")
 
-    options = {"reps": args.reps, "rss_minutes": args.rss_minutes, "app_rows": args.app_rows}
+    options = {"reps": args.reps, "rss_minutes": args.rss_minutes, "app_rows": args.app_rows,
+               "app_loads": args.app_loads}
     failed = []
     for name, module in BENCHES:
         if name not in chosen:

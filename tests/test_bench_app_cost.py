@@ -14,9 +14,11 @@ from helpers import PYTHON, ROOT, prog_ids_of
 
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-import app_cost  # noqa: E402
+import app_cost
 import app_servers  # noqa: E402
 import stats  # noqa: E402
+
+import config  # noqa: E402
 
 
 def test_bracketed_runs_bare_around_every_group_and_pairs_each_row_with_its_neighbours():
@@ -57,10 +59,27 @@ def round_of(per_s: float, p99: float = 1.0) -> dict:
 def test_a_rows_loss_is_its_throughput_over_the_mean_of_the_bare_rounds_around_it():
     got = [round_of(99, 3.0), round_of(80, 2.0), None]
     around = [[round_of(100, 1.0), round_of(120, 2.0)], [round_of(100, 2.0)], [round_of(100)]]
-    fig = app_cost.summarize("sysnest", got, around, None)["loads"]["pg_select"]
+    fig = app_cost.summarize("sysnest", got, around, None, list(app_cost.LOADS))["loads"]["pg_select"]
     assert fig["per_s_ratio"] == {"median": 0.85, "min": 0.8, "max": 0.9, "n": 2}
     assert fig["loss_pts"] == {"median": 15.0, "min": 10.0, "max": 20.0, "n": 2}
     assert fig["p99_ms_ratio"]["median"] == 1.5            # 3 / 1.5 and 2 / 2
+
+
+def test_mode_rows_are_the_user_stack_modes_each_metric_offers_besides_its_default():
+    rows = app_cost.mode_rows()
+    for row, (name, values) in rows.items():
+        arg = next(a for a in config.get(name).args if a.name == "user_stacks")
+        assert values["user_stacks"] in arg.choices and values["user_stacks"] != arg.default, row
+    assert "compmem --user-stacks fp" in rows and "compmem --user-stacks bogus" not in rows
+    assert all(row in app_cost.row_names() for row in rows)
+
+
+def test_a_run_of_some_loads_says_the_others_were_not_measured():
+    assert app_cost.load_names("nginx,pg_select") == ["pg_select", "nginx"]
+    fig = app_cost.summarize("sysnest", [round_of(90)], [[round_of(100)]], None, ["pg_select"])
+    out = app_cost.tables({"loads": {"pg_select": app_cost.LOADS["pg_select"]}, "seconds": 8,
+                           "rows": [fig], "interference": None})
+    assert "not measured" in out["app_cost_nginx"] and "sysnest" in out["app_cost_pg_select"]
 
 
 def test_targets_compare_losses_with_the_floors_and_with_the_bcc_peers():

@@ -66,7 +66,9 @@ def test_sysnest_to_collector_then_sigterm(tmp_path):
     assert client.returncode == 0, err
     assert "stopping (SIGTERM)" in out and "summary:" in out and "Traceback" not in err
     assert out.count("collector up") >= 1                  # the progress lines
-    assert re.search(r"sysnest [\d,]+ syscalls/s", out), out     # one key figure per metric
+    # one key figure per metric; below 1,000 a rate has a decimal (registry/units.number): loaded run 10
+    # of 265fad5 saw "169.6 syscalls/s" with the machine busy in stress-ng's loops, which make no syscalls
+    assert re.search(r"sysnest [\d,]+(\.\d+)? syscalls/s", out), out
     summary = json.loads(summary_file.read_text())["metrics"]["sysnest"]
     assert summary["error"] == "" and summary["pending"] == 0 and summary["dropped"] == 0
     # every batch the client reports sent was received, once
