@@ -4,8 +4,14 @@ bpf/kuwalk.h stores them, and the samples cpuprofile's -DUSER_KERNEL counts unde
     stored = StoredStacks(bpf["ustacks"])   # compmem's user stacks
     stored.get(h)              # (depth, outcome, raw bytes of the struct), read from the kernel the first time
     stored.pcs(h)              # its pcs, innermost first (None: no such stack)
+    stored.walked(h)           # as a record's key: Walked(pcs, by_frame_pointers), None for none or gone
     stored.retire(used)        # at a cut: once half the map is known here, those not in `used` deleted
-    walk_outcomes(table)       # {(outcome, reason): walks} from a per-CPU array counted by outcome
+    walk_outcomes(table, first)   # {(outcome, reason): walks} from a per-CPU array counted by outcome
+                                  # from index `first` on
+
+    figures = WalkFigures(bpf, tables, stored)   # compmem's and offcpu's user stacks walked in BPF
+    user_stacks, kernel_unwind = figures.take(not_stored)   # at a cut: the summary's, for the interval
+    walks_line(user_stacks)    # the terminal's line of them
 
     counted = KernelCounts(bpf)
     samples = counted.take()   # at a cut: {(tgid, comm, cgid, kernel, user, py): samples} of the interval
@@ -24,7 +30,7 @@ from __future__ import annotations
 import ctypes
 import struct
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 from .epochs import Epochs, take_slot
 
@@ -45,7 +51,18 @@ OUTCOMES = (
     ("frame_pointers", "process met for the first time: mappings not loaded yet"),
 )
 FP_WALK = len(OUTCOMES) - 1   # KU_FP_WALK: the kernel's frame-pointer walk
+# bpf/kuwalk.h's ku_counters slots; from KU_OUTCOMES on, walks by outcome
+KU_EXPR_FRAMES, KU_PENDING_FRAMES, KU_REUSED, KU_OUTCOMES = 0, 2, 3, 4
 HTAB_ELEM_BYTES = 48   # the kernel's struct htab_elem before the key, about
+
+
+class Walked(NamedTuple):
+    """A user stack walked in BPF, as a record's key: its pcs (innermost first; None: lost), and whether
+    it was walked by frame pointers (its process's mappings not loaded yet: named as far as the walk stays
+    in mapped code, as fp mode names it)."""
+
+    pcs: tuple | None
+    by_frame_pointers: bool
 
 
 class StoredStacks:
@@ -75,6 +92,11 @@ class StoredStacks:
         stack = self.get(h)
         return struct.unpack_from(f"<{stack[0]}Q", stack[2], 8) if stack is not None else None
 
+    def walked(self, h: int) -> Walked | None:
+        """The stack as a record's key; None for none or one gone."""
+        stack = self.get(h)
+        return Walked(self.pcs(h), stack[1] == FP_WALK) if stack is not None else None
+
     def retire(self, used: set[int]) -> None:
         """Forget what was deleted a cut ago; when half of the map is known here, delete those not used
         in this interval."""
@@ -98,12 +120,60 @@ class StoredStacks:
         return {"stacks": len(self.known), "stack_reads": self.stack_reads, "stack_bytes": len(self.known) * entry}
 
 
-def walk_outcomes(table: Any) -> Counter[tuple[str, str]]:
-    """{(outcome, reason): walks} from a per-CPU array of walks by how they ended (OUTCOMES' order)."""
+def walk_outcomes(table: Any, first: int = 0) -> Counter[tuple[str, str]]:
+    """{(outcome, reason): walks} from a per-CPU array of walks by how they ended (OUTCOMES' order from
+    index `first` on)."""
     counts: Counter[tuple[str, str]] = Counter()
     for i, pair in enumerate(OUTCOMES):
-        counts[pair] = sum(table[table.Key(i)])
+        counts[pair] = sum(table[table.Key(first + i)])
     return counts
+
+
+class WalkFigures:
+    """Each interval's figures of the user stacks a metric walks in BPF with kuwalk.h (compmem's and
+    offcpu's kernel mode): as the summary's `user_stacks`, walks by how they ended (frame_pointers: a
+    process met for the first time, its mappings not loaded yet), the stacks the map had no room for
+    (not_stored) and the walks not made because the thread's last one served (reused); as its
+    `kernel_unwind`, cpuprofile's: frames walked by frame pointers where the CFI needs a DWARF expression or
+    the file's rows were not loaded yet, failed walks by reason, what the tables and the stored stacks
+    hold. The BPF side counts since the start; this keeps what it read last."""
+
+    KEYS = ("walks", "complete", "truncated", "failed", "frame_pointers", "not_stored", "reused")
+
+    def __init__(self, bpf: Any, tables: Any, stored: StoredStacks) -> None:
+        self.counters = bpf["ku_counters"]
+        self.tables, self.stored = tables, stored
+        self.seen: dict[str, int] = {}
+
+    def _totals(self, not_stored: int) -> dict[str, int]:
+        walks = walk_outcomes(self.counters, KU_OUTCOMES)
+        counter = [sum(self.counters[self.counters.Key(i)]) for i in range(KU_REUSED + 1)]
+        totals = {"walks": sum(walks.values()), "not_stored": not_stored, "reused": counter[KU_REUSED],
+                  "expression_frames": counter[KU_EXPR_FRAMES], "rows_pending_frames": counter[KU_PENDING_FRAMES]}
+        for (outcome, reason), n in walks.items():
+            totals[outcome] = totals.get(outcome, 0) + n
+            if outcome == "failed":
+                totals[f"failed: {reason}"] = n
+        return totals
+
+    def take(self, not_stored: int) -> tuple[dict[str, int], dict[str, Any]]:
+        """The interval's user_stacks and kernel_unwind; not_stored: the stacks the map had no room for
+        so far (the metric counts them)."""
+        totals = self._totals(not_stored)
+        interval = {k: n - self.seen.get(k, 0) for k, n in totals.items()}
+        self.seen = totals
+        failed = {k.split(": ", 1)[1]: n for k, n in interval.items() if k.startswith("failed: ") and n}
+        return ({k: interval.get(k, 0) for k in self.KEYS},
+                {"expression_frames": interval["expression_frames"],
+                 "rows_pending_frames": interval["rows_pending_frames"],
+                 "failed": failed, **self.tables.stats(), **self.stored.stats()})
+
+
+def walks_line(u: dict[str, int]) -> str:
+    """An interval's user_stacks (WalkFigures) as the terminal's line."""
+    return (f"(user stacks: {u['walks']} walks, {u['complete']} whole, {u['truncated']} truncated, "
+            f"{u['failed']} failed, {u['frame_pointers']} by frame pointers (mappings not loaded yet); "
+            f"{u['reused']} reused; {u['not_stored']} not stored, the stack map full)")
 
 
 class KernelCounts:

@@ -13,6 +13,10 @@ stack-delta rows (stackdeltas.py) in ku_rows / ku_files, loaded when BPF asks fo
     tables.forget_gone()       # the mappings of processes that have exited out of ku_maps
     tables.stats()             # files loaded, rows (used, capacity), processes, bytes of BPF map memory
 
+    tables, reader = tracepoint_tables(bpf, cache_dir, say, pid=None)   # compmem's and offcpu's: the
+                               # tables of tracepoint programs, a pid's loaded now, events read on a thread
+    stop_tables(tables, reader)   # at the end of the run
+
 A file gets its id when a process that maps it is met; its rows are built (or read from the disk cache)
 only when a walk meets one of its pcs, so only the files on sampled stacks take rows (a python process
 that imported bcc maps libLLVM: a million rows, never on a sampled stack). Rows are appended to one
@@ -193,3 +197,28 @@ class KernelTables:
                 "expression_rows": self.expression_rows, "processes": processes,
                 "table_bytes": self.capacity * ROW.size + self.file_capacity * 16
                 + processes * ctypes.sizeof(self.maps.Leaf)}
+
+
+def tracepoint_tables(bpf: Any, cache_dir: str | None, say: Callable[[str], None],
+                      pid: int | None = None) -> tuple[KernelTables, Any]:
+    """The tables of a metric whose tracepoint programs walk user stacks (compmem, offcpu: ku_walk_more is
+    one too), with the process traced (-p) met and its rows loaded before its first walk, so that none is
+    walked by frame pointers; and the ring reader (started) that meets the processes met for the first
+    time, or with a pc in no mapping, on its own thread (a file's rows take up to half a second the first
+    time) while BPF walks them by frame pointers."""
+    from bcc import BPF  # noqa: PLC0415 - importable once bpf is loaded
+
+    from .ringreader import RingReader  # noqa: PLC0415 - as bcc: only once BPF is loaded
+
+    tables = KernelTables(bpf, cache_dir=cache_dir, say=say, program_type=BPF.TRACEPOINT)
+    if pid:
+        tables.meet(pid, rows=True)
+    reader = RingReader(bpf["ku_events"], tables.on_event, poll_ms=1000)
+    reader.start()
+    return tables, reader
+
+
+def stop_tables(tables: KernelTables, reader: Any) -> None:
+    """The run is ending: the processes met while stopping would be loaded for nothing."""
+    tables.close()
+    reader.stop()

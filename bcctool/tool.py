@@ -293,6 +293,10 @@ class Tool:
         if not self.json:
             print(text)
 
+    def warn(self, text: str) -> None:
+        """A note on stderr, named after the metric, under --json too (the app logs stderr)."""
+        print(f"{self.name}: {text}", file=sys.stderr, flush=True)
+
     def flush(self) -> None:
         try:
             sys.stdout.flush()

@@ -132,7 +132,6 @@ struct walk_scratch_t {        /* per CPU: the walk, and the allocation it is fo
 KU_WALK_MAPS;
 BPF_F_TABLE("hash", u64, struct ku_stack, ustacks, USTACKS, BPF_F_NO_PREALLOC);   /* memory as used */
 BPF_PERCPU_ARRAY(walk_scratch, struct walk_scratch_t, 1);
-BPF_PERCPU_ARRAY(walk_outcomes, u64, KU_FP_WALK + 1);   /* walks by how they ended (kunwind.h) */
 /* new task -> its parent, until it execs; keyed by the new task's id, so a thread's is never looked up */
 BPF_TABLE("lru_hash", u32, u32, forked, 16384);
 
@@ -144,8 +143,9 @@ static __always_inline u32 *ku_proc_state(u32 tgid) { return ku_procs.lookup(&tg
 static __always_inline void ku_proc_set(u32 tgid, u32 state) { ku_procs.update(&tgid, &state); }
 static __always_inline void ku_proc_drop(u32 tgid) { ku_procs.delete(&tgid); }
 static __always_inline long ku_send(struct ku_event_t *e) { return ku_events.ringbuf_output(e, sizeof(*e), 0); }
-static __always_inline int ku_stack_stored(u64 hash) { return ustacks.lookup(&hash) != 0; }
+static __always_inline struct ku_stack *ku_stack_at(u64 hash) { return ustacks.lookup(&hash); }
 static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s) { return ustacks.insert(&hash, s); }
+static __always_inline void ku_tail(void *ctx) { ku_progs.call(ctx, 0); }
 
 static __always_inline void ku_count(int slot, u64 n)
 {
@@ -242,12 +242,7 @@ static __always_inline void record(u64 ptr, struct alloc_t *a, struct pmem_t *v)
  * again), the walk counted by how it ended, the allocation recorded. */
 static __always_inline void walked(void *ctx, struct walk_scratch_t *sc)
 {
-    struct ku_walk *w = &sc->walk;
-    u32 outcome = w->user.outcome;
-    u64 *n = walk_outcomes.lookup(&outcome);
-    if (n)
-        (*n)++;
-    u64 h = ku_store(&w->user, w->user.depth, KU_SEED_USER);
+    u64 h = ku_walked(&sc->walk);
     if (h) {
         sc->a.ukey = h;
         sc->regs.id = h;
@@ -274,6 +269,7 @@ static __always_inline void walk_user(void *ctx, u64 ptr, struct alloc_t *a, u32
     }
     a->ukey = same_syscall(tid, &now);
     if (a->ukey) {
+        ku_count(KU_REUSED, 1);
         record(ptr, a, v);
         return;
     }
@@ -281,11 +277,7 @@ static __always_inline void walk_user(void *ctx, u64 ptr, struct alloc_t *a, u32
     sc->ptr = ptr;
     sc->tid = tid;
     sc->regs = now;
-    sc->owner = ku_user_start(ctx, &sc->walk, a->tgid);
-    if (sc->owner) {
-        ku_progs.call(ctx, 0);   /* the walk, in ku_walk_more */
-        ku_call_failed(&sc->walk);
-    }
+    ku_walk_begin(ctx, &sc->walk, a->tgid, &sc->owner);
     walked(ctx, sc);
 }
 
@@ -298,10 +290,7 @@ int ku_walk_more(void *ctx)
     struct walk_scratch_t *sc = walk_scratch.lookup(&zero);
     if (!sc)
         return PASS_ON;
-    int end = ku_walk_some(&sc->walk, sc->owner);
-    if (end == KU_GO_ON)
-        ku_progs.call(ctx, 0);   /* returns only if the tail call failed */
-    ku_user_end(&sc->walk, sc->a.tgid, sc->owner, end);
+    ku_walk_on(ctx, &sc->walk, sc->a.tgid, sc->owner);
     walked(ctx, sc);
     return PASS_ON;
 }

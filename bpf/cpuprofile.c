@@ -153,8 +153,9 @@ static __always_inline u32 *ku_proc_state(u32 tgid) { return ku_procs.lookup(&tg
 static __always_inline void ku_proc_set(u32 tgid, u32 state) { ku_procs.update(&tgid, &state); }
 static __always_inline void ku_proc_drop(u32 tgid) { ku_procs.delete(&tgid); }
 static __always_inline long ku_send(struct ku_event_t *e) { return ku_events.ringbuf_output(e, sizeof(*e), 0); }
-static __always_inline int ku_stack_stored(u64 hash) { return stacks.lookup(&hash) != 0; }
+static __always_inline struct ku_stack *ku_stack_at(u64 hash) { return stacks.lookup(&hash); }
 static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s) { return stacks.insert(&hash, s); }
+static __always_inline void ku_tail(void *ctx) { ku_progs.call(ctx, 0); }
 
 static __always_inline void ku_count(int slot, u64 n)
 {
@@ -344,10 +345,7 @@ int ku_walk_more(void *ctx)
     struct scratch_t *sc = scratch.lookup(&zero);
     if (!sc)
         return 0;
-    int end = ku_walk_some(&sc->walk, sc->owner);
-    if (end == KU_GO_ON)
-        ku_progs.call(ctx, 0);   /* returns only if the tail call failed */
-    ku_user_end(&sc->walk, sc->key.tgid, sc->owner, end);
+    ku_walk_on(ctx, &sc->walk, sc->key.tgid, sc->owner);
     return count_stacks(sc);
 #else
     return 0;
@@ -381,11 +379,7 @@ static __always_inline int count_unwound(void *ctx, u64 id)
     }
 #endif
 #ifndef KERNEL_ONLY
-    sc->owner = ku_user_start(ctx, &sc->walk, sc->key.tgid);
-    if (sc->owner) {
-        ku_progs.call(ctx, 0);   /* the walk, in ku_walk_more */
-        ku_call_failed(&sc->walk);
-    }
+    ku_walk_begin(ctx, &sc->walk, sc->key.tgid, &sc->owner);
 #endif
     return count_stacks(sc);
 }

@@ -29,6 +29,7 @@
 #define KU_STACK 128         /* pcs a stored stack holds */
 #define KU_SEARCH 20         /* binary search steps: a file holds fewer than 2^20 rows */
 #define KU_MAX_FRAME_SPAN (8 << 20)   /* a frame pointer further above sp is garbage (unwind.py) */
+#define KU_RA_KEPT 8         /* where the first return addresses were read, kept for a reuse to check */
 
 /* a row's kind (bcctool/stackdeltas.py writes them); KU_SCALED: its cfa is in units of 8 bytes */
 enum { KU_NONE, KU_SP, KU_BP, KU_PLT, KU_EXPR, KU_END };
@@ -108,6 +109,7 @@ struct ku_walk {         /* per-CPU: the walk's registers, the mapping of the la
     u32 steps;           /* taken so far */
     u32 index;           /* scratch: a search's index (see ku_mapping_of) */
     u32 pad;
+    u64 ra_at[KU_RA_KEPT]; /* the user addresses pcs[1..KU_RA_KEPT] were read from */
     struct ku_stack user;
 };
 
@@ -232,7 +234,7 @@ static __always_inline int ku_step(struct ku_walk *w, struct ku_proc_maps *pm, i
     u8 kind = row.kind & ~KU_SCALED;
     s64 off = row.kind & KU_SCALED ? (s64)row.cfa * 8 : row.cfa;
 
-    u64 ra = 0, new_sp, new_bp = bp, cfa;
+    u64 ra = 0, ra_at, new_sp, new_bp = bp, cfa;
     if (kind == KU_END)
         return KU_OUTERMOST;
     if (kind == KU_SP || kind == KU_BP || kind == KU_PLT) {
@@ -247,7 +249,8 @@ static __always_inline int ku_step(struct ku_walk *w, struct ku_proc_maps *pm, i
         }
         if (cfa - 8 < sp)
             return KU_RA_BELOW_SP;
-        if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(cfa - 8)))
+        ra_at = cfa - 8;
+        if (bpf_probe_read_user(&ra, sizeof(ra), (void *)ra_at))
             return KU_UNREADABLE;
         new_sp = cfa;
         s8 saved = (s8)row.bp;
@@ -262,7 +265,8 @@ static __always_inline int ku_step(struct ku_walk *w, struct ku_proc_maps *pm, i
             w->fp_frames++;
         if (!w->bp_known || bp < sp || bp >= sp + KU_MAX_FRAME_SPAN)
             return KU_NO_FP;
-        if (bpf_probe_read_user(&ra, sizeof(ra), (void *)(bp + 8)) ||
+        ra_at = bp + 8;
+        if (bpf_probe_read_user(&ra, sizeof(ra), (void *)ra_at) ||
             bpf_probe_read_user(&new_bp, sizeof(new_bp), (void *)bp))
             return KU_UNREADABLE;
         new_sp = bp + 16;
@@ -275,6 +279,8 @@ static __always_inline int ku_step(struct ku_walk *w, struct ku_proc_maps *pm, i
     if (depth >= KU_STACK)
         return KU_FRAME_LIMIT;
     w->user.pcs[depth & (KU_STACK - 1)] = ra;
+    if (depth <= KU_RA_KEPT)   /* depth >= 1: pcs[0] is the ip */
+        w->ra_at[(depth - 1) & (KU_RA_KEPT - 1)] = ra_at;
     w->user.depth = depth + 1;
     w->ip = ra;
     w->sp = new_sp;

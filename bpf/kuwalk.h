@@ -7,12 +7,13 @@
  * walk asks for one new file's rows (a second new one stays NEW for a later walk to ask); an ask the full
  * ring did not take undoes its mark, so that a later walk asks again.
  *
- * The walk goes on in tail calls, which do not return: the main file's program begins it (ku_user_start)
- * and tail-calls its ku_walk_more, which walks KU_STEPS frames (ku_walk_some) and tail-calls itself until
- * the walk ends (ku_user_end) and then finishes what the walk was for. BCC rewrites map calls in the main
- * file only, so the main file declares the maps (KU_WALK_MAPS) and defines, besides kunwind.h's three
- * lookups, the calls made here: ku_proc_state, ku_proc_set, ku_proc_drop, ku_send, ku_count,
- * ku_stack_stored, ku_stack_insert and parent_of. */
+ * The walk goes on in tail calls, which do not return: the main file's program begins it (ku_walk_begin:
+ * ku_user_start, then a tail call to its ku_walk_more), and ku_walk_more walks KU_STEPS frames and
+ * tail-calls itself until the walk ends (ku_walk_on: ku_walk_some, ku_user_end), then finishes what the
+ * walk was for. BCC rewrites map calls in the main file only (not in a header, nor in a macro), so the
+ * main file declares the maps (KU_WALK_MAPS) and defines, besides kunwind.h's three lookups, the calls
+ * made here: ku_proc_state, ku_proc_set, ku_proc_drop, ku_send, ku_count, ku_stack_at,
+ * ku_stack_insert, ku_tail and parent_of. */
 #ifndef PROFILER_KUWALK_H
 #define PROFILER_KUWALK_H
 
@@ -22,7 +23,9 @@
 #define KU_EXPR_FRAMES 0      /* expression rows walked by frame pointers */
 #define KU_FP_WALKS 1         /* walks by the kernel's frame pointers: the process's mappings not loaded yet */
 #define KU_PENDING_FRAMES 2   /* frames walked by frame pointers: their file's rows not loaded yet */
-#define KU_COUNTERS 3
+#define KU_REUSED 3           /* walks not made: the thread's last one served (compmem, offcpu) */
+#define KU_OUTCOMES 4         /* [KU_OUTCOMES + outcome]: walks by how they ended (ku_walked: compmem, offcpu) */
+#define KU_COUNTERS (KU_OUTCOMES + KU_FP_WALK + 1)
 
 #define KU_SEED_USER 0x75736572ULL   /* ku_hash's seed for a user stack ("user") */
 
@@ -36,9 +39,10 @@ static __always_inline void ku_proc_set(u32 tgid, u32 state);             /* ku_
 static __always_inline void ku_proc_drop(u32 tgid);                       /* ku_procs.delete */
 static __always_inline long ku_send(struct ku_event_t *e);                /* ku_events.ringbuf_output */
 static __always_inline void ku_count(int slot, u64 n);                    /* ku_counters[slot] += n */
-static __always_inline int ku_stack_stored(u64 hash);                     /* the stacks map holds it */
+static __always_inline struct ku_stack *ku_stack_at(u64 hash);           /* the stacks map's lookup */
 static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s); /* the stacks map's insert */
 static __always_inline u32 parent_of(u32 tgid);   /* a fork child that has not exec'd: its parent; else 0 */
+static __always_inline void ku_tail(void *ctx);   /* ku_progs.call(ctx, 0): ku_walk_more; returns if it failed */
 
 /* user space is asked to load (again) the mappings of tgid, or a file's rows; 0 when the ask was sent */
 static __always_inline long ku_ask(u32 tgid, u32 state, u32 file)
@@ -126,15 +130,103 @@ static __always_inline void ku_user_end(struct ku_walk *w, u32 tgid, u32 owner, 
     }
 }
 
+/* The current task's user stack, for tgid: its walk begins, and whose mappings walk it goes in *owner
+ * (ku_user_start); the walk goes on in ku_walk_more's tail calls, which return only if the call failed
+ * (the ip alone). Where it returns, w holds the stack (or the frame-pointer walk, or none). */
+static __always_inline void ku_walk_begin(void *ctx, struct ku_walk *w, u32 tgid, u32 *owner)
+{
+    *owner = ku_user_start(ctx, w, tgid);
+    if (*owner) {
+        ku_tail(ctx);
+        ku_call_failed(w);
+    }
+}
+
+/* ku_walk_more's walk: KU_STEPS more frames, then ku_walk_more again (a tail call, which returns only if
+ * it failed), or the walk's end. Where it returns, the walk has ended. */
+static __always_inline void ku_walk_on(void *ctx, struct ku_walk *w, u32 tgid, u32 owner)
+{
+    int end = ku_walk_some(w, owner);
+    if (end == KU_GO_ON)
+        ku_tail(ctx);
+    ku_user_end(w, tgid, owner, end);
+}
+
+/* A walk that another from the same registers would repeat, so a thread's next stack taken at the same
+ * user ip, sp and bp may reuse it: it reached the outermost frame, or the frame limit (not a failed tail
+ * call: steps are taken only in ku_walk_more), with every file's rows loaded. Not one by frame pointers
+ * (its process's mappings were not loaded yet) nor a failed one (unreadable memory may be paged in). */
+static __always_inline int ku_repeatable(struct ku_walk *w)
+{
+    s32 end = w->user.outcome;
+    if (end != KU_OUTERMOST && end != KU_RA_ZERO && !(end == KU_FRAME_LIMIT && w->steps >= KU_FRAMES))
+        return 0;
+    return !w->unloaded_frames && !w->ask_file;
+}
+
+/* A thread's last walk, for its next stack to take (offcpu's last_walk): the stack's hash, the process
+ * and user registers it began from, and where it read its first return addresses. */
+struct ku_last {
+    u64 hash;
+    u64 ip;
+    u64 sp;
+    u64 bp;
+    u64 ra_at[KU_RA_KEPT];
+    u32 tgid;
+    u32 pad;
+};
+
+/* The current task's stack is the one `last` walked, if it begins from the same process and registers
+ * (in *now), is still stored (user space deletes stacks it no longer needs), and its first KU_RA_KEPT
+ * return addresses are still where the walk read them: equal registers alone would give b's stack when
+ * called from a to b called from c, at the same depth through frames of one size. Its hash, or 0. */
+static __always_inline u64 ku_same_walk(struct ku_last *last, struct ku_last *now)
+{
+    if (last->ip != now->ip || last->sp != now->sp || last->bp != now->bp || last->tgid != now->tgid)
+        return 0;
+    struct ku_stack *s = ku_stack_at(last->hash);
+    if (!s)
+        return 0;
+    u32 depth = s->depth;
+#pragma clang loop unroll(disable)
+    for (int i = 0; i < KU_RA_KEPT; i++) {
+        if (i + 1 >= depth)
+            break;
+        u64 ra = 0;
+        if (bpf_probe_read_user(&ra, sizeof(ra), (void *)last->ra_at[i]) || ra != s->pcs[i + 1])
+            return 0;
+    }
+    return last->hash;
+}
+
+/* The walk in w, stored as `hash`, kept in *last (its registers there already) for the thread's next
+ * stack, if another from the same registers would repeat it (ku_repeatable). 0 when not. */
+static __always_inline int ku_keep(struct ku_last *last, struct ku_walk *w, u64 hash)
+{
+    if (!ku_repeatable(w))
+        return 0;
+    last->hash = hash;
+    __builtin_memcpy(last->ra_at, w->ra_at, sizeof(last->ra_at));
+    return 1;
+}
+
 /* `s` stored under the hash of its first `words` pcs unless it is there already: the hash, or 0 when the
  * stacks map is full */
 static __always_inline u64 ku_store(struct ku_stack *s, u32 words, u64 seed)
 {
     u64 h = ku_hash(s, words, seed);
-    if (ku_stack_stored(h))
+    if (ku_stack_at(h))
         return h;
     long err = ku_stack_insert(h, s);
     return err && err != -17 ? 0 : h;   /* -EEXIST: another CPU stored it meanwhile */
+}
+
+/* The walk in w has ended (or never began: the frame-pointer walk): counted by how, and its stack stored;
+ * the hash, or 0 when the stacks map is full. */
+static __always_inline u64 ku_walked(struct ku_walk *w)
+{
+    ku_count(KU_OUTCOMES + w->user.outcome, 1);
+    return ku_store(&w->user, w->user.depth, KU_SEED_USER);
 }
 
 #endif

@@ -30,7 +30,17 @@
  * frame-pointer stack in `blocked`, and in `dwarf_missed`.
  *
  * -DPYTHON_FRAMES (with -DUSER_DWARF): with the copy, the CPython frame chain of a python thread
- * (pystack.h), taken at the same moment: its frames do not change while it is blocked. */
+ * (pystack.h), taken at the same moment: its frames do not change while it is blocked.
+ *
+ * -DUSER_KERNEL: every block's user stack is walked here at its switch out with the stack-delta tables
+ * of kunwind.h (kuwalk.h: a process met for the first time is walked by frame pointers until user space
+ * has loaded its mappings; a fork child that has not exec'd walks its parent's), stored once by its hash
+ * in `ustacks`, and the block keeps the hash. The registers bpf_task_pt_regs gives at sched_switch are
+ * prev's (the current task's) saved user registers: where it entered the kernel. A thread that blocks
+ * again from the same place (a futex retried, a loop's one call site: the same user ip, sp and bp, and
+ * its first return addresses where they were) takes its last walk (`last_walk`, kuwalk.h's ku_same_walk),
+ * if that one would come out the same (ku_repeatable) and is still stored. The walk goes on in tail
+ * calls, which do not return: see sched_switch for what is done before it. */
 #include "common.h"
 #include "sched_state.h"
 #include "epoch.h"
@@ -56,6 +66,9 @@ struct start_t {
     u64 uip;   /* user registers when it blocked: the same at its syscall's return */
     u64 usp;
 #endif
+#ifdef USER_KERNEL
+    u64 uhash;    /* its user stack's hash in `ustacks`; 0: none (ustack: the frame-pointer walk, or none) */
+#endif
 };
 
 struct key_t {
@@ -67,6 +80,9 @@ struct key_t {
     u64 cgid;
     u32 slot;     /* EPOCH_SLOT of the interval the block ended in */
     u32 pad;
+#ifdef USER_KERNEL
+    u64 uhash;    /* as start_t's */
+#endif
 };
 
 struct val_t {
@@ -148,12 +164,73 @@ LOST_COUNTER(dwarf_missed);      /* long blocks left with their frame-pointer st
 LOST_COUNTER(dwarf_ring_full);   /* of those, because the ring buffer was full */
 #endif
 
+#ifdef USER_KERNEL
+#include "kuwalk.h"
+#ifndef USTACKS
+#define USTACKS 16384
+#endif
+struct walk_scratch_t {  /* per CPU: the walk, and the block it is for, over its tail calls */
+    struct ku_walk walk;
+    struct start_t s;
+    struct ku_last regs;     /* the registers it began from: the thread's last walk, if repeatable */
+    u32 tid;
+    u32 owner;           /* whose mappings walk it (kuwalk.h) */
+};
+KU_WALK_MAPS;
+BPF_F_TABLE("hash", u64, struct ku_stack, ustacks, USTACKS, BPF_F_NO_PREALLOC);   /* memory as used */
+BPF_PERCPU_ARRAY(walk_scratch, struct walk_scratch_t, 1);
+/* LRU: a thread that exits leaves its entry behind */
+BPF_TABLE("lru_hash", u32, struct ku_last, last_walk, 16384);
+/* new task -> its parent, until it execs; keyed by the new task's id, so a thread's is never looked up */
+BPF_TABLE("lru_hash", u32, u32, forked, 16384);
+LOST_COUNTER(ustacks_full);   /* walked user stacks not stored: those blocks keep the frame-pointer walk */
+
+/* the map calls of kunwind.h and kuwalk.h, which BCC rewrites here only */
+static __always_inline struct ku_proc_maps *ku_maps_of(u32 tgid) { return ku_maps.lookup(&tgid); }
+static __always_inline struct ku_file *ku_file_at(u32 file) { return ku_files.lookup(&file); }
+static __always_inline struct ku_row *ku_row_at(u32 index) { return ku_rows.lookup(&index); }
+static __always_inline u32 *ku_proc_state(u32 tgid) { return ku_procs.lookup(&tgid); }
+static __always_inline void ku_proc_set(u32 tgid, u32 state) { ku_procs.update(&tgid, &state); }
+static __always_inline void ku_proc_drop(u32 tgid) { ku_procs.delete(&tgid); }
+static __always_inline long ku_send(struct ku_event_t *e) { return ku_events.ringbuf_output(e, sizeof(*e), 0); }
+static __always_inline struct ku_stack *ku_stack_at(u64 hash) { return ustacks.lookup(&hash); }
+static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s) { return ustacks.insert(&hash, s); }
+static __always_inline void ku_tail(void *ctx) { ku_progs.call(ctx, 0); }
+
+static __always_inline void ku_count(int slot, u64 n)
+{
+    u64 *c = ku_counters.lookup(&slot);
+    if (c)
+        *c += n;
+}
+
+static __always_inline u32 parent_of(u32 tgid)
+{
+    u32 *parent = forked.lookup(&tgid);
+    return parent ? *parent : 0;
+}
+
+TRACEPOINT_PROBE(sched, sched_process_fork)
+{
+    u64 id = bpf_get_current_pid_tgid();   /* the parent */
+    if (skip_task(id))
+        return PASS_ON;
+    u32 child = args->child_pid, parent = id >> 32;
+    forked.update(&child, &parent);
+    return PASS_ON;
+}
+#endif
+
 TRACEPOINT_PROBE(sched, sched_process_exec)
 {
     u64 id = bpf_get_current_pid_tgid();
+    u32 tgid = id >> 32;
+#ifdef USER_KERNEL
+    forked.delete(&tgid);     /* its own address space from now on: */
+    ku_procs.delete(&tgid);   /* its mappings are loaded anew */
+#endif
     if (skip_task(id))
         return PASS_ON;
-    u32 tgid = id >> 32;
     u8 one = 1;
     seen.update(&tgid, &one);
     if (new_maps.ringbuf_output(&tgid, sizeof(tgid), 0))   /* a full ring: its next block says it */
@@ -288,6 +365,9 @@ static __always_inline void end_block(struct epoch_t *epoch, u32 tid, struct sta
         return;
     struct key_t key = {.tgid = st->tgid, .tid = tid, .kstack = st->kstack, .ustack = st->ustack, .cgid = st->cgid,
                         .slot = EPOCH_SLOT(epoch)};
+#ifdef USER_KERNEL
+    key.uhash = st->uhash;
+#endif
     __builtin_memcpy(&key.comm, comm, TASK_COMM_LEN);
     u64 charged = epoch_part(epoch, st->ts, now);
     u64 before_cut = epoch_crossed_part(epoch, st->ts);
@@ -309,6 +389,110 @@ static __always_inline void end_block(struct epoch_t *epoch, u32 tid, struct sta
     account(&key, delta, charged);
 }
 
+/* prev's block begins: remembered in `start` from now, after this program's own stack walks (~4.5 us; a
+ * user stack walked in tail calls takes longer), which are not the thread's time off the CPU. */
+static __always_inline void started(u32 tid, struct start_t *s)
+{
+    s->ts = bpf_ktime_get_ns();
+    if (start.update(&tid, s) == ERR_MAP_FULL)
+        count_lost();
+}
+
+#ifdef USER_KERNEL
+/* The walk of the block waiting in sc has ended: counted by how it ended, its stack stored (and kept as
+ * the thread's last walk if another from the same registers would repeat it), the block begun. */
+static __always_inline void walked(void *ctx, struct walk_scratch_t *sc)
+{
+    u32 tid = sc->tid;
+    u64 h = ku_walked(&sc->walk);
+    if (h) {
+        sc->s.uhash = h;
+        if (ku_keep(&sc->regs, &sc->walk, h))
+            last_walk.update(&tid, &sc->regs);
+    } else {   /* `ustacks` full: the frame-pointer walk, better than none */
+        int zero = 0;
+        u64 *lost = ustacks_full.lookup(&zero);
+        if (lost)
+            (*lost)++;
+        sc->s.ustack = stacks.get_stackid(ctx, BPF_F_USER_STACK);
+    }
+    started(tid, &sc->s);
+}
+
+/* prev's user stack, for its block s: the thread's last walk if it is this stack still (ku_same_walk:
+ * same registers and process, the first return addresses unchanged); else walked now, the block waiting
+ * in walk_scratch for the program that ends the walk (this one, or ku_walk_more) to begin it. Two call
+ * paths that agree in registers and in those return addresses, and differ only further out, would share
+ * one stack. A kernel thread has no user stack. */
+static __always_inline void walk_user(void *ctx, u32 tid, struct start_t *s)
+{
+    int zero = 0;
+    struct walk_scratch_t *sc = walk_scratch.lookup(&zero);
+    struct ku_last now = {.tgid = s->tgid};
+    if (!sc || user_regs(&now.ip, &now.sp, &now.bp)) {
+        started(tid, s);
+        return;
+    }
+    struct ku_last *last = last_walk.lookup(&tid);
+    s->uhash = last ? ku_same_walk(last, &now) : 0;
+    if (s->uhash) {
+        ku_count(KU_REUSED, 1);
+        started(tid, s);
+        return;
+    }
+    sc->s = *s;
+    sc->tid = tid;
+    sc->regs = now;
+    ku_walk_begin(ctx, &sc->walk, s->tgid, &sc->owner);
+    walked(ctx, sc);
+}
+
+/* More frames of the walk walk_user() began, KU_STEPS a program: then this program again (a tail call),
+ * or the block begun. A tracepoint program (bcctool/kunwind.py loads it so): a tail call keeps its
+ * caller's type, and what it returns is sched_switch's answer. */
+int ku_walk_more(void *ctx)
+{
+    int zero = 0;
+    struct walk_scratch_t *sc = walk_scratch.lookup(&zero);
+    if (!sc)
+        return PASS_ON;
+    ku_walk_on(ctx, &sc->walk, sc->s.tgid, sc->owner);
+    walked(ctx, sc);
+    return PASS_ON;
+}
+#endif
+
+/* prev blocks, and passed the filters: its block begins with where it blocked (its cgroup, kernel and
+ * user stacks). In kernel mode the user stack's walk may go on in tail calls, which do not return: this
+ * is the last thing sched_switch does. */
+static __always_inline void begin_block(void *ctx, u32 prev, u64 id)
+{
+    struct start_t s = {.tgid = id >> 32, .cgid = bpf_get_current_cgroup_id()};
+    u8 one = 1;
+#ifdef USER_DWARF
+    user_ip_sp(&s.uip, &s.usp);
+    /* blocking again before the last block's syscall returned (a lock on the way out): this is
+     * its own context too, so the last block's stack is taken now */
+    send_pending(prev, s.uip, s.usp);
+#endif
+    if (seen.insert(&s.tgid, &one) == 0 && new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0))
+        seen.delete(&s.tgid);   /* a full ring: its next block says it */
+    s.kstack = stacks.get_stackid(ctx, 0);
+    if (s.kstack < 0) {
+        int zero = 0;
+        u64 *lost = stack_errors.lookup(&zero);
+        if (lost)
+            (*lost)++;
+    }
+#ifdef USER_KERNEL
+    s.ustack = -1;   /* a frame-pointer walk only where `ustacks` is full */
+    walk_user(ctx, prev, &s);
+#else
+    s.ustack = stacks.get_stackid(ctx, BPF_F_USER_STACK);
+    started(prev, &s);
+#endif
+}
+
 TRACEPOINT_PROBE(sched, sched_switch)
 {
     int zero = 0;
@@ -318,7 +502,6 @@ TRACEPOINT_PROBE(sched, sched_switch)
     struct epoch_t epoch = *ep;
     u64 now = bpf_ktime_get_ns();
 
-    /* prev: remember when and where it blocked */
     u64 id = bpf_get_current_pid_tgid();
     u32 prev = args->prev_pid;
     u64 *last = last_switch.lookup(&zero);
@@ -339,6 +522,25 @@ TRACEPOINT_PROBE(sched, sched_switch)
         if (unseen)
             (*unseen)++;
     }
+
+    /* next: it is back; how long was it away? Done before prev's block begins, whose user stack walk
+     * (kernel mode) may end this program in tail calls that do not return. The order changes no figure:
+     * prev and next are two threads with their own entries in `start`, and next's block ends with the
+     * epoch and the clock read above, as it did after prev's begin. prev's block is begun (its ts taken,
+     * then written to `start`) by the last program of the chain, still inside this run of the tracepoint:
+     * prev is this CPU's current task until the chain returns, so it cannot be switched in anywhere
+     * before its block is in `start`; and a cut's grace period waits for the whole chain, so a block whose
+     * ts is before a cut is in `start` when user space reads the blocks open at that cut (open_blocks),
+     * and one whose ts is after it (open_blocks skips it) is charged to the intervals after it only. */
+    u32 next = args->next_pid;
+    struct start_t *s = start.lookup(&next);
+    if (s) {
+        struct start_t st = *s;
+        start.delete(&next);
+        end_block(&epoch, next, &st, now, args->next_comm, 1);
+    }
+
+    /* prev: filtered first (the cheapest tests before any map), then its block begins */
     long state = args->prev_state;
 #ifdef PREEMPTED
     int wanted = !(state & PREV_STATE_EXITED);
@@ -348,43 +550,13 @@ TRACEPOINT_PROBE(sched, sched_switch)
 #ifdef STATE_MASK
     wanted = wanted && (state & STATE_MASK) != 0;
 #endif
+    if (prev == 0 || !wanted || skip_task(id))
+        return PASS_ON;
 #ifdef SKIP_OWN
     u32 own_tgid = id >> 32;
-    if (wanted && own_tgids.lookup(&own_tgid))
-        wanted = 0;   /* the profiler's own (common.h): its blocks are not started */
+    if (own_tgids.lookup(&own_tgid))
+        return PASS_ON;   /* the profiler's own (common.h): its blocks are not started */
 #endif
-    if (prev != 0 && wanted && !skip_task(id)) {
-        struct start_t s = {.tgid = id >> 32, .cgid = bpf_get_current_cgroup_id()};
-        u8 one = 1;
-#ifdef USER_DWARF
-        user_ip_sp(&s.uip, &s.usp);
-        /* blocking again before the last block's syscall returned (a lock on the way out): this is
-         * its own context too, so the last block's stack is taken now */
-        send_pending(prev, s.uip, s.usp);
-#endif
-        if (seen.insert(&s.tgid, &one) == 0 && new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0))
-            seen.delete(&s.tgid);   /* a full ring: its next block says it */
-        s.kstack = stacks.get_stackid(args, 0);
-        s.ustack = stacks.get_stackid(args, BPF_F_USER_STACK);
-        /* the block starts after this program's own stack walk (~4.5 us), not before it */
-        s.ts = bpf_ktime_get_ns();
-        if (s.kstack < 0) {
-            int zero = 0;
-            u64 *lost = stack_errors.lookup(&zero);
-            if (lost)
-                (*lost)++;
-        }
-        if (start.update(&prev, &s) == ERR_MAP_FULL)
-            count_lost();
-    }
-
-    /* next: it is back; how long was it away? */
-    u32 next = args->next_pid;
-    struct start_t *s = start.lookup(&next);
-    if (!s)
-        return PASS_ON;
-    struct start_t st = *s;
-    start.delete(&next);
-    end_block(&epoch, next, &st, now, args->next_comm, 1);
+    begin_block(args, prev, id);
     return PASS_ON;
 }

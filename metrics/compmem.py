@@ -15,7 +15,7 @@ import os
 import struct
 import sys
 import time
-from typing import Any, NamedTuple
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
@@ -68,10 +68,9 @@ LOST_SOURCES = {0: "allocs_map_full", 1: "proc_mem_map_full", 2: "stack_traces",
                 **({4: "user_stack_copies"} if dwarf else {}), **({6: "user_stacks_map_full"} if in_kernel else {})}
 MISSED_FREE, UCOPIES = 3, 5
 
-from bcctool.kstacks import FP_WALK, StoredStacks, walk_outcomes  # noqa: E402
-from bcctool.kunwind import KernelTables  # noqa: E402
+from bcctool.kstacks import StoredStacks, Walked, WalkFigures, walks_line  # noqa: E402
+from bcctool.kunwind import stop_tables, tracepoint_tables  # noqa: E402
 from bcctool.maps import value_of  # noqa: E402
-from bcctool.ringreader import RingReader  # noqa: E402
 from bcctool.symbols import UNKNOWN, Symbolizer  # noqa: E402 - pyelftools; --help works without it
 from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 
@@ -82,10 +81,6 @@ user_stacks = "none" if not args.stacks else "dwarf" if dwarf else "kernel" if i
 
 def lost_counts() -> dict[int, int]:
     return {slot: sum(lost[lost.Key(slot)]) for slot in (*LOST_SOURCES, MISSED_FREE, UCOPIES)}
-
-
-def say(text: str) -> None:
-    print(f"compmem: {text}", file=sys.stderr, flush=True)
 
 
 class UserStacks:
@@ -166,10 +161,7 @@ class UserStacks:
         if dwarf and a.ukey:
             return self.copies.get(a.ukey, (self.GONE,))[0]
         if in_kernel and a.ukey:
-            stack = self.stored.get(a.ukey)
-            if stack is None:
-                return self.GONE
-            return Walked(self.stored.pcs(a.ukey), stack[1] == FP_WALK)
+            return self.stored.walked(a.ukey) or self.GONE
         return a.ustack_id
 
     def frames(self, tgid: int, key: object) -> list[str]:
@@ -215,13 +207,6 @@ class UserStacks:
     def outcomes(self) -> dict[str, int]:
         return {**{k: self.unwinder.outcomes[k] for k in ("complete", "truncated", "failed")},
                 "deferred": self.deferred}
-
-
-class Walked(NamedTuple):
-    """kernel: a user stack walked in BPF, as an allocation's key."""
-
-    pcs: tuple
-    by_frame_pointers: bool   # its process's mappings were not loaded yet: the kernel's frame-pointer walk
 
 
 def cgroup_of(tgid: int) -> dict:
@@ -330,48 +315,16 @@ def print_report(summary: dict, top: list[dict], groups: list[dict], sysmem: dic
 
 
 # --- loop ------------------------------------------------------------------------------------------
-def kernel_walks(counts: dict[int, int]) -> dict[str, int]:
-    """kernel: the figures so far: walks by how they ended (frame_pointers: a process met for the first
-    time, its mappings not loaded yet), stacks `ustacks` had no room for, frames walked by frame pointers
-    where the CFI needs a DWARF expression or the file's rows were not loaded yet, failed walks by reason."""
-    walks = walk_outcomes(b["walk_outcomes"])
-    figures = {"walks": sum(walks.values()), "not_stored": counts[6]}
-    for (outcome, reason), n in walks.items():
-        figures[outcome] = figures.get(outcome, 0) + n
-        if outcome == "failed":
-            figures[f"failed: {reason}"] = n
-    frames = b["ku_counters"]
-    figures["expression_frames"], figures["rows_pending_frames"] = (sum(frames[frames.Key(i)]) for i in (0, 2))
-    return figures
-
-
-def kernel_summary(interval: dict[str, int]) -> tuple[dict, dict]:
-    """kernel: an interval's figures as the summary's user_stacks and kernel_unwind (cpuprofile's, with
-    what the tables and the stored stacks hold)."""
-    failed = {k.split(": ", 1)[1]: n for k, n in interval.items() if k.startswith("failed: ") and n}
-    return ({k: interval.get(k, 0) for k in ("walks", "complete", "truncated", "failed", "frame_pointers", "not_stored")},
-            {"expression_frames": interval["expression_frames"], "rows_pending_frames": interval["rows_pending_frames"],
-             "failed": failed, **tables.stats(), **user.stored.stats()})
-
-
 user = UserStacks()
 if dwarf:
     b["ucopies"].open_ring_buffer(user.on_copy)   # served while the harness waits
-tables = reader = None
-if in_kernel:
-    from bcc import BPF  # noqa: PLC0415 - loaded above
-
-    # ku_walk_more is a tracepoint program: the allocations' programs tail-call it
-    tables = KernelTables(b, cache_dir=user.unwinder.cache_dir, say=say, program_type=BPF.TRACEPOINT)
-    if args.pid:
-        tables.meet(args.pid, rows=True)   # its tables before its first walk: none by frame pointers
-    # processes met for the first time, or with a pc in no mapping: their mappings loaded on the reader
-    # thread (a file's rows take up to half a second the first time), while BPF walks them by frame pointers
-    reader = RingReader(b["ku_events"], tables.on_event, poll_ms=1000)
-    reader.start()
+tables = reader = walk_figures = None
+if in_kernel:   # the traced process's tables (-p) before its first walk; those met later on a thread
+    tables, reader = tracepoint_tables(b, user.unwinder.cache_dir, tool.warn, args.pid)
+    walk_figures = WalkFigures(b, tables, user.stored)
 tool.meta(caches=args.caches, min_bytes=args.min_bytes, max_allocs=args.max_allocs,
           size="bytes_alloc (what the allocator handed out)", user_stacks=user_stacks,
-          **({"note": "DWARF user stacks refused by the kernel: frame pointers instead"} if refused else {}))
+          **({"note": f"{'DWARF' if args.user_stacks == 'dwarf' else 'CFI'} user stacks refused by the kernel: frame pointers instead"} if refused else {}))
 tool.say(f"Tracing kernel allocations (kmalloc{' and slab caches' if args.caches else ''})... Ctrl-C to end.")
 previous: dict[int, dict] = {}
 missed_before = 0
@@ -411,10 +364,7 @@ for _ in tool.intervals():
         unwound_seen = now_counts
         user.next_interval()
     if in_kernel:   # this interval's walks by outcome, and what the kernel's unwinder holds
-        now_counts = kernel_walks(counts)
-        summary["user_stacks"], summary["kernel_unwind"] = kernel_summary(
-            {k: n - unwound_seen.get(k, 0) for k, n in now_counts.items()})
-        unwound_seen = now_counts
+        summary["user_stacks"], summary["kernel_unwind"] = walk_figures.take(counts[6])
         tables.forget_gone()
     if tool.json:
         tool.emit("summary", **summary, **sysmem)
@@ -429,14 +379,11 @@ for _ in tool.intervals():
             print(f"(user stacks: {u['copies']} copies, {u['complete']} unwound whole, {u['truncated']} truncated, "
                   f"{u['failed']} failed, {u['deferred']} deferred (ip only); {u['not_copied']} allocations not "
                   f"copied, the ring buffer full)")
-        if u and in_kernel and u["walks"]:
-            print(f"(user stacks: {u['walks']} walks, {u['complete']} whole, {u['truncated']} truncated, "
-                  f"{u['failed']} failed, {u['frame_pointers']} by frame pointers (mappings not loaded yet); "
-                  f"{u['not_stored']} not stored, the stack map full)")
+        if u and in_kernel and u["walks"] + u["reused"]:
+            print(walks_line(u))
     for slot, source in LOST_SOURCES.items():
         tool.set_lost_total(source, counts[slot])
 
 if tables is not None:
-    tables.close()   # the processes met while stopping would be loaded for nothing
-    reader.stop()
+    stop_tables(tables, reader)
 tool.finish()

@@ -132,8 +132,7 @@ unwinder = Unwinder(cache_dir=default_cache_dir())
 dwarf = args.user_stacks == "dwarf" and not args.kernel_only and not tool.variant
 # kernel: user stacks unwound in BPF with the tables KernelTables loads, samples counted there per interval
 in_kernel = args.user_stacks == "kernel" and not args.kernel_only and not tool.variant
-tables = KernelTables(b, cache_dir=unwinder.cache_dir,
-                      say=lambda text: print(f"cpuprofile: {text}", file=sys.stderr, flush=True)) if in_kernel else None
+tables = KernelTables(b, cache_dir=unwinder.cache_dir, say=tool.warn) if in_kernel else None
 kcounts = KernelCounts(b) if in_kernel else None
 # python processes' own frames (bpf/pystack.h), in dwarf and kernel modes: they are merged where the
 # unwound native stack runs _PyEval_EvalFrameDefault

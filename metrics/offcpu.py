@@ -6,8 +6,10 @@ back in; its kernel and user stacks at the switch say where. Each interval is ch
 time inside it (a block longer than an interval is split across the intervals it spans). It prints the threads by blocked
 time (count, min/avg/max, share) and the top stacks, symbolized, or with --folded, folded stacks.
 User stacks: by default a block of --dwarf-min-us or more gets a whole user stack unwound with DWARF
-CFI (taken when its syscall returns), shorter ones the kernel's frame-pointer walk; --user-stacks fp
-gives every block the frame-pointer walk.
+CFI (taken when its syscall returns), shorter ones the kernel's frame-pointer walk; --user-stacks kernel
+walks every block's with the same CFI in the kernel at its switch out (each stack stored once, a thread
+blocking again from the same registers takes its last walk); --user-stacks fp gives every block the
+frame-pointer walk.
 """
 
 import ctypes
@@ -30,6 +32,7 @@ EXAMPLES = [
     ("offcpu --stack-depth 20 --json", "stacks cut at 20 frames; NDJSON records for the app"),
     ("offcpu --cgroup lab/job-7 --group-by cgroup", "one cgroup v2 group and those below, a row per group"),
     ("offcpu --user-stacks fp", "frame-pointer user stacks only (no stack copies)"),
+    ("offcpu --user-stacks kernel", "every block's user stack unwound with CFI in the kernel (no stack copies)"),
     ("offcpu --python-frames off", "python processes: the interpreter's C frames only"),
 ]
 
@@ -48,11 +51,19 @@ if args.state != "all":
 dwarf_cflags = ["-DUSER_DWARF", f"-DDWARF_MIN_NS={args.dwarf_min_us * 1000}", f"-DUSTACK_PAGES={args.stack_size // 4096}"]
 PY_FRAMES = 64   # Python frames taken per long block (bpf/pystack.h)
 dwarf_cflags += ["-DPYTHON_FRAMES", f"-DPY_FRAMES={PY_FRAMES}"] * (args.python_frames == "on")
-b = tool.load(cflags, variants=[dwarf_cflags, []] if args.user_stacks == "dwarf" else None)
+# kernel: the rows of every file on a walked stack, 8 MiB (a million rows) for one process, 16 MiB for the
+# whole machine (bcctool/kunwind.py)
+kernel_cflags = ["-DUSER_KERNEL", f"-DKU_ROWS={(1 << 20) if args.pid or args.tid else (1 << 21)}"]
+unwound_cflags = {"dwarf": dwarf_cflags, "kernel": kernel_cflags}.get(args.user_stacks)
+b = tool.load(cflags, variants=[unwound_cflags, []] if unwound_cflags else None)
 blocked, stacks = b["blocked"], b["stacks"]
 dwarf = "USER_DWARF" in tool.variant
+in_kernel = "USER_KERNEL" in tool.variant
 
 
+from bcctool.kstacks import StoredStacks, Walked, WalkFigures, walks_line  # noqa: E402
+from bcctool.kunwind import stop_tables, tracepoint_tables  # noqa: E402
+from bcctool.maps import value_of  # noqa: E402
 from bcctool.procmaps import ProcessMaps  # noqa: E402
 from bcctool.procnames import ProcessNames  # noqa: E402
 from bcctool.pyframes import KIND as PYTHON_KIND  # noqa: E402
@@ -124,6 +135,10 @@ class Symbols:
         if self.sym.maps(tgid) is None:
             return [UNKNOWN]       # gone before its maps could be read
         self.seen.add(tgid)
+        return self._cut(addrs, tgid)
+
+    def _cut(self, addrs: Any, tgid: int) -> list[str]:
+        """A frame-pointer walk's addresses named up to the first outside the process's mappings."""
         names = []
         for addr in addrs:
             frame = self.sym.user(tgid, addr)   # memoized per process snapshot, bounded
@@ -132,6 +147,19 @@ class Symbols:
                 break
             names.append(str(frame))
         return names
+
+    def walked_frames(self, walked: Walked, tgid: int) -> list[str]:
+        """kernel: a stack walked in BPF; a fork child gone before its maps were read is named from its
+        parent's (it ran in the parent's address space), one walked by frame pointers (its process's
+        mappings were not loaded yet) as far as it stays in mapped code."""
+        if walked.pcs is None:
+            return ["[lost]"]
+        if self.sym.maps(tgid) is None:
+            self.sym.adopt(tgid, lambda pid: value_of(b["forked"], pid))
+        self.seen.add(tgid)
+        if walked.by_frame_pointers:
+            return self._cut(walked.pcs, tgid)
+        return [str(f) for f in self.sym.user_stack(tgid, list(walked.pcs))]
 
     def dwarf_frames(self, pcs: tuple, tgid: int) -> list[str]:
         """An unwound user stack's frames, innermost first; a python process's block ends with its
@@ -184,7 +212,7 @@ def open_blocks(began_ns: int, now_ns: int) -> tuple[dict[tuple, dict[str, int]]
         open_keys.add((tid, st.ts))
         comm = taskinfo.comm_of(tid) or "[gone]"
         part = now_ns - max(st.ts, began_ns)
-        merge(out.setdefault((st.tgid, tid, comm, st.kstack, st.ustack, st.cgid), {}),
+        merge(out.setdefault((st.tgid, tid, comm, st.kstack, user_key(st), st.cgid), {}),
               open_part(part))
     return out, open_keys
 
@@ -201,7 +229,21 @@ def one_block(charged: int, length: int) -> dict[str, int]:
 
 def block_key(key: Any) -> tuple:   # BCC's struct key_t
     """A struct key_t as read_blocks() keys it."""
-    return key.tgid, key.tid, key.comm.decode(errors="replace"), key.kstack, key.ustack, key.cgid
+    return key.tgid, key.tid, key.comm.decode(errors="replace"), key.kstack, user_key(key), key.cgid
+
+
+LOST_WALK = Walked(None, False)   # kernel: a walked stack gone from `ustacks` (not seen by this side in time)
+
+
+def user_key(block: Any) -> int | Walked:   # BCC's struct start_t or key_t
+    """A block's user stack as its records' key: kernel, the stack walked in BPF (read from `ustacks` the
+    first time it is met, its hash kept in walked_used for this interval's retire); else, or where
+    `ustacks` was full, the frame-pointer stack id."""
+    h = getattr(block, "uhash", 0)
+    if not h:
+        return block.ustack
+    walked_used.add(h)
+    return stored.walked(h) or LOST_WALK
 
 
 def blocks_crossed(open_keys: set[tuple[int, int]]) -> dict[tuple, dict[str, int]]:
@@ -336,7 +378,8 @@ def timing(v: dict, grand_total: int) -> dict:
 def stack_record(key: tuple, v: dict, grand_total: int) -> dict:
     tgid, tid, comm, kstack, ustack, cgid = key
     kernel = symbols.frames(kstack, -1)
-    user = symbols.dwarf_frames(ustack, tgid) if isinstance(ustack, tuple) else symbols.frames(ustack, tgid)
+    user = (symbols.walked_frames(ustack, tgid) if isinstance(ustack, Walked)
+            else symbols.dwarf_frames(ustack, tgid) if isinstance(ustack, tuple) else symbols.frames(ustack, tgid))
     folded = ";".join([comm, *reversed(user), *reversed(kernel)])   # root first, as flame graphs read
     return {"pid": tgid, "tid": tid, "comm": comm, **tool.cgroup_fields(cgid), **timing(v, grand_total),
             "kernel_frames": kernel,
@@ -366,15 +409,25 @@ dwarf_blocks = DwarfBlocks()
 if dwarf:
     b["dwarf_blocks"].open_ring_buffer(dwarf_blocks.on_block)
 symbols.snapshot([args.pid] if args.pid else [int(p) for p in os.listdir("/proc") if p.isdigit()])
+stored = StoredStacks(b["ustacks"]) if in_kernel else None
+walked_used: set[int] = set()   # kernel: the hashes of the stacks this interval's blocks refer to
+tables = reader = walk_figures = None
+if in_kernel:   # the traced process's tables (-p, --tid) before its first walk; those met later on a thread
+    target = args.pid or (taskinfo.tgid_of(args.tid) if args.tid else None)
+    tables, reader = tracepoint_tables(b, default_cache_dir(), tool.warn, target)
+    walk_figures = WalkFigures(b, tables, stored)
 # ready once every running process's maps are read: meta says so
-refused = args.user_stacks == "dwarf" and not dwarf   # the kernel refused bpf_task_pt_regs() and co.
+refused = args.user_stacks != "fp" and not (dwarf or in_kernel)   # the kernel refused bpf_task_pt_regs() and co.
 tool.meta(min_block_us=args.min_block_us, stack_depth=args.stack_depth, preempted=args.preempted,
-          user_stacks="dwarf" if dwarf else "fp", dwarf_min_us=args.dwarf_min_us if dwarf else None,
+          user_stacks="dwarf" if dwarf else "kernel" if in_kernel else "fp",
+          dwarf_min_us=args.dwarf_min_us if dwarf else None,
           python_frames="on" if symbols.python is not None else "off",
-          **({"note": "DWARF user stacks refused by the kernel: frame pointers instead"} if refused else {}))
+          **({"note": f"{'DWARF' if args.user_stacks == 'dwarf' else 'CFI'} user stacks refused by the kernel: "
+                      "frame pointers instead"} if refused else {}))
 if not args.folded:
     tool.say("Tracing off-CPU time (blocked threads)... Hit Ctrl-C to end.")
 full, stack_errors, unseen = b["full"], b["stack_errors"], b["unseen_switch_ins"]
+ustacks_full = b["ustacks_full"] if in_kernel else None
 unseen_before = 0
 dwarf_seen: dict[str, int] = {}
 python_seen: dict[str, int] = {}
@@ -395,6 +448,9 @@ for _interval in tool.intervals():
                  dwarf_blocks.take(closing) if dwarf else {}):
         for key, v in part.items():
             merge(blocks.setdefault(key, {}), v)
+    if in_kernel:   # the walked stacks no block of the interval refers to leave `ustacks` (when half full)
+        stored.retire(walked_used)
+        walked_used.clear()
     # a comm several processes share is shown with its command line's script: "python3 (server.py)"
     blocks = {key: v for key, v in blocks.items() if not tool.is_own(key[0])}   # blocks begun before the map's fill
     names = process_names.names((key[0], key[2]) for key in blocks)
@@ -429,6 +485,9 @@ for _interval in tool.intervals():
         summary["dwarf_stacks"] = {**{k: n - dwarf_seen.get(k, 0) for k, n in outcomes.items()},
                                    "kept_fp": missed - dwarf_seen.get("kept_fp", 0)}
         dwarf_seen = {**outcomes, "kept_fp": missed}
+    if in_kernel:   # this interval's walks by outcome, and what the kernel's unwinder holds
+        summary["user_stacks"], summary["kernel_unwind"] = walk_figures.take(sum(ustacks_full[ustacks_full.Key(0)]))
+        tables.forget_gone()
     if symbols.python is not None:
         # python processes' long blocks: their frame walks (complete, truncated, no_thread, unreadable)
         summary["python"] = {k: n - python_seen.get(k, 0) for k, n in symbols.python.outcomes.items()}
@@ -456,10 +515,16 @@ for _interval in tool.intervals():
         d = summary["dwarf_stacks"]
         print(f"(DWARF user stacks: {d['complete']} complete, {d['truncated']} truncated, {d['failed']} failed; "
               f"{d['kept_fp']} long blocks kept their frame-pointer stack)")
+    if in_kernel and not tool.json and not args.folded and any(summary["user_stacks"].values()):
+        print(walks_line(summary["user_stacks"]))
     if symbols.cut > cut_before and not tool.json and not args.folded:
         print(f"({symbols.cut - cut_before} user stacks cut where the frame-pointer walk left mapped code)")
     tool.set_lost_total("map_full", sum(full[full.Key(0)]))
     tool.set_lost_total("kernel_stack", sum(stack_errors[stack_errors.Key(0)]))
+    if in_kernel:
+        tool.set_lost_total("user_stacks_map_full", sum(ustacks_full[ustacks_full.Key(0)]))
     symbols.forget({int(p) for p in os.listdir("/proc") if p.isdigit()})
 
+if tables is not None:
+    stop_tables(tables, reader)
 tool.finish()

@@ -40,11 +40,11 @@ SPEC = MetricSpec(
             default=65536, minimum=1, maximum=4194304,
             cli_help="outstanding allocations tracked at most; more are counted as lost (default 65536)"),
         Arg("user_stacks", "--user-stacks", "choice",
-            "user stacks of the allocating syscalls: unwound with CFI, or frame pointers",
-            default="dwarf", choices=("dwarf", "fp", "kernel"),
-            cli_help="dwarf: copy the top of the user stack once per allocating syscall and unwind it "
-                     "with CFI (default; fp where the kernel refuses); fp: the kernel's frame-pointer walk; "
-                     "kernel: unwound with CFI in BPF once per allocating syscall, each stack stored once"),
+            "user stacks of the allocating syscalls: unwound with CFI in the kernel or from copies, or frame pointers",
+            default="kernel", choices=("dwarf", "fp", "kernel"),
+            cli_help="kernel: unwound with CFI in BPF once per allocating syscall, each stack stored once "
+                     "(default; fp where the kernel refuses); dwarf: copy the top of the user stack once per "
+                     "allocating syscall and unwind it with CFI in user space; fp: the kernel's frame-pointer walk"),
         Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per syscall", default=16384,
             minimum=4096, maximum=65536, metavar="BYTES",
             cli_help="dwarf: bytes of user stack copied per allocating syscall, whole pages (default 16384)"),

@@ -22,10 +22,12 @@ SPEC = MetricSpec(
             maximum=1000, short="-F", metavar="HZ", cli_help="samples per second per CPU (1..1000, default 49)"),
         Arg("user_only", "--user-only", "flag", "user stacks only", default=False, short="-U"),
         Arg("kernel_only", "--kernel-only", "flag", "kernel stacks only", default=False, short="-K"),
-        Arg("user_stacks", "--user-stacks", "choice", "user stacks: unwound with CFI, or frame pointers",
-            default="dwarf", choices=("dwarf", "fp", "kernel"),
-            cli_help="dwarf: copy the top of the user stack and unwind it with CFI (default); "
-                     "fp: the kernel's frame-pointer walk; kernel: unwound with CFI in BPF, counted there"),
+        Arg("user_stacks", "--user-stacks", "choice",
+            "user stacks: unwound with CFI in the kernel or from copies in user space, or frame pointers",
+            default="kernel", choices=("dwarf", "fp", "kernel"),
+            cli_help="kernel: unwound with CFI in BPF, counted there (default; fp where the kernel refuses); "
+                     "dwarf: copy the top of the user stack and unwind it with CFI in user space; "
+                     "fp: the kernel's frame-pointer walk"),
         Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per sample", default=16384,
             minimum=4096, maximum=65536, metavar="BYTES",
             cli_help="dwarf: bytes of user stack copied per sample, a multiple of 4096 (default 16384)"),

@@ -35,10 +35,12 @@ SPEC = MetricSpec(
             cli_help="threads shown (default 10)"),
         Arg("stacks", "--stacks", "int", "stacks printed (the app gets every one)", default=5, minimum=1,
             maximum=10000, cli_help="stacks printed (default 5; --json and --folded give every one)"),
-        Arg("user_stacks", "--user-stacks", "choice", "user stacks: long blocks unwound with CFI, or frame pointers",
-            default="dwarf", choices=("dwarf", "fp"),
+        Arg("user_stacks", "--user-stacks", "choice",
+            "user stacks: long blocks unwound with CFI, every block's walked with CFI in the kernel, or frame pointers",
+            default="dwarf", choices=("dwarf", "fp", "kernel"),
             cli_help="dwarf: blocks of --dwarf-min-us or more unwound with CFI, the rest by frame pointers "
-                     "(default; fp where the kernel refuses); fp: frame pointers only"),
+                     "(default; fp where the kernel refuses); fp: frame pointers only; kernel: every block's "
+                     "unwound with CFI in BPF at its switch out, each stack stored once"),
         Arg("dwarf_min_us", "--dwarf-min-us", "int", "blocks this long (us) or longer get a DWARF user stack",
             default=1000, minimum=0, cli_help="blocks of at least this many us get a DWARF user stack (default 1000)"),
         Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per block", default=16384,

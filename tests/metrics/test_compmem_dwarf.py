@@ -88,7 +88,7 @@ def suspects(piper: str, *options: str, **how: object) -> tuple[list[dict], list
 
 @pytest.fixture(scope="module")
 def dwarf_run(piper) -> tuple[list[dict], list[dict], dict]:
-    return suspects(piper)
+    return suspects(piper, "--user-stacks", "dwarf")
 
 
 @pytest.fixture(scope="module")

@@ -128,5 +128,6 @@ def test_every_tracepoint_program_returns_pass_on(path: str) -> None:
     programs = TRACEPOINT_PROGRAM.findall(source)
     assert len(programs) == source.count("\nTRACEPOINT_PROBE("), "a TRACEPOINT_PROBE this test cannot read"
     for category, event, body in programs:
-        returns = re.findall(r"\breturn\b[^;]*;", body)
+        code = re.sub(r"/\*.*?\*/|//[^\n]*", "", body, flags=re.S)   # "return" in a comment is no return
+        returns = re.findall(r"\breturn\b[^;]*;", code)
         assert returns and all(r == "return PASS_ON;" for r in returns), (f"{category}:{event}", returns)

@@ -4,9 +4,21 @@ known one read more — compmem's thread may take its syscall's stack again afte
 allocation of it (its next allocation of the same syscall), and that allocation is read next."""
 
 import ctypes
+import os
+import re
 import struct
 
-from bcctool.kstacks import StoredStacks
+from bcctool.kstacks import (
+    FP_WALK,
+    KU_EXPR_FRAMES,
+    KU_OUTCOMES,
+    KU_PENDING_FRAMES,
+    KU_REUSED,
+    OUTCOMES,
+    StoredStacks,
+    Walked,
+    WalkFigures,
+)
 
 
 class Stack(ctypes.Structure):   # struct ku_stack
@@ -70,3 +82,60 @@ def test_below_half_full_nothing_leaves():
         stored.get(h)
     stored.retire(set())
     assert set(table.data) == {1, 2, 3}
+
+
+def test_walked_keys_say_how_the_stack_was_walked():
+    table = FakeHash(8)
+    table.store(5, 0x401000, 0x402000)
+    table.data[6] = Stack(1, FP_WALK, (ctypes.c_uint64 * 128)(0x401000))
+    stored = StoredStacks(table)
+    assert stored.walked(5) == Walked((0x401000, 0x402000), False)
+    assert stored.walked(6) == Walked((0x401000,), True)
+    assert stored.walked(99) is None
+
+
+class FakeCounters:
+    """A per-CPU array of u64 (ku_counters) on two CPUs."""
+
+    Key = ctypes.c_uint32
+
+    def __init__(self) -> None:
+        self.data = {i: [0, 0] for i in range(KU_OUTCOMES + len(OUTCOMES))}
+
+    def __getitem__(self, key):
+        return self.data[key.value]
+
+
+class FakeTables:
+    def stats(self) -> dict:
+        return {"files": 2}
+
+
+def test_walk_figures_are_each_intervals_from_the_counters_slots():
+    """ku_counters (bpf/kuwalk.h): [0] expression frames, [2] frames of rows pending, [3] walks reused,
+    [4 + outcome] walks by outcome; each interval gets what was added since the last."""
+    counters = FakeCounters()
+    figures = WalkFigures({"ku_counters": counters}, FakeTables(), StoredStacks(FakeHash(8)))
+    counters.data[KU_OUTCOMES + 0] = [3, 2]      # complete: outermost frame
+    counters.data[KU_OUTCOMES + 3] = [1, 0]      # failed: pc in no mapping
+    counters.data[KU_OUTCOMES + FP_WALK] = [0, 1]
+    counters.data[3] = [30, 10]
+    counters.data[2] = [4, 0]
+    user, unwind = figures.take(not_stored=2)
+    assert user == {"walks": 7, "complete": 5, "truncated": 0, "failed": 1, "frame_pointers": 1,
+                    "not_stored": 2, "reused": 40}
+    assert unwind["failed"] == {"pc in no executable mapping": 1} and unwind["rows_pending_frames"] == 4
+    assert unwind["files"] == 2 and unwind["stacks"] == 0
+    counters.data[KU_OUTCOMES + 2] = [0, 1]      # truncated
+    counters.data[3] = [31, 10]
+    user, unwind = figures.take(not_stored=2)
+    assert user == {"walks": 1, "complete": 0, "truncated": 1, "failed": 0, "frame_pointers": 0,
+                    "not_stored": 0, "reused": 1}
+    assert unwind["failed"] == {} and unwind["rows_pending_frames"] == 0
+
+
+def test_the_counters_slots_are_kuwalk_hs():
+    header = open(os.path.join(os.path.dirname(__file__), "..", "..", "bpf", "kuwalk.h")).read()
+    slots = {name: int(n) for name, n in re.findall(r"#define (KU_[A-Z_]+) (\d+)\b", header)}
+    assert (slots["KU_EXPR_FRAMES"], slots["KU_PENDING_FRAMES"], slots["KU_REUSED"], slots["KU_OUTCOMES"]) == (
+        KU_EXPR_FRAMES, KU_PENDING_FRAMES, KU_REUSED, KU_OUTCOMES)
