@@ -117,9 +117,14 @@ def job_of(row: str) -> str | None:
     return peer[1] if peer else None
 
 
+def chosen(names: list[str], asked: str | None) -> list[str]:
+    """names in their own order: all, or those in the comma-separated list asked for (--app-rows, --app-loads)."""
+    return [name for name in names if name in set(asked.split(","))] if asked else list(names)
+
+
 def load_names(app_loads: str | None) -> list[str]:
     """The loads a run measures: all of LOADS, or the comma-separated subset asked for."""
-    return [name for name in LOADS if name in set(app_loads.split(","))] if app_loads else list(LOADS)
+    return chosen(list(LOADS), app_loads)
 
 
 # --- the profiler processes of a row -------------------------------------------------------------------
@@ -235,11 +240,12 @@ class AppCost:
         """Each row's commands; the floor's probes from the ten's meta records (one start of the ten);
         peers that cannot start here are set aside with the reason they gave."""
         metrics = {spec.name: (spec.name, harness.metric_argv(spec), "metric") for spec in config.METRICS}
+        modes = mode_rows()
         for row in rows:
             if row in metrics:
                 self.commands[row] = [metrics[row]]
-            elif row in mode_rows():
-                name, values = mode_rows()[row]
+            elif row in modes:
+                name, values = modes[row]
                 self.commands[row] = [(row, harness.metric_argv(config.get(name), **values), "metric")]
         if ALL_TEN in rows:
             self.commands[ALL_TEN] = [metrics[name] for name in TEN]
@@ -323,7 +329,7 @@ def run(quick: bool = False, reps: int | None = None, app_rows: str | None = Non
     reps = reps or (3 if quick else 5)
     loads = load_names(app_loads)
     seconds, settle = (2.0, 1.0) if quick else (8.0, 2.0)
-    rows = [r for r in row_names() if r in set(app_rows.split(","))] if app_rows else row_names()
+    rows = chosen(row_names(), app_rows)
     workdir = tempfile.mkdtemp(prefix="bench-app-cost-")
     try:
         with private_pg_cluster(durable=True) as pg, Nginx() as nginx:
