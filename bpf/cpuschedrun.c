@@ -316,6 +316,25 @@ static __always_inline int own_switch_out(struct task_t *t, u32 prev, u32 tgid, 
 }
 #endif
 
+/* the entry of `tid`, switched in (a switch seen, or heal() finding it on its CPU): NULL when it is not
+ * followed, or when it was not known (then it is now, running since `since`: its first run is counted) */
+static __always_inline struct task_t *switched_in(u32 tid, u64 since)
+{
+#ifdef FILTER_TID
+    if (tid != FILTER_TID)
+        return NULL;
+#endif
+    struct task_t *t = tasks.lookup(&tid);
+    if (!t) {
+#ifndef MEMBERS_ONLY
+        struct task_t init = {.ts = since, .state = S_RUNNING};
+        if (tasks.insert(&tid, &init) == ERR_MAP_FULL)
+            count_lost();
+#endif
+    }
+    return t;
+}
+
 TRACEPOINT_PROBE(sched, sched_switch)
 {
     int zero = 0;
@@ -407,19 +426,9 @@ switched_out:
     /* next: its wait ends and its run starts */
     if (next == 0)
         return PASS_ON;
-#ifdef FILTER_TID
-    if (next != FILTER_TID)
+    struct task_t *t = switched_in(next, now);
+    if (!t)
         return PASS_ON;
-#endif
-    struct task_t *t = tasks.lookup(&next);
-    if (!t) {
-#ifndef MEMBERS_ONLY
-        struct task_t init = {.ts = now, .state = S_RUNNING};
-        if (tasks.insert(&next, &init) == ERR_MAP_FULL)
-            count_lost();
-#endif
-        return PASS_ON;
-    }
 #ifdef SKIP_OWN
     if (t->state == S_OWN)
         return PASS_ON;   /* the profiler's own: its run is not followed */
@@ -467,19 +476,9 @@ int heal(struct bpf_perf_event_data *ctx)
         cpu->ts = now;   /* idle: whatever runs next is switched in after now */
         return 0;
     }
-#ifdef FILTER_TID
-    if (cur != FILTER_TID)
+    struct task_t *t = switched_in(cur, from);
+    if (!t)
         return 0;
-#endif
-    struct task_t *t = tasks.lookup(&cur);
-    if (!t) {
-#ifndef MEMBERS_ONLY
-        struct task_t init = {.ts = from, .state = S_RUNNING};
-        if (tasks.insert(&cur, &init) == ERR_MAP_FULL)
-            count_lost();
-#endif
-        return 0;
-    }
 #ifdef SKIP_OWN
     if (t->state == S_OWN)
         return 0;
