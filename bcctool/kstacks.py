@@ -5,6 +5,7 @@ bpf/kuwalk.h stores them, and the samples cpuprofile's -DUSER_KERNEL counts unde
     stored.get(h)              # (depth, outcome, raw bytes of the struct), read from the kernel the first time
     stored.pcs(h)              # its pcs, innermost first (None: no such stack)
     stored.walked(h)           # as a record's key: Walked(pcs, by_frame_pointers), None for none or gone
+    stored.python(h)           # a stored struct pystack_t's bytes (its depth's frames), None for none or gone
     stored.retire(used)        # at a cut: once half the map is known here, those not in `used` deleted
     walk_outcomes(table, first)   # {(outcome, reason): walks} from a per-CPU array counted by outcome
                                   # from index `first` on
@@ -63,6 +64,7 @@ class Walked(NamedTuple):
 
     pcs: tuple | None
     by_frame_pointers: bool
+    python: bytes | None = None   # the block's CPython frames (a struct pystack_t), offcpu's
 
 
 class StoredStacks:
@@ -96,6 +98,11 @@ class StoredStacks:
         """The stack as a record's key; None for none or one gone."""
         stack = self.get(h)
         return Walked(self.pcs(h), stack[1] == FP_WALK) if stack is not None else None
+
+    def python(self, h: int) -> bytes | None:
+        """A stored Python stack (struct pystack_t, stored as a struct ku_stack): its header and frames."""
+        stack = self.get(h)
+        return stack[2][: 8 + 16 * stack[0]] if stack is not None else None
 
     def retire(self, used: set[int]) -> None:
         """Forget what was deleted a cut ago; when half of the map is known here, delete those not used
@@ -190,7 +197,7 @@ class KernelCounts:
         used: set[int] = set()
         stack = self.stored.get
         for key, n in take_slot(self.counts, Epochs.slot(closing)):
-            kernel, user, py = stack(key.kstack), stack(key.ustack), stack(key.pystack)
+            kernel, user = stack(key.kstack), stack(key.ustack)
             used.update((key.kstack, key.ustack, key.pystack))
             count = n if isinstance(n, int) else n.value   # batch reads give ints
             if user is not None:
@@ -198,8 +205,7 @@ class KernelCounts:
                 self.outcomes[outcome] += count
                 self.reasons[(outcome, reason)] += count
             k = (key.tgid, bytes(key.comm), key.cgid,
-                 self._kernel(key.kstack, kernel), self._user(key.ustack, user),
-                 py[2][: 8 + 16 * py[0]] if py is not None else None)
+                 self._kernel(key.kstack, kernel), self._user(key.ustack, user), self.stored.python(key.pystack))
             out[k] = out.get(k, 0) + count
         self.stored.retire(used)
         return out

@@ -308,7 +308,7 @@ static __always_inline int count_stacks(struct scratch_t *sc)
 #ifdef PYTHON_FRAMES
     pystack_capture(py_procs.lookup(&sc->key.tgid), (u32)bpf_get_current_pid_tgid(), &sc->py);
     if (sc->py.err != PY_NOT_PYTHON) {
-        sc->key.pystack = store_stack((struct ku_stack *)&sc->py, 2 * sc->py.depth, 0x707974686f6eULL);
+        sc->key.pystack = store_stack((struct ku_stack *)&sc->py, 2 * sc->py.depth, PY_SEED);
         if (!sc->key.pystack)
             return 0;
     }

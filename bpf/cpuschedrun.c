@@ -28,8 +28,8 @@
  * takes off another task, that task's switch out was not delivered. Its run ends there with no time (when
  * it ended is not known), counted in `unseen_switch_outs`, as is a run of a thread switched in while by
  * our books it still runs elsewhere. A thread switched out while our books say it is queued or asleep was
- * switched in unseen. Its run is counted, timed from when it was queued or from this CPU's last switch
- * seen, whichever is later (its wait, unknown, as 0) or, asleep, with no time, and counted in
+ * switched in unseen. Its run is counted, timed from when it was queued or from when the task on this
+ * CPU by our books was last known there (its switch, or heal() finding it), whichever is later (its wait, unknown, as 0) or, asleep, with no time, and counted in
  * `unseen_switch_ins`; user space never saw it open, so its whole length goes to the interval it ends in.
  * heal() (at the end) finds most such switches within 1/HEAL_HZ s instead, and opens the run then. A task never seen leaving its CPU is so charged no run time, and the task after it
  * may be charged its run (tests/metrics/test_cpuschedrun_machine.py measures both).
@@ -75,8 +75,10 @@ LOST_COUNTER(full);                      /* threads not tracked because a map wa
 LOST_COUNTER(unseen_switch_ins);         /* runs whose switch in the kernel did not deliver */
 LOST_COUNTER(unseen_switch_outs);        /* runs whose switch out the kernel did not deliver */
 struct on_cpu_t {
-    u64 ts;    /* when this CPU's last switch was seen */
-    u32 tid;   /* the task it put on the CPU (0: idle) */
+    u64 ts;        /* when this CPU's last switch was seen */
+    u32 tid;       /* the task it put on the CPU (0: idle) */
+    u32 pad;
+    u64 checked;   /* when `tid` was last known to be on it: that switch, or heal() finding it there */
 };
 BPF_PERCPU_ARRAY(on_cpu, struct on_cpu_t, 1);
 BPF_ARRAY(epochs, struct epoch_t, 1);
@@ -373,10 +375,11 @@ TRACEPOINT_PROBE(sched, sched_switch)
                    last switch seen on this CPU; asleep: counted with no time, which is not known */
                 u64 from = now;
                 if (t->state == S_QUEUED) {
-                    /* switched in on this CPU after both its queueing and the last switch seen here */
+                    /* switched in on this CPU after its queueing and after the task on it by our books
+                       was last known there (its switch, or heal() finding it) */
                     from = t->ts;
-                    if (cpu && cpu->ts > from)
-                        from = cpu->ts;
+                    if (cpu && cpu->checked > from)
+                        from = cpu->checked;
                 }
                 end_wait(&epoch, prev, from, from);
                 end_run(&epoch, prev, from, now, 0);
@@ -419,7 +422,7 @@ switched_out:
 #endif
 
     if (cpu) {
-        cpu->ts = now;
+        cpu->ts = cpu->checked = now;
         cpu->tid = next;
     }
 
@@ -450,30 +453,36 @@ switched_out:
  * 95 % of its CPU showed 76 % and then 118 % in a loaded run). A cpu-clock event fires heal() HEAL_HZ
  * times a second on each CPU: the task it interrupts is the one on the CPU, and where `on_cpu` names
  * another, the switch that put it there was not delivered. heal() does what that switch would have: the
- * run on record ends (unseen switch out, no time), and the current task's run begins at the last switch
- * seen here (or when it was queued, if later: the agent's own run, microseconds, goes to it), so from
- * now on the cuts charge it. Its part before a cut that user space has already read open runs for was
- * charged by nobody: that part goes to this interval, late by at most 1/HEAL_HZ s. */
+ * run on record ends (unseen switch out, no time), and the current task's run begins when the task on
+ * record was last known on the CPU (its switch, or the last tick that found it there: at most 1/HEAL_HZ
+ * s of another's run goes to it, where the last switch seen could be the agent's whole run before), or
+ * when it was queued, if later, so from now on the cuts charge it. Its part before a cut that user space
+ * has already read open runs for was charged by nobody: that part goes to this interval, late by at most
+ * 1/HEAL_HZ s. */
 int heal(struct bpf_perf_event_data *ctx)
 {
     int zero = 0;
     struct on_cpu_t *cpu = on_cpu.lookup(&zero);
     u32 cur = bpf_get_current_pid_tgid();
-    if (!cpu || !cpu->ts || cpu->tid == cur)
-        return 0;   /* the books are right (the cheapest path: one array read) */
+    if (!cpu || !cpu->ts)
+        return 0;
+    u64 now = bpf_ktime_get_ns();
+    if (cpu->tid == cur) {
+        cpu->checked = now;   /* the books are right (the cheapest path: one array read, the clock) */
+        return 0;
+    }
     struct epoch_t *ep = epochs.lookup(&zero);
     if (!ep)
         return 0;
     struct epoch_t epoch = *ep;
-    u64 now = bpf_ktime_get_ns();
     u32 gone = cpu->tid;
     struct task_t *g = tasks.lookup(&gone);
     if (g && g->state == S_RUNNING && g->ts == cpu->ts)
         end_unseen_run(&epoch, gone, g, now);
-    u64 from = cpu->ts;
+    u64 from = cpu->checked;
     cpu->tid = cur;
     if (cur == 0) {
-        cpu->ts = now;   /* idle: whatever runs next is switched in after now */
+        cpu->ts = cpu->checked = now;   /* idle: whatever runs next is switched in after now */
         return 0;
     }
     struct task_t *t = switched_in(cur, from);
@@ -492,7 +501,7 @@ int heal(struct bpf_perf_event_data *ctx)
         end_wait(&epoch, cur, from, from);   /* its wait's end is not known: as the switch out would count it */
     t->ts = from;
     t->state = S_RUNNING;
-    cpu->ts = from;
+    cpu->ts = cpu->checked = from;
     u64 *unseen = unseen_switch_ins.lookup(&zero);
     if (unseen)
         (*unseen)++;

@@ -29,8 +29,10 @@
  * too. A block that ends otherwise (a page fault; user registers that differ) is counted with its
  * frame-pointer stack in `blocked`, and in `dwarf_missed`.
  *
- * -DPYTHON_FRAMES (with -DUSER_DWARF): with the copy, the CPython frame chain of a python thread
- * (pystack.h), taken at the same moment: its frames do not change while it is blocked.
+ * -DPYTHON_FRAMES (with -DUSER_DWARF or -DUSER_KERNEL): the CPython frame chain of a python thread
+ * (pystack.h): with the copy (dwarf), or at the switch out (kernel: stored in `ustacks` too, the block
+ * keeping its hash, taken at every block, as one native stack runs many Python chains since 3.11); its
+ * frames do not change while it is blocked.
  *
  * -DUSER_KERNEL: every block's user stack is walked here at its switch out with the stack-delta tables
  * of kunwind.h (kuwalk.h: a process met for the first time is walked by frame pointers until user space
@@ -68,6 +70,7 @@ struct start_t {
 #endif
 #ifdef USER_KERNEL
     u64 uhash;    /* its user stack's hash in `ustacks`; 0: none (ustack: the frame-pointer walk, or none) */
+    u64 pyhash;   /* its Python frames' hash in `ustacks`; 0: none (not a registered python) */
 #endif
 };
 
@@ -82,6 +85,7 @@ struct key_t {
     u32 pad;
 #ifdef USER_KERNEL
     u64 uhash;    /* as start_t's */
+    u64 pyhash;
 #endif
 };
 
@@ -121,12 +125,13 @@ BPF_PERCPU_ARRAY(last_switch, u64, 1);   /* when this CPU's last switch seen hap
 BPF_HASH(seen, u32, u8, 65536);      /* processes whose maps the user side has been told to read */
 BPF_RINGBUF_OUTPUT(new_maps, 4);     /* tgids whose maps to read now */
 
-#ifdef USER_DWARF
-#include "ustack.h"
 #ifdef PYTHON_FRAMES
 #include "pystack.h"
 PY_PROCS_MAP;
 #endif
+
+#ifdef USER_DWARF
+#include "ustack.h"
 #ifndef DWARF_MIN_NS
 #define DWARF_MIN_NS 1000000
 #endif
@@ -175,7 +180,13 @@ struct walk_scratch_t {  /* per CPU: the walk, and the block it is for, over its
     struct ku_last regs;     /* the registers it began from: the thread's last walk, if repeatable */
     u32 tid;
     u32 owner;           /* whose mappings walk it (kuwalk.h) */
+#ifdef PYTHON_FRAMES
+    struct pystack_t py; /* the block's Python frames, before they are stored */
+#endif
 };
+#ifdef PYTHON_FRAMES
+_Static_assert(sizeof(struct pystack_t) == sizeof(struct ku_stack), "a Python stack is stored in `ustacks` too");
+#endif
 KU_WALK_MAPS;
 BPF_F_TABLE("hash", u64, struct ku_stack, ustacks, USTACKS, BPF_F_NO_PREALLOC);   /* memory as used */
 BPF_PERCPU_ARRAY(walk_scratch, struct walk_scratch_t, 1);
@@ -183,7 +194,7 @@ BPF_PERCPU_ARRAY(walk_scratch, struct walk_scratch_t, 1);
 BPF_TABLE("lru_hash", u32, struct ku_last, last_walk, 16384);
 /* new task -> its parent, until it execs; keyed by the new task's id, so a thread's is never looked up */
 BPF_TABLE("lru_hash", u32, u32, forked, 16384);
-LOST_COUNTER(ustacks_full);   /* walked user stacks not stored: those blocks keep the frame-pointer walk */
+LOST_COUNTER(ustacks_full);   /* walked user stacks not stored (those blocks keep the frame-pointer walk), Python ones (none) */
 
 /* the map calls of kunwind.h and kuwalk.h, which BCC rewrites here only */
 static __always_inline struct ku_proc_maps *ku_maps_of(u32 tgid) { return ku_maps.lookup(&tgid); }
@@ -367,6 +378,7 @@ static __always_inline void end_block(struct epoch_t *epoch, u32 tid, struct sta
                         .slot = EPOCH_SLOT(epoch)};
 #ifdef USER_KERNEL
     key.uhash = st->uhash;
+    key.pyhash = st->pyhash;
 #endif
     __builtin_memcpy(&key.comm, comm, TASK_COMM_LEN);
     u64 charged = epoch_part(epoch, st->ts, now);
@@ -418,6 +430,28 @@ static __always_inline void walked(void *ctx, struct walk_scratch_t *sc)
     }
     started(tid, &sc->s);
 }
+
+#ifdef PYTHON_FRAMES
+/* The CPython frames of prev, a registered python's thread, stored in `ustacks`: their hash, 0 for none
+ * (not a registered python, or `ustacks` full: counted). Before the native walk, whose tail calls do not
+ * return; at every block, since the same native stack runs many Python chains. */
+static __always_inline u64 python_stack(u32 tgid, u32 tid)
+{
+    struct py_proc_t *py = py_procs.lookup(&tgid);
+    int zero = 0;
+    struct walk_scratch_t *sc = walk_scratch.lookup(&zero);
+    if (!py || !sc)
+        return 0;
+    pystack_capture(py, tid, &sc->py);
+    u64 h = ku_store((struct ku_stack *)&sc->py, 2 * sc->py.depth, PY_SEED);
+    if (!h) {
+        u64 *lost = ustacks_full.lookup(&zero);
+        if (lost)
+            (*lost)++;
+    }
+    return h;
+}
+#endif
 
 /* prev's user stack, for its block s: the thread's last walk if it is this stack still (ku_same_walk:
  * same registers and process, the first return addresses unchanged); else walked now, the block waiting
@@ -486,6 +520,9 @@ static __always_inline void begin_block(void *ctx, u32 prev, u64 id)
     }
 #ifdef USER_KERNEL
     s.ustack = -1;   /* a frame-pointer walk only where `ustacks` is full */
+#ifdef PYTHON_FRAMES
+    s.pyhash = python_stack(s.tgid, prev);
+#endif
     walk_user(ctx, prev, &s);
 #else
     s.ustack = stacks.get_stackid(ctx, BPF_F_USER_STACK);

@@ -37,6 +37,8 @@ struct py_proc_t {       /* per python process; user space fills it (bcctool/pyf
 
 enum { PY_OK, PY_NOT_PYTHON, PY_NO_THREAD, PY_READ, PY_TRUNCATED };
 
+#define PY_SEED 0x707974686f6eULL   /* kuwalk.h's ku_hash seed for a Python stack stored by its hash ("python") */
+
 struct pystack_t {
     u32 depth;                  /* frames in frames[] */
     s32 err;                    /* PY_OK: the chain's end was reached; else why the walk stopped */

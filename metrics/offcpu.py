@@ -5,11 +5,11 @@ Traces sched_switch: a thread switched out while not runnable is blocked from th
 back in; its kernel and user stacks at the switch say where. Each interval is charged only the blocked
 time inside it (a block longer than an interval is split across the intervals it spans). It prints the threads by blocked
 time (count, min/avg/max, share) and the top stacks, symbolized, or with --folded, folded stacks.
-User stacks: by default a block of --dwarf-min-us or more gets a whole user stack unwound with DWARF
-CFI (taken when its syscall returns), shorter ones the kernel's frame-pointer walk; --user-stacks kernel
-walks every block's with the same CFI in the kernel at its switch out (each stack stored once, a thread
-blocking again from the same registers takes its last walk); --user-stacks fp gives every block the
-frame-pointer walk.
+User stacks: by default every block's is walked with DWARF CFI in the kernel at its switch out (each
+stack stored once, a thread blocking again from the same registers takes its last walk), a python's
+with its Python frames; --user-stacks dwarf gives a block of --dwarf-min-us or more a user stack
+unwound here from a copy (taken when its syscall returns), shorter ones the kernel's frame-pointer walk;
+--user-stacks fp gives every block the frame-pointer walk.
 """
 
 import ctypes
@@ -32,7 +32,7 @@ EXAMPLES = [
     ("offcpu --stack-depth 20 --json", "stacks cut at 20 frames; NDJSON records for the app"),
     ("offcpu --cgroup lab/job-7 --group-by cgroup", "one cgroup v2 group and those below, a row per group"),
     ("offcpu --user-stacks fp", "frame-pointer user stacks only (no stack copies)"),
-    ("offcpu --user-stacks kernel", "every block's user stack unwound with CFI in the kernel (no stack copies)"),
+    ("offcpu --user-stacks dwarf", "long blocks' user stacks copied and unwound with CFI here"),
     ("offcpu --python-frames off", "python processes: the interpreter's C frames only"),
 ]
 
@@ -49,11 +49,12 @@ cflags += ["-DPREEMPTED"] * args.preempted
 if args.state != "all":
     cflags.append(f"-DSTATE_MASK={STATE_BITS[args.state]}")
 dwarf_cflags = ["-DUSER_DWARF", f"-DDWARF_MIN_NS={args.dwarf_min_us * 1000}", f"-DUSTACK_PAGES={args.stack_size // 4096}"]
-PY_FRAMES = 64   # Python frames taken per long block (bpf/pystack.h)
-dwarf_cflags += ["-DPYTHON_FRAMES", f"-DPY_FRAMES={PY_FRAMES}"] * (args.python_frames == "on")
+PY_FRAMES = 64   # Python frames taken per block (dwarf: per long block) (bpf/pystack.h)
+python_cflags = ["-DPYTHON_FRAMES", f"-DPY_FRAMES={PY_FRAMES}"] * (args.python_frames == "on")
+dwarf_cflags += python_cflags
 # kernel: the rows of every file on a walked stack, 8 MiB (a million rows) for one process, 16 MiB for the
 # whole machine (bcctool/kunwind.py)
-kernel_cflags = ["-DUSER_KERNEL", f"-DKU_ROWS={(1 << 20) if args.pid or args.tid else (1 << 21)}"]
+kernel_cflags = ["-DUSER_KERNEL", f"-DKU_ROWS={(1 << 20) if args.pid or args.tid else (1 << 21)}", *python_cflags]
 unwound_cflags = {"dwarf": dwarf_cflags, "kernel": kernel_cflags}.get(args.user_stacks)
 b = tool.load(cflags, variants=[unwound_cflags, []] if unwound_cflags else None)
 blocked, stacks = b["blocked"], b["stacks"]
@@ -87,8 +88,9 @@ class Symbols:
         self.kernel: dict[int, str] = {}   # kernel return addresses: as many as the kernel's code has
         self.cut = 0        # user stacks cut where the walk left mapped code
         self.seen: set[int] = set()
-        # python processes' own frames in long blocks' stacks (bpf/pystack.h), dwarf mode
-        self.python = PythonFrames() if dwarf and "PYTHON_FRAMES" in tool.variant else None
+        # python processes' own frames in blocks' stacks (bpf/pystack.h): dwarf mode's long blocks, kernel
+        # mode's every block
+        self.python = PythonFrames() if (dwarf or in_kernel) and "PYTHON_FRAMES" in tool.variant else None
 
     def snapshot(self, pids: list[int]) -> None:
         for pid in pids:
@@ -157,15 +159,18 @@ class Symbols:
         if self.sym.maps(tgid) is None:
             self.sym.adopt(tgid, lambda pid: value_of(b["forked"], pid))
         self.seen.add(tgid)
-        if walked.by_frame_pointers:
+        if walked.by_frame_pointers:   # a process's first blocks: its Python frames are not merged
             return self._cut(walked.pcs, tgid)
-        return [str(f) for f in self.sym.user_stack(tgid, list(walked.pcs))]
+        return self._with_python(tgid, self.sym.user_stack(tgid, list(walked.pcs)), walked.python)
 
     def dwarf_frames(self, pcs: tuple, tgid: int) -> list[str]:
         """An unwound user stack's frames, innermost first; a python process's block ends with its
-        Python frames (bytes, a struct pystack_t), merged above the eval loops that run them."""
+        Python frames (bytes, a struct pystack_t)."""
         py = pcs[-1] if pcs and isinstance(pcs[-1], bytes) else None
-        frames = self.sym.user_stack(tgid, list(pcs[:-1] if py is not None else pcs))
+        return self._with_python(tgid, self.sym.user_stack(tgid, list(pcs[:-1] if py is not None else pcs)), py)
+
+    def _with_python(self, tgid: int, frames: list[Frame], py: bytes | None) -> list[str]:
+        """Native frames named, with a python's Python frames merged above the eval loops that run them."""
         if py is None or self.python is None:
             return [str(f) for f in frames]
         merged = self.python.merge(tgid, [(f.name, f.module, "user") for f in frames], py, n=0)
@@ -243,7 +248,12 @@ def user_key(block: Any) -> int | Walked:   # BCC's struct start_t or key_t
     if not h:
         return block.ustack
     walked_used.add(h)
-    return stored.walked(h) or LOST_WALK
+    walked = stored.walked(h) or LOST_WALK
+    py = getattr(block, "pyhash", 0)
+    if not py:
+        return walked
+    walked_used.add(py)
+    return walked._replace(python=stored.python(py))
 
 
 def blocks_crossed(open_keys: set[tuple[int, int]]) -> dict[tuple, dict[str, int]]:
@@ -489,7 +499,11 @@ for _interval in tool.intervals():
         summary["user_stacks"], summary["kernel_unwind"] = walk_figures.take(sum(ustacks_full[ustacks_full.Key(0)]))
         tables.forget_gone()
     if symbols.python is not None:
-        # python processes' long blocks: their frame walks (complete, truncated, no_thread, unreadable)
+        if in_kernel:   # a walk per block (dwarf: counted as each long block arrives)
+            for key, v in blocks.items():
+                if isinstance(key[4], Walked) and key[4].python:
+                    symbols.python.count(key[0], key[4].python, v["count"])
+        # python processes' blocks: their frame walks (complete, truncated, no_thread, unreadable)
         summary["python"] = {k: n - python_seen.get(k, 0) for k, n in symbols.python.outcomes.items()}
         python_seen = dict(symbols.python.outcomes)
         symbols.retry_python()

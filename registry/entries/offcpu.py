@@ -36,20 +36,20 @@ SPEC = MetricSpec(
         Arg("stacks", "--stacks", "int", "stacks printed (the app gets every one)", default=5, minimum=1,
             maximum=10000, cli_help="stacks printed (default 5; --json and --folded give every one)"),
         Arg("user_stacks", "--user-stacks", "choice",
-            "user stacks: long blocks unwound with CFI, every block's walked with CFI in the kernel, or frame pointers",
-            default="dwarf", choices=("dwarf", "fp", "kernel"),
-            cli_help="dwarf: blocks of --dwarf-min-us or more unwound with CFI, the rest by frame pointers "
-                     "(default; fp where the kernel refuses); fp: frame pointers only; kernel: every block's "
-                     "unwound with CFI in BPF at its switch out, each stack stored once"),
+            "user stacks: every block's walked with CFI in the kernel, long blocks unwound with CFI, or frame pointers",
+            default="kernel", choices=("dwarf", "fp", "kernel"),
+            cli_help="kernel: every block's unwound with CFI in BPF at its switch out, each stack stored once "
+                     "(default; fp where the kernel refuses); dwarf: blocks of --dwarf-min-us or more unwound "
+                     "with CFI in user space from a stack copy, the rest by frame pointers; fp: frame pointers only"),
         Arg("dwarf_min_us", "--dwarf-min-us", "int", "blocks this long (us) or longer get a DWARF user stack",
             default=1000, minimum=0, cli_help="blocks of at least this many us get a DWARF user stack (default 1000)"),
         Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per block", default=16384,
             minimum=4096, maximum=65536, metavar="BYTES",
             cli_help="dwarf: bytes of user stack copied for a long block (default 16384)"),
-        Arg("python_frames", "--python-frames", "choice", "dwarf: CPython 3.11 function names in python stacks",
+        Arg("python_frames", "--python-frames", "choice", "kernel, dwarf: CPython 3.11 function names in python stacks",
             default="on", choices=("on", "off"),
-            cli_help="dwarf: the Python functions of CPython 3.11 processes in long blocks' stacks, merged "
-                     "where _PyEval_EvalFrameDefault runs them (default on)"),
+            cli_help="kernel and dwarf: the Python functions of CPython 3.11 processes in blocks' stacks (dwarf: "
+                     "long blocks'), merged where _PyEval_EvalFrameDefault runs them (default on)"),
         SOURCE_LINES,
     ),
     probes=("sched:sched_switch",),

@@ -45,7 +45,8 @@ def reader(tmp_path_factory) -> str:
 def traced_stacks(reader: str, *options: str) -> tuple[list[dict], list[dict], dict]:
     """offcpu on the reader while the test feeds it WRITES bytes: its stack rows, summaries, meta."""
     child = subprocess.Popen([reader], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5", *options)
+    mode = () if "--user-stacks" in options else ("--user-stacks", "dwarf")   # kernel is the default
+    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5", *mode, *options)
     try:
         meta = tool.wait_meta()
 

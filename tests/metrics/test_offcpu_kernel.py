@@ -139,7 +139,7 @@ def kernel_run(napper) -> tuple[list[dict], list[dict], dict, dict]:
 
 @pytest.fixture(scope="module")
 def dwarf_run(napper) -> tuple[list[dict], list[dict], dict, dict]:
-    return traced(napper)
+    return traced(napper, "--user-stacks", "dwarf")
 
 
 def test_every_nap_carries_its_chain_and_the_threads_own_time(kernel_run):
