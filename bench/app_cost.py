@@ -89,19 +89,21 @@ BPFTRACE_PEERS = {
 }
 
 
-# the metrics' other modes of their costliest work (user stacks), each a row of its own: the numbers
-# that choose a default (issue 28: compmem and offcpu at their defaults cost no more than with fp)
-MODES = {f"{name} --user-stacks {mode}": (name, {"user_stacks": mode})
-         for name in ("compmem", "offcpu", "cpuprofile") for mode in ("dwarf", "fp", "kernel")}
+# the metrics' other modes of their costliest work (user stacks, compmem's allocations kept), each a row
+# of its own: the numbers that choose a default (issue 28: compmem and offcpu at their defaults cost no
+# more than with fp; issue 27: compmem sampled)
+MODES = {**{f"{name} --user-stacks {mode}": (name, {"user_stacks": mode})
+            for name in ("compmem", "offcpu", "cpuprofile") for mode in ("dwarf", "fp", "kernel")},
+         **{f"compmem --sample-bytes {n}": ("compmem", {"sample_bytes": n}) for n in (0, 16384, 65536)}}
 
 
 def mode_rows() -> dict[str, tuple[str, dict]]:
-    """MODES whose value the metric offers and is not its default (that one is the metric's own row)."""
+    """MODES whose values the metric offers and are not all its defaults (that is the metric's own row)."""
     out = {}
     for row, (name, values) in MODES.items():
-        spec = config.get(name)
-        arg = next(a for a in spec.args if a.name == "user_stacks")
-        if values["user_stacks"] in arg.choices and values["user_stacks"] != arg.default:
+        args = {a.name: a for a in config.get(name).args}
+        offered = all(k in args and (not args[k].choices or v in args[k].choices) for k, v in values.items())
+        if offered and any(args[k].default != v for k, v in values.items()):
             out[row] = (name, values)
     return out
 

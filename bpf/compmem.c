@@ -20,6 +20,13 @@
  * full, keeps the frame-pointer walk instead, as every allocation does without either (a stack id). A
  * kernel thread has no user stack (key 0, stack id < 0).
  *
+ * -DSAMPLE_BYTES=N keeps one allocation in about every N bytes, as heap profilers sample: every
+ * allocation is counted in its process's totals (allocated bytes and count, exact), but only those
+ * sampled() are kept by address, with their stacks (the costly part: a stack walk, a map insert and
+ * delete), each standing for `weight` bytes; frees are not counted here, user space estimates what is
+ * outstanding from the kept ones. Without it every allocation is kept and stands for its own size, and
+ * a free adds to its process's freed totals.
+ *
  * The profiler's own processes (-DSKIP_OWN) are asked about only when a process would get its record,
  * so they never get one and none of their allocations is kept. */
 #include "common.h"
@@ -35,6 +42,7 @@ struct alloc_t {
     u32 pad;
     u64 ukey;        /* USER_DWARF: the id of the user stack copy sent to `ucopies`; USER_KERNEL: the
                         walked stack's hash in `ustacks`; 0: none */
+    u64 weight;      /* the bytes it stands for: its size, or with SAMPLE_BYTES max(size, SAMPLE_BYTES) */
 };
 
 struct pmem_t {
@@ -93,8 +101,13 @@ BPF_RINGBUF_OUTPUT(ucopies, UCOPY_RING_PAGES);
 BPF_PERCPU_ARRAY(ucopy_seq, u64, 1);
 #endif
 
-#if (defined(USER_DWARF) || defined(USER_KERNEL)) && !defined(NO_STACKS)
+/* One syscall's allocations share its stack: worth a probe on every syscall's return only when every
+ * allocation is kept (sampled, two of one syscall are rare) */
+#if (defined(USER_DWARF) || defined(USER_KERNEL)) && !defined(NO_STACKS) && !defined(SAMPLE_BYTES)
 #define SYSCALL_STACKS 1
+#endif
+
+#if (defined(USER_DWARF) || defined(USER_KERNEL)) && !defined(NO_STACKS)
 struct last_user_t {           /* a thread's last user stack (a copy's id, a walk's hash) and the user
                                   registers it was taken at: valid until the thread returns to user space */
     u64 id;
@@ -102,17 +115,40 @@ struct last_user_t {           /* a thread's last user stack (a copy's id, a wal
     u64 sp;
     u64 bp;
 };
+#ifdef SYSCALL_STACKS
 /* LRU: a thread that exits inside a syscall never reaches sys_exit to remove its entry */
 BPF_TABLE("lru_hash", u32, struct last_user_t, last_user, 16384);
+#endif
 
 /* The thread's last user stack if its user registers (in *now) are those it was taken at: the same
- * syscall, whatever it allocates; else 0. */
+ * syscall, whatever it allocates; else 0 (always, sampled: nothing forgets it at the syscall's return) */
 static __always_inline u64 same_syscall(u32 tid, struct last_user_t *now)
 {
+#ifdef SYSCALL_STACKS
     struct last_user_t *last = last_user.lookup(&tid);
     if (last && last->ip == now->ip && last->sp == now->sp && last->bp == now->bp)
         return last->id;
+#endif
     return 0;
+}
+
+/* the thread's stack, for the rest of its syscall's allocations */
+static __always_inline void keep_syscall_stack(u32 tid, struct last_user_t *now)
+{
+#ifdef SYSCALL_STACKS
+    last_user.update(&tid, now);
+#endif
+}
+#endif
+
+#ifdef SAMPLE_BYTES
+/* An allocation of `size` bytes is kept with probability size / SAMPLE_BYTES (always when it is that
+ * large) and stands for max(size, SAMPLE_BYTES) bytes: the sum over the kept is an unbiased estimate of
+ * the bytes of all (each allocation's expected share is its size), its variance that of one sample in
+ * SAMPLE_BYTES. One random draw, no state shared between CPUs. */
+static __always_inline int sampled(u64 size)
+{
+    return size >= SAMPLE_BYTES || (((u64)bpf_get_prandom_u32() * SAMPLE_BYTES) >> 32) < size;
 }
 #endif
 
@@ -179,15 +215,18 @@ static __always_inline void count_lost(int slot)
         (*n)++;
 }
 
-/* The allocation at `ptr` is gone: charge it back to the process that made it. */
+/* The allocation at `ptr` is gone: charge it back to the process that made it (sampled: user space
+ * estimates the freed from what stays kept). */
 static __always_inline void settle(u64 ptr, struct alloc_t *a)
 {
+#ifndef SAMPLE_BYTES
     u32 owner = a->tgid;
     struct pmem_t *v = proc_mem.lookup(&owner);
     if (v) {
         v->freed_bytes += a->size;
         v->frees++;
     }
+#endif
     allocs.delete(&ptr);
 }
 
@@ -219,22 +258,24 @@ static __always_inline u64 user_copy(u32 tid, u32 tgid, s32 *no_room)
     ustack_capture(&c->user);
     ucopies.ringbuf_submit(c, 0);
     count_lost(UCOPIES);
-    last_user.update(&tid, &now);
+    keep_syscall_stack(tid, &now);
     return now.id;
 }
 #endif
 
-/* The allocation kept, and counted to its process (v: its totals). */
+/* The allocation kept, and counted to its process (v: its totals; sampled: counted already). */
 static __always_inline void record(u64 ptr, struct alloc_t *a, struct pmem_t *v)
 {
     if (allocs.update(&ptr, a) != 0) {
         count_lost(LOST_ALLOCS_FULL);
         return;
     }
+#ifndef SAMPLE_BYTES
     if (v) {
         v->alloc_bytes += a->size;
         v->allocs++;
     }
+#endif
 }
 
 #if defined(USER_KERNEL) && !defined(NO_STACKS)
@@ -246,8 +287,7 @@ static __always_inline void walked(void *ctx, struct walk_scratch_t *sc)
     if (h) {
         sc->a.ukey = h;
         sc->regs.id = h;
-        u32 tid = sc->tid;
-        last_user.update(&tid, &sc->regs);
+        keep_syscall_stack(sc->tid, &sc->regs);
     } else {   /* `ustacks` full: the frame-pointer walk, better than none */
         count_lost(LOST_USTACK);
         sc->a.ustack_id = stacks.get_stackid(ctx, BPF_F_USER_STACK);
@@ -353,7 +393,16 @@ static __always_inline void on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site
         settle(ptr, old);
         count_lost(MISSED_FREE);
     }
-    struct alloc_t a = {.size = size, .ts = bpf_ktime_get_ns(), .call_site = call_site, .tgid = tgid};
+    struct alloc_t a = {.size = size, .call_site = call_site, .tgid = tgid, .weight = size};
+#ifdef SAMPLE_BYTES
+    v->alloc_bytes += size;   /* every allocation counted; the sampled kept */
+    v->allocs++;
+    if (!sampled(size))
+        return;
+    if (size < SAMPLE_BYTES)
+        a.weight = SAMPLE_BYTES;
+#endif
+    a.ts = bpf_ktime_get_ns();
 #ifdef NO_STACKS
     a.stack_id = -1;
 #else

@@ -6,8 +6,9 @@ with its size, age, owner, kernel stack and the user stack that made the syscall
 charged back to its owner when it is. User stacks: by default a copy of the top of the user stack,
 unwound with DWARF CFI (one copy per syscall, whatever it allocates); --user-stacks kernel: the same CFI
 walked in the kernel (one walk per syscall, each stack stored once); --user-stacks fp: the kernel's
-frame-pointer walk. Each interval: the system overview (/proc/meminfo), the top processes, outstanding
-allocations by stack.
+frame-pointer walk. --sample-bytes N keeps one allocation in about every N bytes (each standing for N
+bytes, or its size if larger; allocated figures stay exact, outstanding ones are estimates). Each
+interval: the system overview (/proc/meminfo), the top processes, outstanding allocations by stack.
 """
 
 import ctypes
@@ -44,6 +45,7 @@ EXAMPLES = [
     ("compmem -p 185 --stack-sort bytes", "where process 185's outstanding kernel memory was allocated"),
     ("compmem --user-stacks fp", "user stacks by frame pointers (no stack copies)"),
     ("compmem --user-stacks kernel", "user stacks unwound with CFI in the kernel (no stack copies)"),
+    ("compmem --sample-bytes 65536", "keep one allocation in ~64 KiB, scaled (least overhead, with stacks)"),
     ("compmem --json", "NDJSON records for the app"),
 ]
 
@@ -54,6 +56,7 @@ args = tool.parse_args()
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid, min_bytes=args.min_bytes, trace_caches=args.caches)
 cflags += [f"-DMAX_ALLOCS={args.max_allocs}", f"-DEXCLUDE_PID={os.getpid()}"] + (["-DNO_STACKS"] if not args.stacks else [])
+cflags += [f"-DSAMPLE_BYTES={args.sample_bytes}"] if args.sample_bytes else []
 # the user stack's CFI: copied to user space (dwarf) or walked in the kernel with the rows of every file on
 # a walked stack, 8 MiB (a million rows) for one process, 16 MiB for the whole machine (bcctool/kunwind.py)
 unwound_cflags = {"dwarf": ["-DUSER_DWARF", f"-DUSTACK_PAGES={args.stack_size // 4096}"],
@@ -215,12 +218,33 @@ def cgroup_of(tgid: int) -> dict:
     return tool.cgroup_fields(leaf.cgid if leaf else 0)
 
 
-def process_rows() -> list[dict]:
-    """Every process with a kernel-memory record: lifetime totals and what is outstanding now."""
+def stands_for(a: Any) -> float:   # a: the map's struct alloc_t
+    """How many allocations a kept one stands for: 1, or sampled, its weight over its size."""
+    return a.weight / a.size if a.size else 1.0
+
+
+def sampled_outstanding(items: list) -> dict[int, tuple[int, int]]:
+    """Sampled (--sample-bytes): each process's outstanding (bytes, allocations), estimated from the kept
+    allocations, each standing for its weight."""
+    out: dict[int, list[float]] = {}
+    for _, a in items:
+        t = out.setdefault(a.tgid, [0, 0.0])
+        t[0] += a.weight
+        t[1] += stands_for(a)
+    return {tgid: (b, round(n)) for tgid, (b, n) in out.items()}
+
+
+def process_rows(items: list) -> list[dict]:
+    """Every process with a kernel-memory record: lifetime totals and what is outstanding now (sampled:
+    allocated exact, outstanding estimated from the kept allocations `items`, freed the difference)."""
     rows = []
+    estimated = sampled_outstanding(items) if args.sample_bytes else {}
     for tgid, (_, t) in percpu_totals(proc_mem).items():
         if tool.is_own(tgid):
             continue    # the profiler's own, recorded before the kernel knew it (bcctool/own.py)
+        if args.sample_bytes:
+            outstanding, active = estimated.get(tgid, (0, 0))
+            t["freed_bytes"], t["frees"] = max(t["alloc_bytes"] - outstanding, 0), max(t["allocs"] - active, 0)
         row = {"pid": tgid, "comm": process_name(tgid, comms), **cgroup_of(tgid), "alloc_bytes": t["alloc_bytes"],
                "allocs": t["allocs"], "freed_bytes": t["freed_bytes"], "frees": t["frees"],
                "outstanding_bytes": t["alloc_bytes"] - t["freed_bytes"], "active_allocs": t["allocs"] - t["frees"]}
@@ -243,14 +267,20 @@ def forget_settled(rows: list[dict]) -> None:
         user.sym.forget(pid)
 
 
-def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
-    """Outstanding allocations grouped by (process, kernel stack), in --stack-sort order, the first `limit`."""
+def kept_allocations() -> list:
+    """The allocations kept (outstanding), read once an interval: for the stacks, and sampled for the
+    estimates too; [] when neither needs them."""
+    return all_items(allocs) if args.stacks or args.sample_bytes else []
+
+
+def stack_groups(items: list, now_ns: int, limit: int | None) -> list[dict]:
+    """Outstanding allocations grouped by (process, kernel stack), in --stack-sort order, the first `limit`
+    (sampled: each kept one standing for its weight, the figures estimates)."""
     if not args.stacks:
         return []
     min_age_ns = int((args.min_age or 0) * 1e9)
     groups: dict[tuple, dict] = {}
     mark = user.arrived
-    items = all_items(allocs)
     if dwarf:   # the copies the allocations just read refer to are in the ring, if not unwound yet
         b.ring_buffer_consume()
         user.unwind_pending()
@@ -262,14 +292,14 @@ def stack_groups(now_ns: int, limit: int | None) -> list[dict]:
             continue
         # without a stack, the caller the tracepoint names keeps different sites apart
         key = (a.tgid, a.stack_id, a.call_site if a.stack_id < 0 else 0, user.key(a))
-        g = groups.setdefault(key, {"bytes": 0, "count": 0, "oldest": a.ts, "call_site": a.call_site})
-        g["bytes"] += a.size
-        g["count"] += 1
+        g = groups.setdefault(key, {"bytes": 0, "count": 0.0, "oldest": a.ts, "call_site": a.call_site})
+        g["bytes"] += a.weight
+        g["count"] += stands_for(a)
         g["oldest"] = min(g["oldest"], a.ts)
     order = {"oldest": lambda g: g["oldest"], "bytes": lambda g: -g["bytes"], "count": lambda g: -g["count"]}
     top = sorted(groups.items(), key=lambda kv: order[args.stack_sort](kv[1]))[:limit]
     return [{"pid": tgid, "comm": process_name(tgid, comms), **cgroup_of(tgid), "stack_id": stack_id,
-             "outstanding_bytes": g["bytes"], "active_allocs": g["count"],
+             "outstanding_bytes": g["bytes"], "active_allocs": round(g["count"]),
              "oldest_age_s": round((now_ns - g["oldest"]) / 1e9, 3),
              "kernel_frames": frames(stack_id, g["call_site"]), "user_frames": user.frames(tgid, ukey)}
             for (tgid, stack_id, _, ukey), g in top]
@@ -323,7 +353,7 @@ if in_kernel:   # the traced process's tables (-p) before its first walk; those 
     tables, reader = tracepoint_tables(b, user.unwinder.cache_dir, tool.warn, args.pid)
     walk_figures = WalkFigures(b, tables, user.stored)
 tool.meta(caches=args.caches, min_bytes=args.min_bytes, max_allocs=args.max_allocs,
-          size="bytes_alloc (what the allocator handed out)", user_stacks=user_stacks,
+          size="bytes_alloc (what the allocator handed out)", user_stacks=user_stacks, sample_bytes=args.sample_bytes,
           **({"note": f"{'DWARF' if args.user_stacks == 'dwarf' else 'CFI'} user stacks refused by the kernel: frame pointers instead"} if refused else {}))
 tool.say(f"Tracing kernel allocations (kmalloc{' and slab caches' if args.caches else ''})... Ctrl-C to end.")
 previous: dict[int, dict] = {}
@@ -335,9 +365,10 @@ process_names = ProcessNames()
 for _ in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
-    rows = process_rows()
+    kept = kept_allocations()
+    rows = process_rows(kept)
     # bpf_ktime_get_ns() is CLOCK_MONOTONIC; the app's flame graph wants every stack, a person the first few
-    groups = stack_groups(time.monotonic_ns(), None if tool.json else args.stacks)
+    groups = stack_groups(kept, time.monotonic_ns(), None if tool.json else args.stacks)
     sysmem = procmem.meminfo()
     counts = lost_counts()
     # interval deltas from lifetime totals; a process seen for the first time started from zero

@@ -65,12 +65,14 @@ def test_a_rows_loss_is_its_throughput_over_the_mean_of_the_bare_rounds_around_i
     assert fig["p99_ms_ratio"]["median"] == 1.5            # 3 / 1.5 and 2 / 2
 
 
-def test_mode_rows_are_the_user_stack_modes_each_metric_offers_besides_its_default():
+def test_mode_rows_are_the_modes_each_metric_offers_besides_its_default():
     rows = app_cost.mode_rows()
     for row, (name, values) in rows.items():
-        arg = next(a for a in config.get(name).args if a.name == "user_stacks")
-        assert values["user_stacks"] in arg.choices and values["user_stacks"] != arg.default, row
+        args = {a.name: a for a in config.get(name).args}
+        assert all(not args[k].choices or v in args[k].choices for k, v in values.items()), row
+        assert any(args[k].default != v for k, v in values.items()), row
     assert "compmem --user-stacks fp" in rows and "compmem --user-stacks bogus" not in rows
+    assert "compmem --sample-bytes 65536" in rows and "compmem --sample-bytes 0" not in rows   # 0: the default
     assert all(row in app_cost.row_names() for row in rows)
 
 

@@ -5,30 +5,12 @@ import time
 
 import pytest
 from helpers import MetricProcess, end_workload, headings, human_output, next_line, run_workload
+from workloads import pipes_child
 
 PIPES = 2000
 TOUCH_MB = 64
 
-# Waits; touches TOUCH_MB of anonymous memory (a known RSS) and opens PIPES pipes; waits; closes them;
-# waits. Raises its open-files limit first: 2,000 pipes are 4,000 descriptors.
-PIPES_CHILD = f"""
-import mmap, os, resource, sys
-soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-want = {PIPES} * 2 + 100
-resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, want), hard), hard))
-sys.stdin.readline()
-m = mmap.mmap(-1, {TOUCH_MB} << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-for off in range(0, {TOUCH_MB} << 20, 4096):
-    m[off] = 1
-fds = [os.pipe() for _ in range({PIPES})]
-print("open", flush=True)
-sys.stdin.readline()
-for r, w in fds:
-    os.close(r)
-    os.close(w)
-print("closed", flush=True)
-sys.stdin.readline()
-"""
+PIPES_CHILD = pipes_child(PIPES, TOUCH_MB)   # waits; touches TOUCH_MB (a known RSS), opens PIPES pipes; closes them
 
 pytestmark = pytest.mark.bpf
 
