@@ -242,12 +242,13 @@ def process_rows(items: list) -> list[dict]:
     for tgid, (_, t) in percpu_totals(proc_mem).items():
         if tool.is_own(tgid):
             continue    # the profiler's own, recorded before the kernel knew it (bcctool/own.py)
-        if args.sample_bytes:
+        outstanding, active = t["alloc_bytes"] - t["freed_bytes"], t["allocs"] - t["frees"]
+        if args.sample_bytes:   # an estimate may pass the exact allocated total: the freed are not below 0
             outstanding, active = estimated.get(tgid, (0, 0))
             t["freed_bytes"], t["frees"] = max(t["alloc_bytes"] - outstanding, 0), max(t["allocs"] - active, 0)
         row = {"pid": tgid, "comm": process_name(tgid, comms), **cgroup_of(tgid), "alloc_bytes": t["alloc_bytes"],
                "allocs": t["allocs"], "freed_bytes": t["freed_bytes"], "frees": t["frees"],
-               "outstanding_bytes": t["alloc_bytes"] - t["freed_bytes"], "active_allocs": t["allocs"] - t["frees"]}
+               "outstanding_bytes": outstanding, "active_allocs": active}
         user = procmem.process_memory(tgid)
         row.update(user or {"rss_bytes": None, "vm_size_bytes": None})
         row["alive"] = user is not None
