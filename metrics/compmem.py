@@ -3,12 +3,13 @@
 
 Traces kmem:kmalloc/kfree (with --caches also kmem_cache_alloc/free): each allocation is kept by address
 with its size, age, owner, kernel stack and the user stack that made the syscall, until it is freed, and
-charged back to its owner when it is. User stacks: by default a copy of the top of the user stack,
-unwound with DWARF CFI (one copy per syscall, whatever it allocates); --user-stacks kernel: the same CFI
-walked in the kernel (one walk per syscall, each stack stored once); --user-stacks fp: the kernel's
-frame-pointer walk. --sample-bytes N keeps one allocation in about every N bytes (each standing for N
-bytes, or its size if larger; allocated figures stay exact, outstanding ones are estimates). Each
-interval: the system overview (/proc/meminfo), the top processes, outstanding allocations by stack.
+charged back to its owner when it is. User stacks: by default unwound with DWARF CFI in the kernel (one
+walk per allocating syscall, each stack stored once); --user-stacks dwarf: a copy of the top of the user
+stack, unwound with the same CFI in user space; --user-stacks fp: the kernel's frame-pointer walk. By
+default one allocation in about every 64 KiB is kept, with its stacks (--sample-bytes: each standing for
+that many bytes, or its size if larger; allocated figures stay exact, outstanding ones are estimates;
+0 keeps every one). Each interval: the system overview (/proc/meminfo), the top processes, outstanding
+allocations by stack.
 """
 
 import ctypes
@@ -45,7 +46,7 @@ EXAMPLES = [
     ("compmem -p 185 --stack-sort bytes", "where process 185's outstanding kernel memory was allocated"),
     ("compmem --user-stacks fp", "user stacks by frame pointers (no stack copies)"),
     ("compmem --user-stacks kernel", "user stacks unwound with CFI in the kernel (no stack copies)"),
-    ("compmem --sample-bytes 65536", "keep one allocation in ~64 KiB, scaled (least overhead, with stacks)"),
+    ("compmem --sample-bytes 0", "keep every allocation: exact outstanding figures (more overhead)"),
     ("compmem --json", "NDJSON records for the app"),
 ]
 

@@ -72,7 +72,7 @@ def test_mode_rows_are_the_modes_each_metric_offers_besides_its_default():
         assert all(not args[k].choices or v in args[k].choices for k, v in values.items()), row
         assert any(args[k].default != v for k, v in values.items()), row
     assert "compmem --user-stacks fp" in rows and "compmem --user-stacks bogus" not in rows
-    assert "compmem --sample-bytes 65536" in rows and "compmem --sample-bytes 0" not in rows   # 0: the default
+    assert "compmem --sample-bytes 0" in rows and "compmem --sample-bytes 65536" not in rows   # 65536: the default
     assert all(row in app_cost.row_names() for row in rows)
 
 

@@ -46,10 +46,10 @@ SPEC = MetricSpec(
                      "(default; fp where the kernel refuses); dwarf: copy the top of the user stack once per "
                      "allocating syscall and unwind it with CFI in user space; fp: the kernel's frame-pointer walk"),
         Arg("sample_bytes", "--sample-bytes", "int", "keep one allocation in about this many bytes, scaled "
-            "(0: every allocation)", default=0, minimum=0, maximum=1 << 30, metavar="BYTES",
+            "(0: every allocation)", default=65536, minimum=0, maximum=1 << 30, metavar="BYTES",
             cli_help="keep one allocation in about every BYTES bytes, with its stacks, each standing for "
                      "BYTES (or its size, if larger): outstanding figures are estimates, allocated ones "
-                     "exact (default 0: every allocation kept, every figure exact)"),
+                     "exact (default 65536; 0: every allocation kept, every figure exact)"),
         Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per syscall", default=16384,
             minimum=4096, maximum=65536, metavar="BYTES",
             cli_help="dwarf: bytes of user stack copied per allocating syscall, whole pages (default 16384)"),

@@ -12,7 +12,7 @@ PER_PIPE = 1000
 
 
 def test_each_process_outstanding_in_its_own_cgroup(test_cgroups):
-    tool, paths, kids, truth = traced_in_cgroups(test_cgroups, "compmem", ["0.5", "--top", "1000"], PIPES, COUNTS)
+    tool, paths, kids, truth = traced_in_cgroups(test_cgroups, "compmem", ["0.5", "--sample-bytes", "0", "--top", "1000"], PIPES, COUNTS)
     ids = {name: test_cgroups.id_of(path) for name, path in paths.items()}
     last = max(r["interval"] for r in tool.of_kind("row"))
     for name in ("a", "b", "out"):
@@ -26,7 +26,7 @@ def test_each_process_outstanding_in_its_own_cgroup(test_cgroups):
 
 
 def test_filter_and_group_by_cgroup_with_a_group_made_after_start(test_cgroups):
-    tool, paths, _, truth = traced_in_cgroups(test_cgroups, "compmem", ["0.5", "--group-by", "cgroup"], PIPES,
+    tool, paths, _, truth = traced_in_cgroups(test_cgroups, "compmem", ["0.5", "--sample-bytes", "0", "--group-by", "cgroup"], PIPES,
                                               COUNTS, filtered=True)
     ids = {name: test_cgroups.id_of(paths[name]) for name in ("a", "late")}
     groups = [r for r in tool.of_kind("row") if r["level"] == "cgroup"]

@@ -10,6 +10,7 @@ from workloads import pipes_child
 PIPES = 2000
 TOUCH_MB = 64
 
+EXACT = ("--sample-bytes", "0")   # every allocation kept: the counts below are exact
 PIPES_CHILD = pipes_child(PIPES, TOUCH_MB)   # waits; touches TOUCH_MB (a known RSS), opens PIPES pipes; closes them
 
 pytestmark = pytest.mark.bpf
@@ -45,7 +46,7 @@ def vm_rss_bytes(pid: int) -> int:
 @pytest.mark.parametrize("caches", [False, True], ids=["kmalloc", "with-caches"])
 def test_pipes_raise_outstanding_bytes_and_closing_brings_them_back(caches):
     child = run_workload(PIPES_CHILD)
-    tool = MetricProcess("compmem", "-p", str(child.pid), "0.3", "--stacks", "50", "--stack-depth", "20",
+    tool = MetricProcess("compmem", *EXACT, "-p", str(child.pid), "0.3", "--stacks", "50", "--stack-depth", "20",
                          *(["--caches"] if caches else []))
     try:
         tool.wait_meta()
@@ -91,7 +92,7 @@ def test_pipes_raise_outstanding_bytes_and_closing_brings_them_back(caches):
 
 def test_rss_and_vmsize_match_proc_status():
     child = run_workload(PIPES_CHILD)
-    tool = MetricProcess("compmem", "-p", str(child.pid), "0.3", "--stacks", "0")
+    tool = MetricProcess("compmem", *EXACT, "-p", str(child.pid), "0.3", "--stacks", "0")
     try:
         tool.wait_meta()
         step(child, "open")
@@ -112,7 +113,7 @@ def test_min_bytes_keeps_only_large_allocations():
     """Each pipe's buffer array (16 x 40 bytes) comes from kmalloc-1k; everything else a pipe
     allocates with kmalloc is smaller than 512 bytes."""
     child = run_workload(PIPES_CHILD)
-    tool = MetricProcess("compmem", "-p", str(child.pid), "0.3", "--min-bytes", "512", "--stacks", "0")
+    tool = MetricProcess("compmem", *EXACT, "-p", str(child.pid), "0.3", "--min-bytes", "512", "--stacks", "0")
     try:
         meta = tool.wait_meta()
         step(child, "open")
@@ -130,7 +131,7 @@ def test_min_bytes_keeps_only_large_allocations():
 
 def test_a_full_map_is_reported_as_lost():
     child = run_workload(PIPES_CHILD)
-    tool = MetricProcess("compmem", "-p", str(child.pid), "0.3", "--max-allocs", "256", "--stacks", "0")
+    tool = MetricProcess("compmem", *EXACT, "-p", str(child.pid), "0.3", "--max-allocs", "256", "--stacks", "0")
     try:
         tool.wait_meta()
         step(child, "open")

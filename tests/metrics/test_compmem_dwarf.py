@@ -63,7 +63,7 @@ def traced(piper: str, *options: str, paced: int = 0, whole_machine: bool = Fals
     stopped: its records, the piper's pid."""
     child = subprocess.Popen([piper, str(paced)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     target = [] if whole_machine else ["-p", str(child.pid)]
-    tool = MetricProcess("compmem", *target, "0.3", "--stack-sort", "bytes", "--stack-depth", "30", *options)
+    tool = MetricProcess("compmem", *target, "0.3", "--sample-bytes", "0", "--stack-sort", "bytes", "--stack-depth", "30", *options)
     try:
         tool.wait_meta()
         child.stdin.write("go\n")

@@ -221,7 +221,7 @@ sys.stdin.readline()
 
 
 def test_compmem_leaves_out_the_marked_twin_and_keeps_each_pipe_of_the_other():
-    tool, _, _, other, _ = traced_twins("compmem", OPEN_PIPES, "--user-stacks", "fp", "--stack-depth", "30", "0.2")
+    tool, _, _, other, _ = traced_twins("compmem", OPEN_PIPES, "--sample-bytes", "0", "--user-stacks", "fp", "--stack-depth", "30", "0.2")
     last = tool.of_kind("summary")[-1]["interval"]
     stacks = [r for r in tool.of_kind("row") if r["level"] == "stack" and r["interval"] == last and r["pid"] == other
               and r["kernel_frames"][1:2] == ["alloc_pipe_info"]]   # its caller: not a slab's own vector below it
