@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import selectors
 import signal
 import socket
@@ -49,6 +50,15 @@ TARGET_DESTS = ("pid", "tid", "ppid", "cgroup")
 # An interval whose wait ran less than this share of the interval was cut short (a stop, the
 # --duration's end, a traced process's exit): its summary says `partial`, and no chart draws it as a rate
 PARTIAL_SHARE = 0.9
+
+
+# Fault injection for tests: BCCTOOL_FAULTS="-DFAULT_NAME=N ..." builds the BPF C with what the kernel does
+# only rarely made to happen every N times (bpf/*.c's FAULT_ macros); anything else in it is ignored.
+FAULT_FLAG = re.compile(r"-DFAULT_[A-Z_]+=[0-9]+")
+
+
+def fault_cflags() -> list[str]:
+    return [flag for flag in os.environ.get("BCCTOOL_FAULTS", "").split() if FAULT_FLAG.fullmatch(flag)]
 
 
 class Tool:
@@ -209,7 +219,7 @@ class Tool:
         footprint.restore_compiler_data()  # a second load in one process: the compiler runs again
         path = os.path.join(BPF_DIR, f"{src or self.name}.c")
         base = [f"-I{BPF_DIR}", "-Wno-macro-redefined", "-Wno-unused-function", *(cflags or []),
-                *self._cgroup_cflags, *(["-DSKIP_OWN"] if self.own else [])]
+                *self._cgroup_cflags, *(["-DSKIP_OWN"] if self.own else []), *fault_cflags()]
         tries = variants or [[]]
         for n, extra in enumerate(tries):
             last = n == len(tries) - 1

@@ -353,16 +353,6 @@ static __always_inline void send_pending(u32 tid, u64 ip, u64 sp)
     dwarf_blocks.ringbuf_submit(e, 0);
 }
 
-TRACEPOINT_PROBE(raw_syscalls, sys_exit)
-{
-    u32 tid = (u32)bpf_get_current_pid_tgid();
-    if (!pending.lookup(&tid))
-        return PASS_ON;
-    u64 ip, sp;
-    user_ip_sp(&ip, &sp);
-    send_pending(tid, ip, sp);
-    return PASS_ON;
-}
 #endif
 
 /* The block of `tid` that began at st->ts ended at `now`: counted in the current epoch, its part before
@@ -400,6 +390,68 @@ static __always_inline void end_block(struct epoch_t *epoch, u32 tid, struct sta
 #endif
     account(&key, delta, charged);
 }
+
+#ifdef FAULT_MISS_SWITCH_INS
+/* tests (bcctool's BCCTOOL_FAULTS): every FAULT_MISS_SWITCH_INS-th switch in of a blocked thread on a CPU
+ * goes unseen, as the kernel now and then does not deliver one */
+BPF_PERCPU_ARRAY(fault_switch_ins, u64, 1);
+static __always_inline int fault_missed_switch_in(void)
+{
+    int zero = 0;
+    u64 *n = fault_switch_ins.lookup(&zero);
+    return n && ++*n % FAULT_MISS_SWITCH_INS == 0;
+}
+#else
+static __always_inline int fault_missed_switch_in(void) { return 0; }
+#endif
+
+#ifdef USER_DWARF
+/* A blocking syscall returns: its thread's pending block takes its DWARF stack. A thread that returns with
+ * a block still open has run since without the kernel delivering its switch back in (see sched_switch).
+ * Back from the syscall it blocked in (the same user ip and sp), it is in its own context with the user
+ * stack it blocked with: the block ends now (it has run only in the kernel since its switch in, on its
+ * way out of the syscall) and gets its DWARF stack, which at its next switch out would be the next
+ * block's. Otherwise (it blocked in a fault, and has run user code since) it ends as sched_switch ends
+ * one, at the last switch seen on this CPU, with its frame-pointer stack. */
+TRACEPOINT_PROBE(raw_syscalls, sys_exit)
+{
+    u32 tid = (u32)bpf_get_current_pid_tgid();
+    u64 ip, sp;
+    if (!pending.lookup(&tid)) {
+        struct start_t *open = start.lookup(&tid);
+        if (!open)
+            return PASS_ON;
+        int zero = 0;
+        struct epoch_t *ep = epochs.lookup(&zero);   /* before the clock, as in sched_switch */
+        if (!ep)
+            return PASS_ON;
+        struct epoch_t epoch = *ep;
+        u64 now = bpf_ktime_get_ns();
+        struct start_t st = *open;
+        if (start.delete(&tid) != 0)
+            return PASS_ON;
+        user_ip_sp(&ip, &sp);
+        int back = st.uip && ip == st.uip && sp == st.usp;
+        u64 end = now;
+        if (!back) {
+            u64 *last = last_switch.lookup(&zero);
+            u64 cpu_ts = last ? *last : 0;
+            end = cpu_ts > st.ts + MIN_BLOCK_NS ? cpu_ts : st.ts + MIN_BLOCK_NS;
+            end = end < now ? end : now;
+        }
+        char comm[TASK_COMM_LEN];
+        bpf_get_current_comm(&comm, sizeof(comm));
+        end_block(&epoch, tid, &st, end, comm, back);
+        count_in(unseen_switch_ins.lookup(&zero));
+        if (!back)
+            return PASS_ON;
+    } else {
+        user_ip_sp(&ip, &sp);
+    }
+    send_pending(tid, ip, sp);
+    return PASS_ON;
+}
+#endif
 
 /* prev's block begins: remembered in `start` from now, after this program's own stack walks (~4.5 us; a
  * user stack walked in tail calls takes longer), which are not the thread's time off the CPU. */
@@ -571,7 +623,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
      * and one whose ts is after it (open_blocks skips it) is charged to the intervals after it only. */
     u32 next = args->next_pid;
     struct start_t *s = start.lookup(&next);
-    if (s) {
+    if (s && !fault_missed_switch_in()) {
         struct start_t st = *s;
         start.delete(&next);
         end_block(&epoch, next, &st, now, args->next_comm, 1);
