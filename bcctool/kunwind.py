@@ -10,7 +10,8 @@ stack-delta rows (stackdeltas.py) in ku_rows / ku_files, loaded when BPF asks fo
     tables.on_event(raw)       # a struct ku_event_t from ku_events (RingReader's callback): meet a process,
                                # or load the rows of a file a walk met
     tables.close()             # the run is ending: events are ignored from now on
-    tables.forget_gone()       # the mappings of processes that have exited out of ku_maps
+    tables.forget_gone(alive)  # the mappings of processes that have exited out of ku_maps (alive:
+                               # the processes now, if known)
     tables.stats()             # files loaded, rows (used, capacity), processes, bytes of BPF map memory
 
     tables, reader = tracepoint_tables(bpf, cache_dir, say, pid=None)   # compmem's and offcpu's: the
@@ -125,10 +126,12 @@ class KernelTables:
             self.procs[self.procs.Key(tgid)] = self.procs.Leaf(KU_READY)
         return True
 
-    def forget_gone(self) -> None:
-        """The mappings of every process that has exited out of ku_maps."""
+    def forget_gone(self, alive: set[int] | None = None) -> None:
+        """The mappings of every process that has exited out of ku_maps (alive: the processes now, if
+        the caller has them)."""
         with self._lock:
-            for tgid in [t for t in self.loaded if not os.path.exists(f"/proc/{t}")]:
+            gone = self.loaded - alive if alive is not None else [t for t in self.loaded if not os.path.exists(f"/proc/{t}")]
+            for tgid in list(gone):
                 self.loaded.discard(tgid)
                 try:
                     del self.maps[self.maps.Key(tgid)]

@@ -24,6 +24,7 @@ class StackNames:
         self.user_named: dict[tuple, tuple] = {}     # (tgid, its maps snapshot's time, addresses) -> frames, innermost first
         self.frame_tuples: dict[tuple, tuple] = {}   # (name, module, kind) -> the one tuple of it
         self.encoded: dict[tuple, str] = {}          # frame -> its JSON object: every stack record repeats it
+        self.kernel_at: dict[int, tuple] = {}        # kernel address -> its frame: new stacks reuse known addresses
 
     def kernel_frames(self, kernel: bytes) -> tuple:
         """A kernel stack (u64 addresses, innermost first, as the sample holds them), root first."""
@@ -32,7 +33,7 @@ class StackNames:
             if len(self.kernel_named) >= MAX_NAMED:
                 self.kernel_named.clear()
             addrs = struct.unpack(f"<{len(kernel) // 8}Q", kernel)
-            frames = self.kernel_named[kernel] = tuple(self._shared(self._kernel_frame(a)) for a in reversed(addrs))
+            frames = self.kernel_named[kernel] = tuple(self._kernel_frame(a) for a in reversed(addrs))
         return frames
 
     def user_frames(self, tgid: int, addrs: tuple) -> list[tuple]:
@@ -68,6 +69,11 @@ class StackNames:
         return self.frame_tuples.setdefault(frame, frame)
 
     def _kernel_frame(self, addr: int) -> tuple:
-        f = self.sym.kernel_frame(addr)
-        module = f.module.strip("[]")
-        return (f.name, "" if module == "kernel" else module, "kernel")
+        frame = self.kernel_at.get(addr)
+        if frame is None:
+            if len(self.kernel_at) >= 4 * MAX_NAMED:
+                self.kernel_at.clear()
+            f = self.sym.kernel_frame(addr)
+            module = f.module.strip("[]")
+            frame = self.kernel_at[addr] = self._shared((f.name, "" if module == "kernel" else module, "kernel"))
+        return frame

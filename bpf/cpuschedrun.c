@@ -89,6 +89,7 @@ struct stat_t {
     u64 wait_ns;
     u64 runs;
     u64 waits;
+    u64 unseen_switch_ins;   /* of its runs, those whose switch in was not delivered: their start is estimated */
 };
 
 struct ident_t {
@@ -272,6 +273,20 @@ static __always_inline void end_wait(struct epoch_t *epoch, u32 tid, u64 start, 
 #endif
 }
 
+/* a run of `tid` whose switch in was not delivered: its start is an estimate (see sched_switch, heal) */
+static __always_inline void count_unseen_switch_in(struct epoch_t *epoch, u32 tid)
+{
+    int zero = 0;
+    u64 *unseen = unseen_switch_ins.lookup(&zero);
+    if (unseen)
+        (*unseen)++;
+#ifdef PER_THREAD
+    struct stat_t *s = stat_of(tid, epoch);
+    if (s)
+        s->unseen_switch_ins++;
+#endif
+}
+
 /* a run whose switch out was not delivered ends now, with no time: when it ended is not known */
 static __always_inline void end_unseen_run(struct epoch_t *epoch, u32 tid, struct task_t *t, u64 now)
 {
@@ -383,9 +398,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
                 }
                 end_wait(&epoch, prev, from, from);
                 end_run(&epoch, prev, from, now, 0);
-                u64 *unseen = unseen_switch_ins.lookup(&zero);
-                if (unseen)
-                    (*unseen)++;
+                count_unseen_switch_in(&epoch, prev);
             }
             if (state & PREV_STATE_EXITED) {
                 tasks.delete(&prev);
@@ -502,9 +515,7 @@ int heal(struct bpf_perf_event_data *ctx)
     t->ts = from;
     t->state = S_RUNNING;
     cpu->ts = cpu->checked = from;
-    u64 *unseen = unseen_switch_ins.lookup(&zero);
-    if (unseen)
-        (*unseen)++;
+    count_unseen_switch_in(&epoch, cur);
 #ifdef PER_THREAD
     /* the part before the cut whose open runs user space has read (or, while it has not yet, before the
      * cut before it): no reader charged it */

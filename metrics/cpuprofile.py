@@ -558,12 +558,13 @@ for _interval in tool.intervals():
     elif not args.folded:
         print_tables(summary, rows)
     # processes gone: their samples are all named now; drop their maps (their addresses may be reused)
-    for tgid in [t for t in seen if not os.path.exists(f"/proc/{t}")]:
+    alive = taskinfo.processes()
+    for tgid in seen - alive:
         seen.discard(tgid)
         sym.forget(tgid)
         forget_python(tgid)
     if tables is not None:
-        tables.forget_gone()
+        tables.forget_gone(alive)
 
 if counted:
     fold(process_names.renamed(counted_stacks(), skip=tool.is_own))

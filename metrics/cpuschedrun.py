@@ -76,17 +76,19 @@ def identity(tid: int, exited: Any) -> tuple[int, str, int]:   # exited: BCC's t
 
 def shares(d: dict, interval_ns: float) -> dict:
     """A thread's (or a cgroup's) CPU share of the interval's wall time, run and wait ms, runs and
-    waits, and the priority score: the share of its runnable time it spent on a CPU (0..100)."""
+    waits, and the priority score: the share of its runnable time it spent on a CPU (0..100); of its
+    runs, those whose switch in the kernel did not deliver (their start estimated: docs)."""
     busy = d["run_ns"] + d["wait_ns"]
     cpu_pct = 100.0 * d["run_ns"] / interval_ns
     priority = 100.0 * d["run_ns"] / busy if busy else 0.0
     return {"cpu_pct": round(cpu_pct, 2), "run_ms": round(d["run_ns"] / 1e6, 4),
             "wait_ms": round(d["wait_ns"] / 1e6, 4), "priority": int(round(priority)), "runs": d["runs"],
-            "waits": d["waits"], "run_ns": d["run_ns"], "wait_ns": d["wait_ns"]}
+            "waits": d["waits"], "unseen_switch_ins": d["unseen_switch_ins"], "run_ns": d["run_ns"],
+            "wait_ns": d["wait_ns"]}
 
 
 S_RUNNING = 2   # bpf/cpuschedrun.c: on a CPU since ts
-STAT_FIELDS = ("run_ns", "wait_ns", "runs", "waits")   # struct stat_t
+STAT_FIELDS = ("run_ns", "wait_ns", "runs", "waits", "unseen_switch_ins")   # struct stat_t
 
 
 def open_runs(began_ns: int, now_ns: int) -> tuple[dict[int, dict[str, int]], set[tuple[int, int]]]:
@@ -105,7 +107,7 @@ def open_runs(began_ns: int, now_ns: int) -> tuple[dict[int, dict[str, int]], se
             # collected_open). Not charged here either way.
             continue
         open_keys.add((tid, t.ts))
-        out[tid] = {"run_ns": now_ns - max(t.ts, began_ns), "wait_ns": 0, "runs": 0, "waits": 0}
+        out[tid] = {**dict.fromkeys(STAT_FIELDS, 0), "run_ns": now_ns - max(t.ts, began_ns)}
     return out, open_keys
 
 
@@ -136,7 +138,7 @@ def thread_rows(deltas: dict[int, dict[str, int]], interval_ns: float) -> list[d
             continue    # the profiler's own, counted before the kernel knew it (bcctool/own.py)
         rows.append({"pid": tgid, "tid": tid, "comm": comm, **tool.cgroup_fields(cgid), **shares(d, interval_ns)})
     if args.group_by == "cgroup":
-        rows = [{**g, **shares(g, interval_ns)} for g in cgroups.by_cgroup(rows, ("run_ns", "wait_ns", "runs", "waits"))]
+        rows = [{**g, **shares(g, interval_ns)} for g in cgroups.by_cgroup(rows, STAT_FIELDS)]
     order = {"cpu": lambda r: r["run_ns"], "run": lambda r: r["run_ns"], "wait": lambda r: r["wait_ns"],
              "priority": lambda r: (r["priority"], r["run_ns"])}[args.sort]
     rows.sort(key=order, reverse=True)

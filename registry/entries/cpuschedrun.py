@@ -44,6 +44,7 @@ SPEC = MetricSpec(
         Field("priority", "Priority score"),
         Field("runs", "Runs", "count"),
         Field("waits", "Waits", "count"),
+        Field("unseen_switch_ins", "Runs with an unseen switch in", "count"),
     ),
     chart=Chart("histogram", y="count", record_kind="hist", label="run time", unit="us", series="run_time"),
     more_charts=(

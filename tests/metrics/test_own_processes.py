@@ -166,14 +166,22 @@ t.join()
 """
 
 
+HEAL_TICK_MS = 10.0   # bpf/cpuschedrun.c: heal() runs 100 times a second on each CPU
+
+
 def test_cpuschedrun_leaves_out_the_marked_twin_and_charges_the_others_thread_its_schedstat():
     tool, _, _, other, truth = traced_twins("cpuschedrun", THREAD_RUNS, "-P", "--top", "100000", "0.2")
     rows = [r for r in tool.of_kind("row") if r["tid"] == truth["tid"]]
     runs, run_ms = sum(r["runs"] for r in rows), sum(r["run_ms"] for r in rows)
-    print(f"cpuschedrun: {runs} runs, {run_ms:.3f} ms; schedstat {truth['runs']} runs, {truth['run_ms']:.3f} ms")
+    print(f"cpuschedrun: {runs} runs, {run_ms:.3f} ms; schedstat {truth['runs']} runs, {truth['run_ms']:.3f} ms; "
+          f"runs with an unseen switch in {sum(r['unseen_switch_ins'] for r in rows)}")
     assert {r["pid"] for r in rows} == {other} and named_alike(rows)
     assert abs(runs - truth["runs"]) <= 2, (runs, truth)
-    assert abs(run_ms - truth["run_ms"]) <= 0.1 * truth["run_ms"] + 0.05 * runs, (run_ms, truth)
+    # a run whose switch in the kernel did not deliver is timed from when its CPU's task on record was last
+    # known there: up to a heal() tick (10 ms) early (docs/metrics/cpuschedrun.md; a loaded run: 5.9 ms)
+    unseen = sum(r["unseen_switch_ins"] for r in rows)
+    assert abs(run_ms - truth["run_ms"]) <= 0.1 * truth["run_ms"] + 0.05 * runs + HEAL_TICK_MS * unseen, (
+        run_ms, truth, unseen)
 
 
 # schparm: 10 threads that exit once released

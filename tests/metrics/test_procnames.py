@@ -1,15 +1,16 @@
 """Processes that share a comm are told apart by their command line (bcctool/procnames.py): "python3
 (server.py)" beside "python3 (worker.py)", the cmdline read once per process, a unique comm left bare."""
 
+import shutil
 import subprocess
 import sys
 import time
 
 import pytest
 
-from bcctool import procmem, targets, taskinfo
+from bcctool import procmem, procnames, targets, taskinfo
 from bcctool.maps import process_name
-from bcctool.procnames import ProcessNames, comm_census, hint_of, read_cmdline
+from bcctool.procnames import CommCensus, ProcessNames, comm_census, hint_of, read_cmdline
 
 
 @pytest.mark.parametrize(("argv", "comm", "hint"), [
@@ -160,3 +161,33 @@ def test_rows_of_a_process_each_are_renamed_in_place():
             {"pid": 5, "comm": "python3", "minor": 4}]
     names.rename_rows(rows)
     assert [(r["comm"], r["minor"]) for r in rows] == [("python3 (job5.py)", 3), ("cc1", 1), ("python3 (job5.py)", 4)]
+
+
+def test_a_census_reads_the_comms_of_new_processes_only(monkeypatch, tmp_path):
+    """The machine's census is taken for every interval that meets a new comm: a process whose comm two
+    censuses in a row read alike keeps it (its /proc inode tells a reused pid), so only processes started
+    lately are read, until a full census every FULL_S; the counts are those of reading every comm."""
+    reads: list[str] = []
+    real = procnames.read_text
+    monkeypatch.setattr(procnames, "read_text", lambda path: reads.append(path) or real(path))
+    census = CommCensus()
+    census()
+    everyone = len(reads)
+    shutil.copy("/bin/sleep", tmp_path / "census-probe")   # a comm no other process has
+    child = subprocess.Popen([str(tmp_path / "census-probe"), "30"])
+    try:
+        census()   # every comm read twice now, the child's maybe before its exec renamed it
+        deadline = time.monotonic() + 10
+        while procnames.read_text(f"/proc/{child.pid}/comm") != "census-probe\n" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        reads.clear()
+        again = census()
+        assert f"/proc/{child.pid}/comm" in reads and len(reads) < everyone / 2, (len(reads), everyone)
+        assert again["census-probe"] == 1
+        census.full_at -= CommCensus.FULL_S
+        reads.clear()
+        census()
+        assert len(reads) >= everyone - 5          # all read again (a few may have exited)
+    finally:
+        child.kill()
+        child.wait()
