@@ -25,7 +25,7 @@ SUMMED = frozenset({
     "wait_ms", "minor", "major", "total", "read_bytes", "write_bytes", "read_ios", "write_ios", "sync_ios",
     "async_ios", "read_hit_pages", "read_miss_pages", "write_hit_folios", "write_miss_folios", "dirtied_folios",
     "allocs", "alloc_bytes", "frees", "freed_bytes", "missed_frees", "samples", "lost", "perf_map_lines_skipped",
-    "unnamed", "exits", "total_time_ns", "total_events",
+    "unnamed", "exits", "total_time_ns", "total_events", "unseen_switch_ins", "unseen_switch_outs",
 })
 # a state at the interval's end (bytes outstanding, the page cache's size) or a setting: the last one
 LAST = frozenset({
