@@ -11,7 +11,7 @@ stack-delta rows (stackdeltas.py) in ku_rows / ku_files, loaded when BPF asks fo
                                # or load the rows of a file a walk met
     tables.close()             # the run is ending: events are ignored from now on
     tables.forget_gone(alive)  # the mappings of processes that have exited out of ku_maps (alive:
-                               # the processes now, if known)
+                               # the processes now, taskinfo.processes())
     tables.stats()             # files loaded, rows (used, capacity), processes, bytes of BPF map memory
 
     tables, reader = tracepoint_tables(bpf, cache_dir, say, pid=None)   # compmem's and offcpu's: the
@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ctypes
 import mmap
-import os
 import struct
 import threading
 from collections.abc import Callable
@@ -126,12 +125,11 @@ class KernelTables:
             self.procs[self.procs.Key(tgid)] = self.procs.Leaf(KU_READY)
         return True
 
-    def forget_gone(self, alive: set[int] | None = None) -> None:
-        """The mappings of every process that has exited out of ku_maps (alive: the processes now, if
-        the caller has them)."""
+    def forget_gone(self, alive: set[int]) -> None:
+        """The mappings of every process that has exited out of ku_maps (alive: the processes now,
+        taskinfo.processes())."""
         with self._lock:
-            gone = self.loaded - alive if alive is not None else [t for t in self.loaded if not os.path.exists(f"/proc/{t}")]
-            for tgid in list(gone):
+            for tgid in self.loaded - alive:
                 self.loaded.discard(tgid)
                 try:
                     del self.maps[self.maps.Key(tgid)]

@@ -355,6 +355,14 @@ static __always_inline void send_pending(u32 tid, u64 ip, u64 sp)
 
 #endif
 
+/* The end of a block that began at ts and whose switch back in was not delivered: it came back on this
+ * CPU after cpu_ts, the last switch seen here, and before now; at least MIN_BLOCK_NS, so it is counted. */
+static __always_inline u64 unseen_block_end(u64 cpu_ts, u64 ts, u64 now)
+{
+    u64 end = cpu_ts > ts + MIN_BLOCK_NS ? cpu_ts : ts + MIN_BLOCK_NS;
+    return end < now ? end : now;
+}
+
 /* The block of `tid` that began at st->ts ended at `now`: counted in the current epoch, its part before
  * the cut left in `crossed` while user space has not read the open blocks (epoch.h). may_defer: a long
  * block may wait in `pending` for its syscall's return and a DWARF stack. */
@@ -435,9 +443,7 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
         u64 end = now;
         if (!back) {
             u64 *last = last_switch.lookup(&zero);
-            u64 cpu_ts = last ? *last : 0;
-            end = cpu_ts > st.ts + MIN_BLOCK_NS ? cpu_ts : st.ts + MIN_BLOCK_NS;
-            end = end < now ? end : now;
+            end = unseen_block_end(last ? *last : 0, st.ts, now);
         }
         char comm[TASK_COMM_LEN];
         bpf_get_current_comm(&comm, sizeof(comm));
@@ -605,8 +611,7 @@ TRACEPOINT_PROBE(sched, sched_switch)
     if (stale) {
         struct start_t st = *stale;
         start.delete(&prev);
-        u64 end = cpu_ts > st.ts + MIN_BLOCK_NS ? cpu_ts : st.ts + MIN_BLOCK_NS;
-        end_block(&epoch, prev, &st, end < now ? end : now, args->prev_comm, 0);
+        end_block(&epoch, prev, &st, unseen_block_end(cpu_ts, st.ts, now), args->prev_comm, 0);
         u64 *unseen = unseen_switch_ins.lookup(&zero);
         if (unseen)
             (*unseen)++;

@@ -32,6 +32,7 @@ from bcctool import (
     procmem,
     quantity,
     table,
+    taskinfo,
 )
 from bcctool.cgroups import by_cgroup
 from bcctool.procnames import ProcessNames
@@ -398,7 +399,7 @@ for _ in tool.intervals():
         user.next_interval()
     if in_kernel:   # this interval's walks by outcome, and what the kernel's unwinder holds
         summary["user_stacks"], summary["kernel_unwind"] = walk_figures.take(counts[6])
-        tables.forget_gone()
+        tables.forget_gone(taskinfo.processes())
     if tool.json:
         tool.emit("summary", **summary, **sysmem)
         for rank, r in enumerate(top, 1):

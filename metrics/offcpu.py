@@ -497,7 +497,7 @@ for _interval in tool.intervals():
         dwarf_seen = {**outcomes, "kept_fp": missed}
     if in_kernel:   # this interval's walks by outcome, and what the kernel's unwinder holds
         summary["user_stacks"], summary["kernel_unwind"] = walk_figures.take(sum(ustacks_full[ustacks_full.Key(0)]))
-        tables.forget_gone()
+        tables.forget_gone(taskinfo.processes())
     if symbols.python is not None:
         if in_kernel:   # a walk per block (dwarf: counted as each long block arrives)
             for key, v in blocks.items():
