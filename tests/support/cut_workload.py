@@ -20,6 +20,7 @@ CUT_WORKLOAD_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,7 +28,7 @@ static double seconds;
 static int never[2];   /* a pipe nothing is written to: where a thread parks after its last books */
 
 struct books { long long wall, run, wait, vol, invol; };
-struct report { const char *role; int tid; int done; struct books before, after; };
+struct report { const char *role; int tid; int done; long long nap_switches; struct books before, after; };
 
 
 static long long now_ns(void) {
@@ -50,6 +51,13 @@ static void nap_ns(long ns) {
     struct timespec ts = {0, ns}; nanosleep(&ts, NULL);
 }
 
+/* a nap, and the voluntary switches it took (getrusage: no /proc read between the brackets) */
+static void nap_counted(struct report *r, long ns) {
+    struct rusage before, after;
+    getrusage(RUSAGE_THREAD, &before); nap_ns(ns); getrusage(RUSAGE_THREAD, &after);
+    r->nap_switches += after.ru_nvcsw - before.ru_nvcsw;
+}
+
 static void burn_ns(long long ns) {
     long long end = now_ns() + ns; volatile unsigned x = 0;
     while (now_ns() < end) for (int i = 0; i < 1000; i++) x += i;
@@ -62,8 +70,8 @@ static void *work(void *arg) {
     own_books(&r->before);
     long long end = r->before.wall + (long long)(seconds * 1e9);
     while (now_ns() < end) {
-        if (r->role[0] == 's' && r->role[1] == 'l') nap_ns(1000000 + rand_r(&seed) % 4000000);
-        else if (r->role[0] == 'b') { burn_ns(500000 + rand_r(&seed) % 4000000); nap_ns(200000); }
+        if (r->role[0] == 's' && r->role[1] == 'l') nap_counted(r, 1000000 + rand_r(&seed) % 4000000);
+        else if (r->role[0] == 'b') { burn_ns(500000 + rand_r(&seed) % 4000000); nap_counted(r, 200000); }
         else burn_ns(10000000);
     }
     own_books(&r->after);
@@ -91,9 +99,9 @@ int main(int argc, char **argv) {
            whole life up to its last books: a thread starts at zero, and a block or a preemption before its
            first books (its stack's first faults can wait on the address space's lock) is one too */
         printf("{\"role\": \"%s\", \"tid\": %d, \"wall_ns\": %lld, \"run_ns\": %lld, \"wait_ns\": %lld, "
-               "\"voluntary\": %lld, \"involuntary\": %lld, \"life_run_ns\": %lld}\n", r->role, r->tid,
+               "\"voluntary\": %lld, \"involuntary\": %lld, \"life_run_ns\": %lld, \"nap_switches\": %lld}\n", r->role, r->tid,
                r->after.wall - r->before.wall, r->after.run - r->before.run, r->after.wait - r->before.wait,
-               r->after.vol, r->after.invol, r->after.run);
+               r->after.vol, r->after.invol, r->after.run, r->nap_switches);
     }
     fflush(stdout);
     while (fgets(line, sizeof line, stdin)) {}
