@@ -58,8 +58,6 @@ if args.pid or args.cgroup:
 exited = b["exited"] if args.per_process else None
 thread_cgroups = b["cgroups"] if args.per_process else None
 hist_unit = "ms" if args.milliseconds else "us"
-tool.meta(per_thread=args.per_process, hist_unit=hist_unit, group_by=args.group_by)
-tool.say("Tracing run time and run-queue latency... Hit Ctrl-C to end.")
 
 
 def identity(tid: int, exited: Any) -> tuple[int, str, int]:   # exited: BCC's table, or None
@@ -181,6 +179,10 @@ cuts = epochs.Epochs(b["epochs"])   # the first interval begins: what ended befo
 take_hists(0)
 if stats_map is not None:
     read_stats(0, {}, set())
+# meta only now that the first interval has begun: a run that ends once a user (or a test) has seen it
+# is counted (begun after meta, one ending in between was thrown away with what ended before)
+tool.meta(per_thread=args.per_process, hist_unit=hist_unit, group_by=args.group_by)
+tool.say("Tracing run time and run-queue latency... Hit Ctrl-C to end.")
 for _interval in tool.intervals():
     # the cut: every run and wait that ends from here on is the next interval's, and this one is finished
     closing, began, now = cuts.flip()
