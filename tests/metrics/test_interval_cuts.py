@@ -98,7 +98,7 @@ def block_kinds(rows: list[dict], truth: dict) -> str:
             kind = "nanosleep" if any("nanosleep" in f for f in frames) else " < ".join(frames[:6])
             kinds[kind] = kinds.get(kind, 0) + r["count"]
     return (f"blocks by stack {kinds}; its naps took {truth['nap_switches']} of its {truth['voluntary']} "
-            f"voluntary switches")
+            f"voluntary switches ({truth['involuntary']} involuntary)")
 
 
 def test_cpuschedrun_charges_every_run_across_cuts(workload):
