@@ -299,7 +299,7 @@ def test_same_chains_as_perf_dwarf(tools, sampled, workload):
     if workload == "chain":  # 4 rounds of hot, 0.12-0.25 CPU s each: 2 rounds gave perf 49 samples at 199 Hz once
         bounded, forever = [tools["chain"], "0", "4"], [tools["chain"]]
     else:
-        bounded = ["/usr/bin/python3", "-c", ss.python_rounds(5000)]
+        bounded = ["/usr/bin/python3", "-c", ss.python_for_cpu(0.75)]   # ~150 samples at 199 Hz
         forever = ["/usr/bin/python3", "-c", ss.PYTHON_LOOP]
     top, leaf = ("main", "hot") if workload == "chain" else ("Py_BytesMain", "_PyEval_EvalFrameDefault")
     theirs = [below(c, top, leaf) for c in perf_chains(bounded, os.path.join(tools["dir"], f"{workload}.perf"))]

@@ -110,9 +110,16 @@ PRINT_RUSAGE = r"""
 
 
 def python_rounds(rounds: int) -> str:
-    """PYTHON_LOOP ending after `rounds` rounds (about 0.1 ms of CPU each): a fixed number of samples
-    for a CPU-clock profiler, however loaded the machine is."""
+    """PYTHON_LOOP ending after `rounds` rounds (about 0.05-0.1 ms of CPU each): a fixed amount of work."""
     return PYTHON_LOOP.replace("while True:", f"for _round in range({rounds}):")
+
+
+def python_for_cpu(seconds: float) -> str:
+    """PYTHON_LOOP ending once the process has run `seconds` of CPU (its own clock): a fixed number of
+    samples for a CPU-clock profiler, however loaded or fast the machine is. (A fixed count of rounds
+    was not: 5,000 rounds took 0.25 s of CPU in one fresh run, 49 samples at 199 Hz where the test
+    needs 50, and about twice that in others.)"""
+    return PYTHON_LOOP.replace("while True:", f"import time\nwhile time.process_time() < {seconds}:")
 
 
 @dataclass
