@@ -14,7 +14,7 @@ bpf/kuwalk.h stores them, and the samples cpuprofile's -DUSER_KERNEL counts unde
     user_stacks, kernel_unwind = figures.take(not_stored)   # at a cut: the summary's, for the interval
     walks_line(user_stacks)    # the terminal's line of them
 
-    counted = KernelCounts(bpf)
+    counted = KernelCounts(bpf, tool.begin_epochs())
     samples = counted.take()   # at a cut: {(tgid, comm, cgid, kernel, user, py): samples} of the interval
                                # just closed: kernel bytes of addresses, user a tuple of pcs, py the raw
                                # struct pystack_t (or None); a stack absent is NO_STACK
@@ -184,10 +184,10 @@ def walks_line(u: dict[str, int]) -> str:
 
 
 class KernelCounts:
-    def __init__(self, bpf: Any) -> None:
+    def __init__(self, bpf: Any, epochs: Epochs) -> None:
         self.counts = bpf["kcounts"]
         self.stored = StoredStacks(bpf["stacks"])
-        self.epochs = Epochs(bpf["epochs"])
+        self.epochs = epochs
         self.outcomes: Counter[str] = Counter()
         self.reasons: Counter[tuple[str, str]] = Counter()
 

@@ -40,6 +40,7 @@ from registry.spec import Field, field_of
 from . import cgroups, footprint, kernelfeatures, ksymstub
 from .arguments import HARNESS_DESTS, OneLineParser, add_argument, parser_options
 from .bpfload import BPF_DIR, c_string, fdinfo_count, perf_event_name, quiet_load, text_of
+from .epochs import Epochs
 from .own import OwnProcesses
 from .targets import TARGET_CHECKS
 
@@ -123,6 +124,7 @@ class Tool:
         self._cgroup_names: cgroups.CgroupNames | None = None
         self._cgroup_cflags: list[str] = []     # --cgroup as -D flags (bpf/common.h skip_cgroup)
         self.own: OwnProcesses | None = None    # the profiler's own processes, left out (bcctool/own.py)
+        self.epochs: Epochs | None = None       # the intervals as epochs, once begun (begin_epochs)
 
     # --- arguments ------------------------------------------------------------------------------
     def cgroup_fields(self, cgid: int) -> dict[str, Any]:
@@ -274,8 +276,20 @@ class Tool:
         the one not yet closed by a tick (interval_index + 1), never 0, which belongs to `meta`."""
         self.emit("event", **{**fields, "interval": self.interval_index + 1})
 
+    def begin_epochs(self, discard: Callable[[], object] | None = None) -> Epochs:
+        """The first interval begins (bcctool/epochs.py): `epochs[0]` set to 1, then `discard()` throws
+        away what the programs wrote to slot 0 since load, which ended before the run began. Called
+        before meta(), which refuses to come first: a span that ends once a reader has seen the meta
+        must be counted, and begun after it, one ending in between would be thrown away with slot 0."""
+        self.epochs = Epochs(self.bpf["epochs"])
+        if discard is not None:
+            discard()
+        return self.epochs
+
     def meta(self, **extra: Any) -> None:
         """The first record: kernel, probes attached and of what type, filters, arguments."""
+        if self.epochs is None and self._has_map("epochs"):
+            raise RuntimeError(f"{self.name}: meta() before begin_epochs(): the first interval must begin first")
         hidden = ("json", *HARNESS_DESTS)
         args = {k: v for k, v in vars(self.args or argparse.Namespace()).items() if k not in hidden}
         self.emit(
@@ -291,6 +305,15 @@ class Tool:
             **extra,
         )
         self.flush()
+
+    def _has_map(self, name: str) -> bool:
+        if self.bpf is None:
+            return False
+        try:
+            self.bpf[name]
+        except KeyError:
+            return False
+        return True
 
     def fields(self, *names: str, kind: str = "") -> tuple[Field, ...]:
         """The registry's declarations (label in words, unit) of these fields of the metric's records, for

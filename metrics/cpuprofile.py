@@ -133,7 +133,8 @@ dwarf = args.user_stacks == "dwarf" and not args.kernel_only and not tool.varian
 # kernel: user stacks unwound in BPF with the tables KernelTables loads, samples counted there per interval
 in_kernel = args.user_stacks == "kernel" and not args.kernel_only and not tool.variant
 tables = KernelTables(b, cache_dir=unwinder.cache_dir, say=tool.warn) if in_kernel else None
-kcounts = KernelCounts(b) if in_kernel else None
+# counted per epoch, begun before the perf event is attached: no sample ended before the first interval
+kcounts = KernelCounts(b, tool.begin_epochs()) if in_kernel else None
 # python processes' own frames (bpf/pystack.h), in dwarf and kernel modes: they are merged where the
 # unwound native stack runs _PyEval_EvalFrameDefault
 python = PythonFrames() if (dwarf or in_kernel) and args.python_frames == "on" else None

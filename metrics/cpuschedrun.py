@@ -175,12 +175,16 @@ def take_hists(slot: int) -> dict[str, list[dict]]:
 
 
 process_names = ProcessNames()
-cuts = epochs.Epochs(b["epochs"])   # the first interval begins: what ended before it is not its
-take_hists(0)
-if stats_map is not None:
-    read_stats(0, {}, set())
-# meta only now that the first interval has begun: a run that ends once a user (or a test) has seen it
-# is counted (begun after meta, one ending in between was thrown away with what ended before)
+
+
+def ended_before_the_run() -> None:
+    """Runs and waits that ended before the first interval began (slot 0) are not the run's."""
+    take_hists(0)
+    if stats_map is not None:
+        read_stats(0, {}, set())
+
+
+cuts = tool.begin_epochs(ended_before_the_run)
 tool.meta(per_thread=args.per_process, hist_unit=hist_unit, group_by=args.group_by)
 tool.say("Tracing run time and run-queue latency... Hit Ctrl-C to end.")
 for _interval in tool.intervals():

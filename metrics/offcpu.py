@@ -426,13 +426,17 @@ if in_kernel:   # the traced process's tables (-p, --tid) before its first walk;
     target = args.pid or (taskinfo.tgid_of(args.tid) if args.tid else None)
     tables, reader = tracepoint_tables(b, default_cache_dir(), tool.warn, target)
     walk_figures = WalkFigures(b, tables, stored)
-# the first interval begins before meta says tracing has: a block that ends once a user (or a test) has
-# seen it is counted (begun after it, a block ending in between was thrown away with what ended before)
 start_map, crossed = b["start"], b["crossed"]
-cuts = epochs.Epochs(b["epochs"])   # the first interval begins: what ended before it is not its
-read_blocks(0), epochs.take_all(crossed)
-if dwarf:
-    dwarf_blocks.claim_at(0), dwarf_blocks.take(0)
+
+
+def ended_before_the_run() -> None:
+    """Blocks that ended before the first interval began (slot 0) are not the run's."""
+    read_blocks(0), epochs.take_all(crossed)
+    if dwarf:
+        dwarf_blocks.claim_at(0), dwarf_blocks.take(0)
+
+
+cuts = tool.begin_epochs(ended_before_the_run)
 # ready once every running process's maps are read: meta says so
 refused = args.user_stacks != "fp" and not (dwarf or in_kernel)   # the kernel refused bpf_task_pt_regs() and co.
 tool.meta(min_block_us=args.min_block_us, stack_depth=args.stack_depth, preempted=args.preempted,

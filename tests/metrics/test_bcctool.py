@@ -132,3 +132,33 @@ def test_a_signal_that_does_not_stop_the_tool_leaves_its_wait_asleep(own_signals
         assert time.process_time() - cpu < 0.1   # asleep: the spin took the whole 0.5 s
     finally:
         signal.signal(signal.SIGUSR1, saved)
+
+
+class _FakeBPF(dict):
+    """Maps by name, no probe attached: what meta() reads of a loaded program."""
+    tracepoint_fds = raw_tracepoint_fds = kprobe_fds = open_perf_events = {}
+
+
+class _EpochsTable(dict):
+    Key = staticmethod(lambda i: i)
+    Leaf = staticmethod(lambda *fields: fields)
+
+
+def test_meta_refuses_to_come_before_the_first_interval_begins():
+    """A program keyed by epochs (bpf/epoch.h): the first interval begins, and what ended before it is
+    thrown away, before meta tells a reader tracing has begun; a script doing it the other way round
+    fails at its first run, not by losing an event now and then."""
+    table = _EpochsTable()
+    tool = bcctool.Tool("t", "test", [], args=())
+    tool.parse_args([])
+    tool.bpf = _FakeBPF(epochs=table)
+    with pytest.raises(RuntimeError, match="begin_epochs"):
+        tool.meta()
+    seen_at_discard = []
+    cuts = tool.begin_epochs(lambda: seen_at_discard.append(dict(table)))
+    assert seen_at_discard == [{0: (1, cuts.began, cuts.began, 0)}]   # epoch 1 written before slot 0 went
+    tool.meta()
+    plain = bcctool.Tool("t", "test", [], args=())
+    plain.parse_args([])
+    plain.bpf = _FakeBPF()
+    plain.meta()   # no epochs map: nothing to begin
