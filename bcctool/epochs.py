@@ -4,10 +4,12 @@ read only once no BPF program can add to it.
 At a cut user space advances `epochs[0]` and waits out an RCU grace period (membarrier): a tracepoint or
 perf-event program runs start to end inside an RCU read-side section, so when the grace period is over
 every program that read the old epoch has returned, and the old epoch's slot in each map (its parity) is
-finished — read and cleared with no writer racing the read. A script begins the first interval with
-Tool.begin_epochs(), which meta() requires first (an event ending once meta is out is the run's). Spans still open at the cut (a block, a
+finished — read and cleared with no writer racing the read. Spans still open at the cut (a block, a
 run) are charged up to the cut by the metric from its map of open spans, then `collected` says so; a
-span whose program ended it before that read left its part before the cut keyed by (tid, start)."""
+span whose program ended it before that read left its part before the cut keyed by (tid, start).
+
+A script begins the first interval with Tool.begin_epochs(), which meta() requires first: an event
+that ends once meta is out is the run's."""
 
 import ctypes
 import os
