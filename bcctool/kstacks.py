@@ -34,6 +34,7 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 from .epochs import Epochs, take_slot
+from .maps import RawEntries
 
 NO_STACK = -14   # what the ring-buffer path says for "no stack of that kind" (cpuprofile.py)
 LOST = -2        # a stack whose key is in no map any more: counted as lost
@@ -184,45 +185,81 @@ def walks_line(u: dict[str, int]) -> str:
 
 
 class KernelCounts:
+    # struct kcount_key_t (bpf/cpuprofile.c): slot, tgid, cgid, the three stacks' hashes, comm
+    KEY = struct.Struct("<IIQQQQ16s")
+    MAX_MEMO = 16384
+
     def __init__(self, bpf: Any, epochs: Epochs) -> None:
         self.counts = bpf["kcounts"]
         self.stored = StoredStacks(bpf["stacks"])
         self.epochs = epochs
         self.outcomes: Counter[str] = Counter()
         self.reasons: Counter[tuple[str, str]] = Counter()
+        self.raw = RawEntries(self.counts) if self.KEY.size == ctypes.sizeof(self.counts.Key) else None
+        # a stack's hash -> what a key holds of it (its content, so the hash always means the same)
+        self.kernel_of: dict[int, bytes | int] = {}
+        self.user_of: dict[int, tuple] = {}     # -> (the stack as the key holds it, its outcome or None)
 
     def take(self) -> dict[tuple, int]:
+        """The closed interval's counts: {(tgid, comm, cgid, kernel, user, python): samples}."""
         closing, _, _ = self.epochs.flip()
+        slot = Epochs.slot(closing)
+        raw = self.raw.read() if self.raw is not None else None
+        if raw is None:   # no batch ops: BCC's objects, one by one
+            entries = [((k.slot, k.tgid, k.cgid, k.kstack, k.ustack, k.pystack, bytes(k.comm)),
+                        n if isinstance(n, int) else n.value) for k, n in take_slot(self.counts, slot)]
+        else:
+            keys, values = raw
+            width, entries, closed = self.KEY.size, [], []
+            counts = struct.iter_unpack("<Q", values)
+            for i, (k, (n,)) in enumerate(zip(self.KEY.iter_unpack(keys), counts, strict=True)):
+                if k[0] == slot:   # the other slot's are the open interval's, being counted
+                    entries.append((k, n))
+                    closed.append(keys[i * width:(i + 1) * width])
+            self.raw.delete(b"".join(closed))
         out: dict[tuple, int] = {}
         used: set[int] = set()
-        stack = self.stored.get
-        for key, n in take_slot(self.counts, Epochs.slot(closing)):
-            kernel, user = stack(key.kstack), stack(key.ustack)
-            used.update((key.kstack, key.ustack, key.pystack))
-            count = n if isinstance(n, int) else n.value   # batch reads give ints
-            if user is not None:
-                outcome, reason = OUTCOMES[user[1]] if 0 <= user[1] < len(OUTCOMES) else ("failed", "unknown")
-                self.outcomes[outcome] += count
-                self.reasons[(outcome, reason)] += count
-            k = (key.tgid, bytes(key.comm), key.cgid,
-                 self._kernel(key.kstack, kernel), self._user(key.ustack, user), self.stored.python(key.pystack))
+        for (_, tgid, cgid, kh, uh, ph, comm), count in entries:
+            used.update((kh, uh, ph))
+            user, outcome = self._user(uh)
+            if outcome is not None:
+                self.outcomes[outcome[0]] += count
+                self.reasons[outcome] += count
+            k = (tgid, comm, cgid, self._kernel(kh), user, self.stored.python(ph))
             out[k] = out.get(k, 0) + count
         self.stored.retire(used)
         return out
 
-    @staticmethod
-    def _kernel(h: int, stack: tuple | None) -> bytes | int:
+    def _kernel(self, h: int) -> bytes | int:
         if not h:
             return NO_STACK
-        return stack[2][8 : 8 + 8 * stack[0]] if stack is not None else LOST
-
-    @staticmethod
-    def _user(h: int, stack: tuple | None) -> tuple | int:
-        if not h:
-            return NO_STACK
+        stack = self.kernel_of.get(h)
         if stack is None:
-            return LOST
-        return struct.unpack_from(f"<{stack[0]}Q", stack[2], 8) if stack[0] else 0
+            found = self.stored.get(h)
+            stack = found[2][8 : 8 + 8 * found[0]] if found is not None else LOST
+            if found is not None:
+                self._remember(self.kernel_of, h, stack)
+        return stack
+
+    def _user(self, h: int) -> tuple:
+        """(the user stack as a key holds it, its walk's (outcome, reason) or None for no walk)."""
+        if not h:
+            return NO_STACK, None
+        known = self.user_of.get(h)
+        if known is None:
+            found = self.stored.get(h)
+            if found is None:
+                return LOST, None
+            depth, outcome = found[0], found[1]
+            stack = struct.unpack_from(f"<{depth}Q", found[2], 8) if depth else 0
+            known = (stack, OUTCOMES[outcome] if 0 <= outcome < len(OUTCOMES) else ("failed", "unknown"))
+            self._remember(self.user_of, h, known)
+        return known
+
+    def _remember(self, memo: dict, h: int, value: Any) -> None:
+        if len(memo) >= self.MAX_MEMO:
+            memo.clear()
+        memo[h] = value
 
     def stats(self) -> dict[str, int]:
         return self.stored.stats()

@@ -4,6 +4,7 @@ have exited (forgotten a read late, so nothing they did is lost), and a process'
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 from collections.abc import Callable
 from typing import Any
@@ -139,3 +140,56 @@ def process_name(tgid: int, comms: Any = None) -> str:
         return comm.strip()
     leaf = comms.get(comms.Key(tgid)) if comms is not None else None
     return leaf.comm.decode(errors="replace") if leaf else "[gone]"
+
+
+class RawEntries:
+    """A BPF hash read whole each interval as raw bytes (BPF_MAP_LOOKUP_BATCH into buffers allocated
+    once), for entries parsed with struct rather than made one ctypes object each: BCC's batch read
+    allocates max_entries of both every call and yields a key and a leaf object per entry."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self.key_size, self.value_size = ctypes.sizeof(table.Key), ctypes.sizeof(table.Leaf)
+        self.capacity = table.max_entries
+        self.keys = ctypes.create_string_buffer(self.capacity * self.key_size)
+        self.values = ctypes.create_string_buffer(self.capacity * self.value_size)
+
+    def read(self) -> tuple[bytes, bytes] | None:
+        """(keys, values): every entry's bytes end to end; None where the kernel has no batch ops."""
+        from bcc.libbcc import lib  # noqa: PLC0415 - only after load(), which needs bcc anyway
+
+        token, count, total = ctypes.c_uint32(0), ctypes.c_uint32(0), 0
+        while total < self.capacity:
+            count.value = self.capacity - total
+            res = lib.bpf_lookup_batch(self.table.map_fd, ctypes.byref(token) if total else None,
+                                       ctypes.byref(token), ctypes.byref(self.keys, self.key_size * total),
+                                       ctypes.byref(self.values, self.value_size * total), ctypes.byref(count))
+            err = ctypes.get_errno()
+            total += count.value
+            if res != 0:
+                if err == errno.ENOENT:
+                    break   # the whole map read
+                if total == 0 and err in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+                    return None
+                raise OSError(err, f"BPF_MAP_LOOKUP_BATCH: {os.strerror(err)}")
+            if count.value == 0:
+                break   # no progress: a bucket grew past what is left of the buffer meanwhile
+        return (ctypes.string_at(self.keys, total * self.key_size),
+                ctypes.string_at(self.values, total * self.value_size))
+
+    def delete(self, keys: bytes) -> None:
+        """Delete the entries whose keys' bytes are `keys`, end to end (BPF_MAP_DELETE_BATCH)."""
+        from bcc.libbcc import lib  # noqa: PLC0415
+
+        n = len(keys) // self.key_size
+        if not n:
+            return
+        count = ctypes.c_uint32(n)
+        buf = ctypes.create_string_buffer(keys, len(keys))
+        if lib.bpf_delete_batch(self.table.map_fd, ctypes.byref(buf), ctypes.byref(count)) != 0:
+            for i in range(n):   # one gone meanwhile fails the batch: the rest one by one
+                key = self.table.Key.from_buffer_copy(keys, i * self.key_size)
+                try:
+                    del self.table[key]
+                except KeyError:
+                    pass

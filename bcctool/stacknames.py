@@ -21,9 +21,10 @@ class StackNames:
     def __init__(self, sym: Any) -> None:
         self.sym = sym
         self.kernel_named: dict[bytes, tuple] = {}   # kernel addresses as the sample holds them -> frames, root first
-        self.user_named: dict[tuple, tuple] = {}     # (tgid, its maps snapshot's time, addresses) -> frames, innermost first
+        self.user_named: dict[tuple, tuple] = {}     # (maps snapshot, its time, addresses) -> frames, innermost first
         self.frame_tuples: dict[tuple, tuple] = {}   # (name, module, kind) -> the one tuple of it
         self.encoded: dict[tuple, str] = {}          # frame -> its JSON object: every stack record repeats it
+        self.stacks_encoded: dict[tuple, str] = {}   # frames -> '"frames":[...]', a record's field
         self.kernel_at: dict[int, tuple] = {}        # kernel address -> its frame: new stacks reuse known addresses
 
     def kernel_frames(self, kernel: bytes) -> tuple:
@@ -38,10 +39,11 @@ class StackNames:
 
     def user_frames(self, tgid: int, addrs: tuple) -> list[tuple]:
         """Innermost first, every address after the first a return address (named by its call). Kept per
-        maps snapshot (a new one, after a dlopen, names them again), unless a frame came from a JIT's perf
-        map, which may name its addresses differently later."""
+        maps snapshot (a new one, after a dlopen, names them again; a fork child named from its parent's
+        shares the parent's), unless a frame came from a JIT's perf map, which may name its addresses
+        differently later."""
         snap = self.sym.maps(tgid)
-        key = (tgid, snap.taken if snap is not None else None, addrs)
+        key = (id(snap), snap.taken, addrs) if snap is not None else (tgid, None, addrs)
         frames = self.user_named.get(key)
         if frames is None:
             named = [(f.name, "" if f.module == UNKNOWN else f.module, "user")
@@ -61,6 +63,16 @@ class StackNames:
                 self.encoded.clear()
             text = self.encoded[frame] = json.dumps({"name": frame[0], "module": frame[1], "kind": frame[2]},
                                                     separators=(",", ":"))
+        return text
+
+    def stack_json(self, frames: tuple) -> str:
+        """A stack record's `"frames":[...]` field, encoded once a stack: a stack recurs interval after
+        interval."""
+        text = self.stacks_encoded.get(frames)
+        if text is None:
+            if len(self.stacks_encoded) >= MAX_NAMED:
+                self.stacks_encoded.clear()
+            text = self.stacks_encoded[frames] = f'"frames":[{",".join(map(self.frame_json, frames))}]'
         return text
 
     def _shared(self, frame: tuple) -> tuple:

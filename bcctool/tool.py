@@ -80,6 +80,7 @@ class Tool:
         args: tuple[config.Arg, ...] | None = None,
     ) -> None:
         self.name = name
+        self._name_json = json.dumps(name)
         width = max((len(cmd) for cmd, _ in examples), default=0)
         epilog = "examples:\n" + "\n".join(
             f"    {cmd.ljust(width)}  # {note}" for cmd, note in examples
@@ -262,14 +263,13 @@ class Tool:
             record["partial"] = True
         sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
 
-    def emit_encoded(self, kind: str, encoded: str, **fields: Any) -> None:
-        """emit(), with `encoded` appended after the fields: `"name":value` pairs already in JSON (a
-        profiler's frames, the same objects record after record, encoded once)."""
+    def emit_encoded(self, kind: str, encoded: str) -> None:
+        """emit() of fields already in JSON, `"name":value` pairs (a profiler's stacks: the same frames
+        and the same process record after record, each encoded once): the envelope made as text."""
         if not self.json:
             return
-        record = {"metric": self.name, "ts": round(time.time(), 6), "kind": kind, "interval": self.interval_index}
-        record.update(fields)
-        sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str)[:-1] + "," + encoded + "}\n")
+        sys.stdout.write(f'{{"metric":{self._name_json},"ts":{round(time.time(), 6)!r},"kind":{json.dumps(kind)},'
+                         f'"interval":{self.interval_index},{encoded}}}\n')
 
     def emit_event(self, **fields: Any) -> None:
         """An `event` record numbered with the interval it falls in: under poll_until_stopped that is

@@ -10,6 +10,7 @@ the top functions per cgroup instead of per process.
 
 import argparse
 import ctypes
+import json
 import os
 import struct
 import sys
@@ -553,9 +554,13 @@ for _interval in tool.intervals():
         tool.emit("summary", **summary)
         for r in rows:
             tool.emit("row", **r)
+        who_json: dict[tuple, str] = {}   # (pid, comm, cgroup id) -> those fields in JSON, once an interval
         for (tgid, comm, cgid, stack), n in sorted(stacks.items(), key=lambda kv: kv[1], reverse=True):
-            tool.emit_encoded("stack", f'"frames":[{",".join(map(names.frame_json, stack))}]', pid=tgid, comm=comm,
-                              **tool.cgroup_fields(cgid), count=n)
+            who = who_json.get((tgid, comm, cgid))
+            if who is None:
+                who = who_json[(tgid, comm, cgid)] = json.dumps({"pid": tgid, "comm": comm, **tool.cgroup_fields(cgid)},
+                                                                separators=(",", ":"), default=str)[1:-1]
+            tool.emit_encoded("stack", f'{who},"count":{n},{names.stack_json(stack)}')
     elif not args.folded:
         print_tables(summary, rows)
     # processes gone: their samples are all named now; drop their maps (their addresses may be reused)

@@ -1,5 +1,6 @@
 """Unit tests of the metric-script harness's pure parts."""
 
+import json
 import os
 import re
 import subprocess
@@ -162,3 +163,14 @@ def test_meta_refuses_to_come_before_the_first_interval_begins():
     plain.parse_args([])
     plain.bpf = _FakeBPF()
     plain.meta()   # no epochs map: nothing to begin
+
+
+def test_a_record_of_fields_already_in_json_has_the_same_envelope_as_any(capsys):
+    tool = bcctool.Tool("t", "test", [], args=())
+    tool.parse_args(["--json"])
+    tool.interval_index = 3
+    tool.emit("stack", pid=7, count=2)
+    tool.emit_encoded("stack", '"pid":7,"count":2')
+    plain, encoded = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert isinstance(encoded.pop("ts"), float) and isinstance(plain.pop("ts"), float)
+    assert encoded == plain == {"metric": "t", "kind": "stack", "interval": 3, "pid": 7, "count": 2}
