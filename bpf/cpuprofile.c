@@ -4,10 +4,10 @@
  * pointer walk, with -DUSER_DWARF the user registers and a copy of the top of the user stack
  * (ustack.h), unwound in user space with CFI.
  *
- * Samples that are printed every interval are not counted by stack id in a map: a stack map's ids
- * collide (a few per cent of stacks at a few thousand buckets, each bucket preallocated at 1 KiB), and
- * a ring buffer of whole stacks costs memory only for the samples in flight. The user side aggregates.
- * A whole run counted for the end is (-DCOUNT_IN_KERNEL, below).
+ * No mode counts by stack id in a stack map (BPF_STACK_TRACE): its ids collide (a few per cent of
+ * stacks at a few thousand buckets, more under load, each bucket preallocated at 1 KiB). Samples printed
+ * every interval reach user space whole (a ring buffer costs memory only for the samples in flight),
+ * and the counted modes below keep each distinct stack once under its 64-bit hash (stackstore.h).
  *
  * User frames are named from a snapshot of the process's maps, read at the end of the interval of its
  * first sample. A fork child that runs briefly and exits (a shell's, a server's worker) is gone by then:
@@ -15,10 +15,11 @@
  * user side names a child gone before its maps were read from its parent's, which it still had.
  *
  * -DCOUNT_IN_KERNEL (--folded with frame-pointer stacks: a whole run, printed at the end, BCC profile's
- * job) counts samples in a map keyed by process, cgroup, command and the two stacks' ids, as BCC's
- * profile does: no sample reaches user space, which hears only of each new process (its maps are read
- * while it lives) and, at the end, of the fork children sampled before they exec'd (`children`).
- * Stack ids that collide are counted lost by the user side (-EEXIST in the key).
+ * job) counts samples in a map keyed by process, cgroup, command and the hashes of its two stacks (the
+ * kernel's walks, frame pointers for the user stack), each stack stored once in `stacks`, as BCC's
+ * profile counts by stack id, without its collisions: no sample reaches user space, which hears only of
+ * each new process (its maps are read while it lives) and, at the end, of the fork children sampled
+ * before they exec'd (`children`).
  *
  * -DUSER_KERNEL (--user-stacks kernel) unwinds user stacks here, with the stack-delta tables of kunwind.h,
  * and counts samples in the kernel per interval (epoch.h): keyed by process, cgroup, command and the
@@ -65,23 +66,35 @@ struct sample_t {
 #endif
 };
 
-#ifdef COUNT_IN_KERNEL
-#ifndef STACK_IDS
-#define STACK_IDS 16384
+#if defined(COUNT_IN_KERNEL) || defined(USER_KERNEL)
+#include "stackstore.h"
+#ifndef COUNT_KEYS
+#define COUNT_KEYS 16384
 #endif
+#ifndef STACKS
+#define STACKS 16384
+#endif
+/* each distinct stack once, under its hash (stackstore.h): memory as used */
+BPF_F_TABLE("hash", u64, struct ku_stack, stacks, STACKS, BPF_F_NO_PREALLOC);
+static __always_inline struct ku_stack *ku_stack_at(u64 hash) { return stacks.lookup(&hash); }
+static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s) { return stacks.insert(&hash, s); }
+#endif
+
+#ifdef COUNT_IN_KERNEL
 struct count_key_t {
     u32 tgid;
-    s32 kstack;            /* the kernel stack's id in stack_traces, or the walk's negative error */
-    s32 ustack;            /* the user stack's */
     u32 pad;
     u64 cgid;
+    u64 kstack;            /* the kernel stack's hash in `stacks` (a failed walk: a stack of its error); 0: none */
+    u64 ustack;            /* the user stack's */
     char comm[TASK_COMM_LEN];
 };
-BPF_STACK_TRACE(stack_traces, STACK_IDS);
-BPF_HASH(counts, struct count_key_t, u64, STACK_IDS);
+BPF_HASH(counts, struct count_key_t, u64, COUNT_KEYS);
+BPF_PERCPU_ARRAY(walked, struct ku_stack, 1);    /* the stack being stored: too large for the BPF stack */
 BPF_TABLE("lru_hash", u32, u8, known, 16384);   /* processes the user side has heard of */
 BPF_RINGBUF_OUTPUT(new_procs, 4);                /* each once */
 BPF_HASH(children, u32, u32, 65536);             /* sampled fork children that had not exec'd -> parent */
+LOST_COUNTER(stacks_full);     /* samples dropped: a new stack found `stacks` full */
 LOST_COUNTER(counts_full);     /* samples dropped: the counts map was full */
 LOST_COUNTER(children_full);   /* fork children whose parent could not be kept: their user frames unnamed */
 #elif !defined(USER_KERNEL)
@@ -97,12 +110,6 @@ LOST_COUNTER(ring_full);   /* samples dropped: the ring buffer was full (the use
 #ifdef USER_KERNEL
 #include "epoch.h"
 #include "kuwalk.h"
-#ifndef COUNT_KEYS
-#define COUNT_KEYS 16384
-#endif
-#ifndef STACKS
-#define STACKS 16384
-#endif
 struct kcount_key_t {
     u32 slot;              /* the epoch's parity */
     u32 tgid;
@@ -127,7 +134,6 @@ _Static_assert(sizeof(struct pystack_t) == sizeof(struct ku_stack), "a Python st
 #endif
 BPF_ARRAY(epochs, struct epoch_t, 1);
 BPF_HASH(kcounts, struct kcount_key_t, u64, COUNT_KEYS);
-BPF_F_TABLE("hash", u64, struct ku_stack, stacks, STACKS, BPF_F_NO_PREALLOC);   /* memory as used */
 BPF_PERCPU_ARRAY(scratch, struct scratch_t, 1);
 KU_WALK_MAPS;   /* ku_counters: [0] expression rows walked by frame pointers, [1] samples walked by frame
                    pointers because their process's mappings were not loaded yet, [2] frames walked by
@@ -153,8 +159,6 @@ static __always_inline u32 *ku_proc_state(u32 tgid) { return ku_procs.lookup(&tg
 static __always_inline void ku_proc_set(u32 tgid, u32 state) { ku_procs.update(&tgid, &state); }
 static __always_inline void ku_proc_drop(u32 tgid) { ku_procs.delete(&tgid); }
 static __always_inline long ku_send(struct ku_event_t *e) { return ku_events.ringbuf_output(e, sizeof(*e), 0); }
-static __always_inline struct ku_stack *ku_stack_at(u64 hash) { return stacks.lookup(&hash); }
-static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s) { return stacks.insert(&hash, s); }
 static __always_inline void ku_tail(void *ctx) { ku_progs.call(ctx, 0); }
 
 static __always_inline void ku_count(int slot, u64 n)
@@ -222,28 +226,53 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
 #endif
 
 #ifdef COUNT_IN_KERNEL
+/* One of the sample's stacks walked by the kernel (flags: 0, or BPF_F_USER_STACK for the user stack by
+ * frame pointers) and stored, its hash in *h: 0 for none (-EFAULT: no stack of that kind); a failed
+ * walk is stored as a stack of no pcs and the walk's error. 0 when `stacks` had no room (counted). */
+static __always_inline int walk_stored(void *ctx, struct ku_stack *s, u64 flags, u64 seed, u64 *h)
+{
+    long bytes = bpf_get_stack(ctx, s->pcs, STACK_DEPTH * 8, flags);
+    if (bytes == 0 || bytes == -14)
+        return 1;
+    s->depth = bytes > 0 ? (u64)bytes / 8 : 0;
+    s->outcome = bytes > 0 ? 0 : bytes;
+    *h = ku_store(s, s->depth, seed);
+    if (*h)
+        return 1;
+    int first = 0;
+    u64 *lost = stacks_full.lookup(&first);
+    if (lost)
+        (*lost)++;
+    return 0;
+}
+
 static __always_inline int count_sample(void *ctx, u64 id)
 {
-    struct count_key_t key = {.tgid = id >> 32, .kstack = -14, .ustack = -14};
+    int first = 0;
+    struct ku_stack *s = walked.lookup(&first);
+    if (!s)
+        return 0;
+    struct count_key_t key = {.tgid = id >> 32};
     bpf_get_current_comm(&key.comm, sizeof(key.comm));
     key.cgid = bpf_get_current_cgroup_id();
 #ifndef USER_ONLY
-    key.kstack = stack_traces.get_stackid(ctx, 0);
+    if (!walk_stored(ctx, s, 0, KU_SEED_KERNEL, &key.kstack))
+        return 0;
 #endif
 #ifndef KERNEL_ONLY
-    key.ustack = stack_traces.get_stackid(ctx, BPF_F_USER_STACK);
+    if (!walk_stored(ctx, s, BPF_F_USER_STACK, KU_SEED_USER, &key.ustack))
+        return 0;
 #endif
     u64 *n = counts.lookup(&key);
     if (n) {   /* most samples: a (process, stack) seen before, so not a new process either */
         __sync_fetch_and_add(n, 1);
         return 0;
     }
-    u64 zero = 0;
-    n = counts.lookup_or_try_init(&key, &zero);
+    u64 none = 0;
+    n = counts.lookup_or_try_init(&key, &none);
     if (n) {
         __sync_fetch_and_add(n, 1);
     } else {
-        int first = 0;
         u64 *lost = counts_full.lookup(&first);
         if (lost)
             (*lost)++;
@@ -260,7 +289,6 @@ static __always_inline int count_sample(void *ctx, u64 id)
     u32 parent = parent_of(tgid);
     if (parent) {
         if (children.update(&tgid, &parent)) {
-            int first = 0;
             u64 *lost = children_full.lookup(&first);
             if (lost)
                 (*lost)++;
@@ -369,7 +397,7 @@ static __always_inline int count_unwound(void *ctx, u64 id)
     if (kbytes > 0) {
         sc->kernel.depth = (u64)kbytes / 8;
         sc->kernel.outcome = 0;
-        sc->key.kstack = store_stack(&sc->kernel, sc->kernel.depth, 0x6b65726e656cULL);
+        sc->key.kstack = store_stack(&sc->kernel, sc->kernel.depth, KU_SEED_KERNEL);
         if (!sc->key.kstack)
             return 0;
     } else if (kbytes != -14 && kbytes != 0) {   /* -EFAULT: no kernel stack (a sample in user mode) */

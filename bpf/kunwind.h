@@ -22,11 +22,11 @@
 #ifndef PROFILER_KUNWIND_H
 #define PROFILER_KUNWIND_H
 
+#include "stackstore.h"
 #include "uregs.h"
 
 #define KU_FRAMES 127        /* steps at most: up to 128 pcs (unwind.py's max_frames) */
 #define KU_STEPS 16          /* steps per program: the walk goes on in a tail call (8 programs at most) */
-#define KU_STACK 128         /* pcs a stored stack holds */
 #define KU_SEARCH 20         /* binary search steps: a file holds fewer than 2^20 rows */
 #define KU_MAX_FRAME_SPAN (8 << 20)   /* a frame pointer further above sp is garbage (unwind.py) */
 #define KU_RA_KEPT 8         /* where the first return addresses were read, kept for a reuse to check */
@@ -84,12 +84,6 @@ struct ku_row {
     u8 kind;             /* | KU_SCALED */
     u8 bp;               /* as s8: rbp saved at CFA + 8 * bp; 0: unchanged; KU_BP_UNKNOWN (u8: BCC's
                           * Python side has no ctype for signed char) */
-};
-
-struct ku_stack {        /* a stack as stored once per unique stack (the kernel's or Python's too) */
-    u32 depth;
-    s32 outcome;
-    u64 pcs[KU_STACK];   /* innermost first */
 };
 
 struct ku_walk {         /* per-CPU: the walk's registers, the mapping of the last pc, the stack so far */
@@ -322,25 +316,6 @@ static __always_inline int ku_walk_some(struct ku_walk *w, u32 owner)
             return end;
     }
     return w->steps >= KU_FRAMES ? KU_FRAME_LIMIT : KU_GO_ON;
-}
-
-/* A stack's key in the table of unique stacks: its first `words` pcs, depth and outcome hashed (64 bits:
- * a collision is as likely as not only past 4e9 distinct stacks); never 0, which says "no stack". A
- * Python stack (struct pystack_t) has two words a frame. */
-static __always_inline u64 ku_hash(struct ku_stack *s, u32 words, u64 seed)
-{
-    u64 h = seed ^ ((u64)s->depth << 32) ^ (u32)s->outcome;
-#pragma clang loop unroll(disable)
-    for (int i = 0; i < KU_STACK; i++) {
-        if (i >= words)
-            break;
-        h = (h ^ s->pcs[i]) * 0x100000001b3ULL;
-        h ^= h >> 32;
-    }
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 32;
-    return h ? h : 1;
 }
 
 #endif

@@ -27,7 +27,6 @@
 #define KU_OUTCOMES 4         /* [KU_OUTCOMES + outcome]: walks by how they ended (ku_walked: compmem, offcpu) */
 #define KU_COUNTERS (KU_OUTCOMES + KU_FP_WALK + 1)
 
-#define KU_SEED_USER 0x75736572ULL   /* ku_hash's seed for a user stack ("user") */
 
 #define KU_WALK_MAPS                                                                                    \
     KU_MAPS;                                                                                            \
@@ -39,8 +38,6 @@ static __always_inline void ku_proc_set(u32 tgid, u32 state);             /* ku_
 static __always_inline void ku_proc_drop(u32 tgid);                       /* ku_procs.delete */
 static __always_inline long ku_send(struct ku_event_t *e);                /* ku_events.ringbuf_output */
 static __always_inline void ku_count(int slot, u64 n);                    /* ku_counters[slot] += n */
-static __always_inline struct ku_stack *ku_stack_at(u64 hash);           /* the stacks map's lookup */
-static __always_inline long ku_stack_insert(u64 hash, struct ku_stack *s); /* the stacks map's insert */
 static __always_inline u32 parent_of(u32 tgid);   /* a fork child that has not exec'd: its parent; else 0 */
 static __always_inline void ku_tail(void *ctx);   /* ku_progs.call(ctx, 0): ku_walk_more; returns if it failed */
 
@@ -208,17 +205,6 @@ static __always_inline int ku_keep(struct ku_last *last, struct ku_walk *w, u64 
     last->hash = hash;
     __builtin_memcpy(last->ra_at, w->ra_at, sizeof(last->ra_at));
     return 1;
-}
-
-/* `s` stored under the hash of its first `words` pcs unless it is there already: the hash, or 0 when the
- * stacks map is full */
-static __always_inline u64 ku_store(struct ku_stack *s, u32 words, u64 seed)
-{
-    u64 h = ku_hash(s, words, seed);
-    if (ku_stack_at(h))
-        return h;
-    long err = ku_stack_insert(h, s);
-    return err && err != -17 ? 0 : h;   /* -EEXIST: another CPU stored it meanwhile */
 }
 
 /* The walk in w has ended (or never began: the frame-pointer walk): counted by how, and its stack stored;

@@ -117,7 +117,7 @@ def load(mode: str) -> Any:   # BCC's BPF object
 b = load(args.user_stacks)
 
 
-from bcctool.kstacks import KernelCounts  # noqa: E402
+from bcctool.kstacks import KernelCounts, StoredStacks  # noqa: E402
 from bcctool.kunwind import KernelTables  # noqa: E402
 from bcctool.procnames import ProcessNames  # noqa: E402
 from bcctool.pyframes import PythonFrames, is_python_exe  # noqa: E402
@@ -145,7 +145,7 @@ lock = threading.Lock()          # pending and backlog are filled on the reader 
 pending: dict[tuple, int] = {}   # (tgid, comm, cgroup id, kernel addrs, user addrs) -> samples, this interval
 backlog: list[tuple] = []        # dwarf: (tgid, comm, cgroup id, kernel addrs, the ustack_t record, python frames)
 backlog_bytes = 0
-walk_errors = {"kernel_stack": 0, "user_stack": 0, "unwind_backlog": 0, "stack_id_collision": 0}
+walk_errors = {"kernel_stack": 0, "user_stack": 0, "unwind_backlog": 0}
 seen: set[int] = set()           # processes whose maps are snapshot (at their first sample's interval)
 
 
@@ -299,7 +299,7 @@ def adopt(tgid: int) -> None:
 
 
 LOST = {"kernel": ("[lost]", "", "kernel"), "user": ("[lost]", "", "user")}
-ID_TAKEN = -17   # counted: -EEXIST, the stack's id was another stack's (the sample is counted, its stack lost)
+LOST_STACK = -2  # counted: a stack key with no stack in the map (not expected: the map is never trimmed)
 
 
 def meet_counted(tgid: int) -> None:
@@ -315,24 +315,23 @@ def counted_stacks() -> dict[tuple, int]:
     """Counted: the whole run's samples from the kernel's map, named (processes gone since their maps
     were read keep them; one gone before, forked and never exec'd, takes its parent's)."""
     reader.stop()
-    traces = b["stack_traces"]
+    stored = StoredStacks(b["stacks"])
 
-    def stack(stack_id: int) -> int | list[int]:
-        if stack_id < 0:
-            return stack_id
-        try:
-            return list(traces.walk(stack_id))
-        except KeyError:
-            return -2   # not in the map: lost
+    def stack(h: int) -> int | tuple:
+        if not h:
+            return NO_STACK
+        got = stored.get(h)
+        if got is None:
+            return LOST_STACK   # not in the map: lost
+        return got[1] if got[1] < 0 else stored.pcs(h)   # a failed walk: its error
     children = {} if args.kernel_only else {k.value: v.value for k, v in b["children"].items()}
     out: dict[tuple, int] = {}
     for key, n in sorted(b["counts"].items(), key=lambda kv: kv[0].tgid):
         kernel, user = stack(key.kstack), stack(key.ustack)
-        kernel = struct.pack(f"<{len(kernel)}Q", *kernel) if isinstance(kernel, list) else kernel
-        user = tuple(user) if isinstance(user, list) else user
+        kernel = struct.pack(f"<{len(kernel)}Q", *kernel) if isinstance(kernel, tuple) else kernel
         if key.tgid in children and key.tgid not in seen:
             sym.inherit(key.tgid, children[key.tgid])   # at its turn: the symbolizer keeps so many
-        k = (key.tgid, bytes(key.comm), key.cgid, kernel or NO_STACK, user or NO_STACK, None)
+        k = (key.tgid, bytes(key.comm), key.cgid, kernel, user, None)
         for named_key, m in named({k: n.value}).items():
             out[named_key] = out.get(named_key, 0) + m
     return out
@@ -363,7 +362,7 @@ def take_interval() -> dict[tuple, int]:
 
 def counted_lost() -> None:
     """Counted: samples the kernel's maps had no room for, said as lost."""
-    for source in ("counts_full", "children_full"):
+    for source in ("counts_full", "stacks_full", "children_full"):
         tool.set_lost_total(source, sum(b[source][b[source].Key(0)]))
 
 
@@ -391,7 +390,7 @@ def named(taken: dict[tuple, int]) -> dict[tuple, int]:
         unnamed += n if quick else 0
         for source, depth in (("kernel_stack", kernel), ("user_stack", user)):
             if isinstance(depth, int) and depth < 0 and depth != NO_STACK:
-                walk_errors["stack_id_collision" if depth == ID_TAKEN else source] += n
+                walk_errors[source] += n
         frames: list[tuple] = []
         if isinstance(user, (bytes, tuple)):
             addrs = user if isinstance(user, tuple) else struct.unpack(f"<{len(user) // 8}Q", user)

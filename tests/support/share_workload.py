@@ -92,6 +92,42 @@ __attribute__((noinline)) void work(double seconds, double own[3])
     } while (t3 - start < seconds);
 }
 
+/* "paths": 4,096 distinct stacks. Each call of turn() takes the path's next bit and goes on through
+ * left() or right(), 12 levels deep, to a short spin: main;paths;turn;left;turn;right;...;spin_leaf.
+ * Every path in turn, each a fixed spin (~0.5 ms), until the thread's clock says `seconds`. */
+#define PATH_BITS 12
+__attribute__((noinline)) void spin_leaf(void)
+{
+    unsigned long x = sink;
+    for (long i = 0; i < 150000; i++)
+        x = x * 5 + (unsigned long)i;
+    keep(x);
+}
+
+__attribute__((noinline)) void turn(unsigned path, int level);
+
+__attribute__((noinline)) void left(unsigned path, int level) { turn(path, level + 1); keep(level); }
+__attribute__((noinline)) void right(unsigned path, int level) { turn(path, level + 1); keep(level); }
+
+__attribute__((noinline)) void turn(unsigned path, int level)
+{
+    if (level == PATH_BITS)
+        spin_leaf();
+    else if (path >> level & 1)
+        right(path, level);
+    else
+        left(path, level);
+}
+
+__attribute__((noinline)) void paths(double seconds)
+{
+    double start = cpu(CLOCK_THREAD_CPUTIME_ID);
+    do {
+        for (unsigned path = 0; path < 1u << PATH_BITS; path++)
+            turn(path, 0);
+    } while (cpu(CLOCK_THREAD_CPUTIME_ID) - start < seconds);
+}
+
 __attribute__((noinline)) void spin_read(int fd, char *buf)
 {
     if (read(fd, buf, 1 << 20) < 0)
@@ -124,6 +160,8 @@ int main(int argc, char **argv)
     double p0 = cpu(CLOCK_PROCESS_CPUTIME_ID);
     if (!strcmp(mode, "hot")) {
         work(seconds, own);
+    } else if (!strcmp(mode, "paths")) {
+        paths(seconds);
     } else if (!strcmp(mode, "zero")) {
         int fd = open("/dev/zero", O_RDONLY);
         while (cpu(CLOCK_THREAD_CPUTIME_ID) - p0 < seconds)
