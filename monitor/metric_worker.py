@@ -144,10 +144,11 @@ class MetricWorker:
         if self._stop_requested:
             return 0, ""
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        argv, hook = procs.dying_with_parent(self.argv)
         try:
-            proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, cwd=config.ROOT, env=env, start_new_session=True,
-                                    preexec_fn=procs.die_with_parent())
+                                    preexec_fn=hook)
         except OSError as exc:
             return 127, self._start_error(exc)
         self.pid = proc.pid
