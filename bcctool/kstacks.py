@@ -4,6 +4,7 @@ bpf/kuwalk.h stores them, and the samples cpuprofile's -DUSER_KERNEL counts unde
     stored = StoredStacks(bpf["ustacks"])   # compmem's user stacks
     stored.get(h)              # (depth, outcome, raw bytes of the struct), read from the kernel the first time
     stored.pcs(h)              # its pcs, innermost first (None: no such stack)
+    stored.addresses(h)        # the same as the bytes a ring-buffer sample holds
     stored.walked(h)           # as a record's key: Walked(pcs, by_frame_pointers), None for none or gone
     stored.python(h)           # a stored struct pystack_t's bytes (its depth's frames), None for none or gone
     stored.retire(used)        # at a cut: once half the map is known here, those not in `used` deleted
@@ -89,6 +90,12 @@ class StoredStacks:
             self.stack_reads += 1
             stack = self.known[h] = (min(leaf.depth, len(leaf.pcs)), leaf.outcome, bytes(leaf))
         return stack
+
+    def addresses(self, h: int) -> bytes | None:
+        """The stack's pcs as the u64 bytes a ring-buffer sample holds them (innermost first); None for
+        none or one gone."""
+        stack = self.get(h)
+        return stack[2][8 : 8 + 8 * stack[0]] if stack is not None else None
 
     def pcs(self, h: int) -> tuple | None:
         """The stack's pcs, innermost first; None for none or one gone."""
@@ -235,8 +242,8 @@ class KernelCounts:
             return NO_STACK
         stack = self.kernel_of.get(h)
         if stack is None:
-            found = self.stored.get(h)
-            stack = found[2][8 : 8 + 8 * found[0]] if found is not None else LOST
+            found = self.stored.addresses(h)
+            stack = found if found is not None else LOST
             if found is not None:
                 self._remember(self.kernel_of, h, stack)
         return stack

@@ -117,6 +117,7 @@ def load(mode: str) -> Any:   # BCC's BPF object
 b = load(args.user_stacks)
 
 
+from bcctool.kstacks import LOST as LOST_STACK  # noqa: E402 - a stack key with no stack in the map
 from bcctool.kstacks import KernelCounts, StoredStacks  # noqa: E402
 from bcctool.kunwind import KernelTables  # noqa: E402
 from bcctool.procnames import ProcessNames  # noqa: E402
@@ -299,7 +300,6 @@ def adopt(tgid: int) -> None:
 
 
 LOST = {"kernel": ("[lost]", "", "kernel"), "user": ("[lost]", "", "user")}
-LOST_STACK = -2  # counted: a stack key with no stack in the map (not expected: the map is never trimmed)
 
 
 def meet_counted(tgid: int) -> None:
@@ -317,18 +317,18 @@ def counted_stacks() -> dict[tuple, int]:
     reader.stop()
     stored = StoredStacks(b["stacks"])
 
-    def stack(h: int) -> int | tuple:
+    def stack(h: int) -> int | bytes:
+        """A key's stack as named() takes it: its addresses, the walk's error, or none."""
         if not h:
             return NO_STACK
         got = stored.get(h)
         if got is None:
             return LOST_STACK   # not in the map: lost
-        return got[1] if got[1] < 0 else stored.pcs(h)   # a failed walk: its error
+        return got[1] if got[1] < 0 else stored.addresses(h)   # a failed walk: its error
     children = {} if args.kernel_only else {k.value: v.value for k, v in b["children"].items()}
     out: dict[tuple, int] = {}
     for key, n in sorted(b["counts"].items(), key=lambda kv: kv[0].tgid):
         kernel, user = stack(key.kstack), stack(key.ustack)
-        kernel = struct.pack(f"<{len(kernel)}Q", *kernel) if isinstance(kernel, tuple) else kernel
         if key.tgid in children and key.tgid not in seen:
             sym.inherit(key.tgid, children[key.tgid])   # at its turn: the symbolizer keeps so many
         k = (key.tgid, bytes(key.comm), key.cgid, kernel, user, None)
