@@ -46,6 +46,7 @@ from bcctool.taskinfo import descendants
 from host.proc_cost import cpu_seconds
 
 BARE, FLOOR, ALL_TEN = "bare", "floor", "all ten"
+ALL_TEN_SAMPLING = "all ten in sampling modes"   # each in the mode the overhead budget switches it to
 LOADS = {"pg_select": "PostgreSQL, pgbench -S (select-only)",
          "pg_rw": "PostgreSQL, pgbench default mix (TPC-B-like read-write)",
          "nginx": f"nginx, wrk -c {app_servers.WRK_CONNECTIONS} ({app_servers.PAGE_BYTES} B file)"}
@@ -85,6 +86,15 @@ BPFTRACE_PEERS = {
                                 "nsecs; } tracepoint:block:block_rq_complete /@start[args->dev, args->sector]/ "
                                 "{ @us = hist((nsecs - @start[args->dev, args->sector]) / 1000); "
                                 "delete(@start[args->dev, args->sector]); }"], "biopwise"),
+    # offcputime.bt needs kprobes: the same job on the tracepoint, each block's kernel and user stack taken
+    # at its switch out as offcpu takes them, its time summed per (stacks, comm) at its switch in
+    "bpftrace off-CPU stacks": (["-e", BEGIN + "tracepoint:sched:sched_switch /args->prev_state & 3/ { "
+                                 "@start[args->prev_pid] = nsecs; @ks[args->prev_pid] = kstack; "
+                                 "@us[args->prev_pid] = ustack; } tracepoint:sched:sched_switch "
+                                 "/@start[args->next_pid]/ { @t[@ks[args->next_pid], @us[args->next_pid], "
+                                 "args->next_comm] = sum(nsecs - @start[args->next_pid]); "
+                                 "delete(@start[args->next_pid]); } END { clear(@start); clear(@ks); clear(@us); }"],
+                                "offcpu"),
     "bpftrace profile 49 Hz": (["-e", BEGIN + "profile:hz:49 { @[kstack, ustack, comm] = count(); }"], "cpuprofile"),
 }
 
@@ -94,7 +104,8 @@ BPFTRACE_PEERS = {
 # more than with fp; issue 27: compmem sampled)
 MODES = {**{f"{name} --user-stacks {mode}": (name, {"user_stacks": mode})
             for name in ("compmem", "offcpu", "cpuprofile") for mode in ("dwarf", "fp", "kernel")},
-         **{f"compmem --sample-bytes {n}": ("compmem", {"sample_bytes": n}) for n in (0, 16384, 65536)}}
+         **{f"compmem --sample-bytes {n}": ("compmem", {"sample_bytes": n}) for n in (0, 16384, 65536)},
+         "offcpu --stack-every 16": ("offcpu", {"stack_every": 16})}
 
 
 def mode_rows() -> dict[str, tuple[str, dict]]:
@@ -110,7 +121,8 @@ def mode_rows() -> dict[str, tuple[str, dict]]:
 
 def row_names() -> list[str]:
     """Every row but bare, in the order the tables show them."""
-    return [FLOOR, *(spec.name for spec in config.METRICS), *mode_rows(), ALL_TEN, *BCC_PEERS, *BPFTRACE_PEERS]
+    return [FLOOR, *(spec.name for spec in config.METRICS), *mode_rows(), ALL_TEN, ALL_TEN_SAMPLING, *BCC_PEERS,
+            *BPFTRACE_PEERS]
 
 
 def job_of(row: str) -> str | None:
@@ -251,6 +263,10 @@ class AppCost:
                 self.commands[row] = [(row, harness.metric_argv(config.get(name), **values), "metric")]
         if ALL_TEN in rows:
             self.commands[ALL_TEN] = [metrics[name] for name in TEN]
+        if ALL_TEN_SAMPLING in rows:
+            self.commands[ALL_TEN_SAMPLING] = [
+                (name, harness.metric_argv(config.get(name), **config.get(name).sampling_changes({})), "metric")
+                for name in TEN]
         if FLOOR in rows:
             self.floor_probes = self.probes_of_ten([metrics[name] for name in TEN])
             self.commands[FLOOR] = [(f"floor of {name}", [harness.PYTHON, os.path.join(harness.BENCH, "probe_floor.py"),

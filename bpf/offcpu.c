@@ -34,6 +34,11 @@
  * keeping its hash, taken at every block, as one native stack runs many Python chains since 3.11); its
  * frames do not change while it is blocked.
  *
+ * -DSTACK_EVERY=N (N > 1): one block in N, chosen at random at its switch out, takes its stacks; the others
+ * keep kstack STACK_UNSAMPLED and no user stack, so every block is still timed and counted and only the
+ * stack walks, most of a block's cost (the kernel's ~1.1 us whatever its depth), are sampled. User space
+ * shares each thread's exact time and count among its sampled stacks.
+ *
  * -DUSER_KERNEL: every block's user stack is walked here at its switch out with the stack-delta tables
  * of kunwind.h (kuwalk.h: a process met for the first time is walked by frame pointers until user space
  * has loaded its mappings; a fork child that has not exec'd walks its parent's), stored once by its hash
@@ -56,6 +61,7 @@
 #ifndef STACK_ENTRIES
 #define STACK_ENTRIES 16384
 #endif
+#define STACK_UNSAMPLED (-4096)   /* a block whose stacks were not taken (-DSTACK_EVERY); no errno is this */
 
 struct start_t {
     u64 ts;
@@ -389,7 +395,7 @@ static __always_inline void end_block(struct epoch_t *epoch, u32 tid, struct sta
             count_lost();
     }
 #ifdef USER_DWARF
-    if (may_defer && delta >= DWARF_MIN_NS && st->uip) {
+    if (may_defer && delta >= DWARF_MIN_NS && st->uip && st->kstack != STACK_UNSAMPLED) {   /* sampled: a DWARF stack too */
         struct pending_t p = {.key = key, .delta = delta, .charged = charged, .end = now, .epoch = epoch->epoch,
                               .uip = st->uip, .usp = st->usp};
         if (pending.update(&tid, &p) == 0)
@@ -567,8 +573,18 @@ static __always_inline void begin_block(void *ctx, u32 prev, u64 id)
      * its own context too, so the last block's stack is taken now */
     send_pending(prev, s.uip, s.usp);
 #endif
-    if (seen.insert(&s.tgid, &one) == 0 && new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0))
+    /* met before: a lookup, which takes no lock, rather than an insert refused */
+    if (!seen.lookup(&s.tgid) && seen.insert(&s.tgid, &one) == 0 &&
+        new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0))
         seen.delete(&s.tgid);   /* a full ring: its next block says it */
+#ifdef STACK_EVERY
+    if (bpf_get_prandom_u32() % STACK_EVERY) {   /* timed and counted, without its stacks */
+        s.kstack = STACK_UNSAMPLED;
+        s.ustack = -1;
+        started(prev, &s);
+        return;
+    }
+#endif
     s.kstack = stacks.get_stackid(ctx, 0);
     if (s.kstack < 0) {
         int zero = 0;

@@ -12,12 +12,13 @@ static __always_inline int user_regs(u64 *ip, u64 *sp, u64 *bp)
     struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
     if (!regs)
         return -1;
-    u64 cs = 0;
-    bpf_probe_read_kernel(&cs, sizeof(cs), &regs->cs);
-    if ((cs & 3) != 3)   /* no user mode to return to: a kernel thread */
-        return -1;
-    bpf_probe_read_kernel(ip, sizeof(*ip), &regs->ip);
-    bpf_probe_read_kernel(sp, sizeof(*sp), &regs->sp);
+    /* ip, cs, flags and sp follow one another in pt_regs: one read for the four */
+    u64 tail[4] = {};
+    _Static_assert(offsetof(struct pt_regs, sp) == offsetof(struct pt_regs, ip) + 3 * sizeof(u64), "pt_regs: ip, cs, flags, sp");
+    if (bpf_probe_read_kernel(tail, sizeof(tail), &regs->ip) || (tail[1] & 3) != 3)
+        return -1;   /* no user mode to return to: a kernel thread */
+    *ip = tail[0];
+    *sp = tail[3];
     bpf_probe_read_kernel(bp, sizeof(*bp), &regs->bp);
     return 0;
 }

@@ -9,7 +9,9 @@ User stacks: by default every block's is walked with DWARF CFI in the kernel at 
 stack stored once, a thread blocking again from the same registers takes its last walk), a python's
 with its Python frames; --user-stacks dwarf gives a block of --dwarf-min-us or more a user stack
 unwound here from a copy (taken when its syscall returns), shorter ones the kernel's frame-pointer walk;
---user-stacks fp gives every block the frame-pointer walk.
+--user-stacks fp gives every block the frame-pointer walk. --stack-every N takes the stacks of one block
+in N at random: every block is still timed and counted, and each thread's time is shared among its
+sampled stacks.
 """
 
 import ctypes
@@ -33,6 +35,7 @@ EXAMPLES = [
     ("offcpu --cgroup lab/job-7 --group-by cgroup", "one cgroup v2 group and those below, a row per group"),
     ("offcpu --user-stacks fp", "frame-pointer user stacks only (no stack copies)"),
     ("offcpu --user-stacks dwarf", "long blocks' user stacks copied and unwound with CFI here"),
+    ("offcpu --stack-every 16", "the stacks of one block in 16: a third of the BPF time on a busy server"),
     ("offcpu --python-frames off", "python processes: the interpreter's C frames only"),
 ]
 
@@ -46,6 +49,7 @@ args = tool.parse_args()
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
 cflags += [f"-DMIN_BLOCK_NS={args.min_block_us * 1000}", f"-DSTACK_DEPTH={args.stack_depth}"]
 cflags += ["-DPREEMPTED"] * args.preempted
+cflags += [f"-DSTACK_EVERY={args.stack_every}"] * (args.stack_every > 1)
 if args.state != "all":
     cflags.append(f"-DSTATE_MASK={STATE_BITS[args.state]}")
 dwarf_cflags = ["-DUSER_DWARF", f"-DDWARF_MIN_NS={args.dwarf_min_us * 1000}", f"-DUSTACK_PAGES={args.stack_size // 4096}"]
@@ -385,9 +389,41 @@ def timing(v: dict, grand_total: int) -> dict:
             "percentage": round(100.0 * v["total_ns"] / grand_total, 2) if grand_total else 0.0}
 
 
+UNSAMPLED = -4096   # bpf/offcpu.c's STACK_UNSAMPLED: a block whose stacks --stack-every did not take
+
+
+def shared_among_sampled(blocks: dict[tuple, dict]) -> dict[tuple, dict]:
+    """--stack-every: each thread's blocks, keyed by stacks, with the thread's exact time and count shared
+    among its sampled stacks in proportion to their own (the time by time, the count and the lengths by
+    count, so a stack's average block is what its sampled blocks show; min and max are theirs). A thread
+    with no sampled block in the interval, or what its sampled blocks cannot carry (time only from blocks
+    still open), keeps the UNSAMPLED key."""
+    threads: dict[tuple, list] = {}
+    for key, v in blocks.items():
+        threads.setdefault((key[0], key[1], key[2], key[5]), []).append((key, v))
+    out: dict[tuple, dict] = {}
+    for (tgid, tid, comm, cgid), items in threads.items():
+        exact: dict = {}
+        for _, v in items:
+            merge(exact, v)
+        sampled = [(key, v) for key, v in items if key[3] != UNSAMPLED]
+        time_ns = sum(v["total_ns"] for _, v in sampled)
+        count = sum(v["count"] for _, v in sampled)
+        by_time = exact["total_ns"] / time_ns if time_ns else 0.0
+        by_count = exact["count"] / count if count else 0.0
+        for key, v in sampled:
+            out[key] = {**v, "total_ns": round(v["total_ns"] * by_time), "count": round(v["count"] * by_count),
+                        "length_ns": round(v["length_ns"] * by_count)}
+        rest = {**exact, "total_ns": 0 if time_ns else exact["total_ns"],
+                "count": 0 if count else exact["count"], "length_ns": 0 if count else exact["length_ns"]}
+        if rest["total_ns"] or rest["count"]:
+            out[(tgid, tid, comm, UNSAMPLED, -1, cgid)] = rest
+    return out
+
+
 def stack_record(key: tuple, v: dict, grand_total: int) -> dict:
     tgid, tid, comm, kstack, ustack, cgid = key
-    kernel = symbols.frames(kstack, -1)
+    kernel = ["[not sampled]"] if kstack == UNSAMPLED else symbols.frames(kstack, -1)
     user = (symbols.walked_frames(ustack, tgid) if isinstance(ustack, Walked)
             else symbols.dwarf_frames(ustack, tgid) if isinstance(ustack, tuple) else symbols.frames(ustack, tgid))
     folded = ";".join([comm, *reversed(user), *reversed(kernel)])   # root first, as flame graphs read
@@ -485,8 +521,9 @@ for _interval in tool.intervals():
         groups = [{**tool.cgroup_fields(cgid), "threads": sum(1 for k in per_thread if k[3] == cgid),
                    **timing(v, grand)}
                   for cgid, v in sorted(per_group.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)]
-    by_time = sorted(blocks.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)
-    summary = {"total_time_ns": grand, "total_events": events,
+    by_stacks = shared_among_sampled(blocks) if args.stack_every > 1 else blocks
+    by_time = sorted(by_stacks.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)
+    summary = {"total_time_ns": grand, "total_events": events, "stack_every": args.stack_every,
                "avg_time_ns": sum(v["length_ns"] for v in per_thread.values()) // events if events else 0,
                "min_time_ns": min((v["min_ns"] for v in per_thread.values() if v["count"]), default=0),
                "max_time_ns": max((v["max_ns"] for v in per_thread.values()), default=0),

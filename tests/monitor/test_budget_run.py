@@ -146,11 +146,11 @@ def test_a_tiny_budget_switches_the_costliest_metric_to_its_sampling_mode_headle
 
 
 @pytest.mark.bpf
-# offcpu's switch (to frame-pointer stacks) goes the same way: its arguments are checked in test_budget.py,
+# offcpu's switch (to the stacks of one block in 16) goes the same way: its arguments are checked in test_budget.py,
 # and a third real run would add 13 s to a suite at the edge of its 25 minutes
 @pytest.mark.parametrize(("action", "metric"), [("stop", "sysnest"), ("sample", "sysnest")])
 def test_a_tiny_budget_acts_on_a_real_metric(tmp_path, action, metric):
-    """sysnest stopped; sysnest switched to one syscall in 8 timed; offcpu to frame-pointer stacks: each
+    """sysnest stopped; sysnest switched to one syscall in 8 timed; offcpu to the stacks of one block in 16: each
     with its note record and its line on stderr; the new run's meta record has the new arguments."""
     run = subprocess.Popen([PYTHON, os.path.join(ROOT, "main_app.py"), "--headless", "--metric", metric,
                             "--state-dir", str(tmp_path), "--record", str(tmp_path / "run.ndjson"), "--budget", "0.01",
@@ -168,7 +168,7 @@ def test_a_tiny_budget_acts_on_a_real_metric(tmp_path, action, metric):
     if action == "stop":
         assert line.endswith(": stopped") and "every metric ended" in out and len(metas) == 1
     else:
-        changes = {"sysnest": {"sample": 8}, "offcpu": {"user_stacks": "fp"}}[metric]
+        changes = {"sysnest": {"sample": 8}, "offcpu": {"stack_every": 16}}[metric]
         assert note["args"] == changes and len(metas) == 2
         assert {k: metas[1]["args"][k] for k in changes} == changes
         assert any(r["kind"] == "summary" for r in records[records.index(metas[1]):])
