@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import signal
 import sys
 import time
 import traceback
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         parser.error("benchmarks load BPF programs: run as root")
 
+    # a stop (SIGTERM, as `timeout` and `kill` send) unwinds like Ctrl-C: the servers and metrics a bench
+    # started end with it, where the signal's default would leave PostgreSQL and nginx running
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     options = {"reps": args.reps, "rss_minutes": args.rss_minutes, "app_rows": args.app_rows,
                "app_loads": args.app_loads}
     failed = []
