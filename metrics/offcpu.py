@@ -392,21 +392,19 @@ def timing(v: dict, grand_total: int) -> dict:
 UNSAMPLED = -4096   # bpf/offcpu.c's STACK_UNSAMPLED: a block whose stacks --stack-every did not take
 
 
-def shared_among_sampled(blocks: dict[tuple, dict]) -> dict[tuple, dict]:
-    """--stack-every: each thread's blocks, keyed by stacks, with the thread's exact time and count shared
-    among its sampled stacks in proportion to their own (the time by time, the count and the lengths by
-    count, so a stack's average block is what its sampled blocks show; min and max are theirs). A thread
-    with no sampled block in the interval, or what its sampled blocks cannot carry (time only from blocks
-    still open), keeps the UNSAMPLED key."""
-    threads: dict[tuple, list] = {}
+def shared_among_sampled(blocks: dict[tuple, dict], per_thread: dict[tuple, dict]) -> dict[tuple, dict]:
+    """--stack-every: each thread's blocks, keyed by stacks, with the thread's exact time and count (its
+    per_thread totals) shared among its sampled stacks in proportion to their own (the time by time, the
+    count and the lengths by count, so a stack's average block is what its sampled blocks show; min and
+    max are theirs). A thread with no sampled block in the interval, or what its sampled blocks cannot
+    carry (time only from blocks still open), keeps the UNSAMPLED key."""
+    sampled_of: dict[tuple, list] = {thread: [] for thread in per_thread}
     for key, v in blocks.items():
-        threads.setdefault((key[0], key[1], key[2], key[5]), []).append((key, v))
+        if key[3] != UNSAMPLED:
+            sampled_of[(key[0], key[1], key[2], key[5])].append((key, v))
     out: dict[tuple, dict] = {}
-    for (tgid, tid, comm, cgid), items in threads.items():
-        exact: dict = {}
-        for _, v in items:
-            merge(exact, v)
-        sampled = [(key, v) for key, v in items if key[3] != UNSAMPLED]
+    for (tgid, tid, comm, cgid), sampled in sampled_of.items():
+        exact = per_thread[(tgid, tid, comm, cgid)]
         time_ns = sum(v["total_ns"] for _, v in sampled)
         count = sum(v["count"] for _, v in sampled)
         by_time = exact["total_ns"] / time_ns if time_ns else 0.0
@@ -521,7 +519,7 @@ for _interval in tool.intervals():
         groups = [{**tool.cgroup_fields(cgid), "threads": sum(1 for k in per_thread if k[3] == cgid),
                    **timing(v, grand)}
                   for cgid, v in sorted(per_group.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)]
-    by_stacks = shared_among_sampled(blocks) if args.stack_every > 1 else blocks
+    by_stacks = shared_among_sampled(blocks, per_thread) if args.stack_every > 1 else blocks
     by_time = sorted(by_stacks.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)
     summary = {"total_time_ns": grand, "total_events": events, "stack_every": args.stack_every,
                "avg_time_ns": sum(v["length_ns"] for v in per_thread.values()) // events if events else 0,
