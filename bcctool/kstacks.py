@@ -242,10 +242,10 @@ class KernelCounts:
             return NO_STACK
         stack = self.kernel_of.get(h)
         if stack is None:
-            found = self.stored.addresses(h)
-            stack = found if found is not None else LOST
-            if found is not None:
-                self._remember(self.kernel_of, h, stack)
+            stack = self.stored.addresses(h)
+            if stack is None:
+                return LOST    # not remembered: a later read may find it stored
+            self._remember(self.kernel_of, h, stack)
         return stack
 
     def _user(self, h: int) -> tuple:

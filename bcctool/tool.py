@@ -117,6 +117,8 @@ class Tool:
         self._wake_r: socket.socket | None = None
         self._lost: dict[str, int] = {}
         self._lost_reported: dict[str, int] = {}
+        # programs whose skipped runs the metric counts itself, under a source of its own
+        self.skips_counted_by_metric: set[str] = set()
         self._filters: dict[str, Any] = {}
         self.interval_index = 0
         self.partial = False                    # the interval being read was cut short (PARTIAL_SHARE)
@@ -357,6 +359,8 @@ class Tool:
         is lost. Each program's running count (fdinfo's recursion_misses) becomes the lost source
         `skipped:<program>`. Seen beside offcpu: 68 of biopwise's block_rq_complete runs in a few seconds."""
         for name, func in getattr(self.bpf, "funcs", {}).items():
+            if text_of(name) in self.skips_counted_by_metric:
+                continue
             misses = fdinfo_count(func.fd, "recursion_misses")
             if misses:
                 self.set_lost_total(f"skipped:{text_of(name)}", misses)

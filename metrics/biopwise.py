@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """biopwise: block I/O per process — bytes, I/Os, sync/async and device latency, per interval.
 
-Traces block:block_io_start (who submitted), block:block_rq_issue (size, read/write, sync) and
-block:block_rq_complete (latency); per (process, device) the kernel keeps never-cleared totals, and
-one log2 histogram of the latency of every request counted (a `hist` record per interval with --json).
+Traces block:block_io_start (who submitted, device, read/write, sync), block_rq_issue (when) and
+block_rq_complete (bytes done, latency); per (process, device) the kernel keeps never-cleared totals,
+and one log2 histogram of the latency of every request counted (a `hist` record per interval with --json).
 """
 
 import os
@@ -67,6 +67,11 @@ if args.device:
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_dev=device)
 has_io_start = kernelfeatures.tracepoint_exists("block", "block_io_start")
 b = tool.load(cflags + (["-DHAVE_IO_START"] if has_io_start else []))
+if has_io_start:
+    # after block_io_start's tracepoint program (attached by load), so it runs second and finds its fields
+    b.attach_raw_tracepoint(tp="block_io_start", fn_name="io_start_request")
+    # a skipped tracepoint run leaves its raw partner without fields: counted once, as io_start_unpaired
+    tool.skips_counted_by_metric.add("tracepoint__block__block_io_start")
 stats, comms, full = b["stats"], b["comms"], b["full"]
 # Without block_io_start (kernels before 6.5) the owner is the task that issues the request.
 tool.meta(attribution="submitter (block_io_start)" if has_io_start else "issuer (block_rq_issue)",
@@ -173,5 +178,8 @@ for interval in tool.intervals():
     else:
         print_human(interval, rows, t)
     tool.set_lost_total("stats_map_full", sum(full[full.Key(0)]))
+    if has_io_start:
+        tool.set_lost_total("io_start_unpaired", sum(b["unpaired"][0]))
+        tool.set_lost_total("completion_unseen", sum(b["completion_unseen"][0]))
 
 tool.finish()

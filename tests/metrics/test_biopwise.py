@@ -143,9 +143,9 @@ sys.stdin.readline()
 
 
 def test_latency_histogram_counts_each_direct_read_within_the_time_the_reads_took():
-    """200 O_DIRECT 4 KiB reads, each timed by the child: the `latency` hist records of `-p CHILD` hold
-    exactly 200 requests (the rows' read I/Os), and the device time they give (each bucket's lower bound)
-    fits in the time the child measured around its reads."""
+    """200 O_DIRECT 4 KiB reads, each timed by the child: the rows of `-p CHILD` hold exactly 200 read
+    I/Os and the `latency` hist records exactly as many requests, and the device time they give (each
+    bucket's lower bound) fits in the time the child measured around its reads."""
     directory, _ = block_device_dir()
     with tempfile.TemporaryDirectory(dir=directory, prefix="biopwise-lat-") as tmp:
         child = run_workload(TIMED_CHILD, os.path.join(tmp, "timed.bin"))
@@ -167,13 +167,18 @@ def test_latency_histogram_counts_each_direct_read_within_the_time_the_reads_too
     assert all(r["total"] == sum(b["count"] for b in r["buckets"]) for r in hists)
     requests = sum(r["total"] for r in hists)
     rows = rows_of(tool, child.pid)
-    assert sum(r["read_ios"] for r in rows) == TIMED_READS
+    read_ios = sum(r["read_ios"] for r in rows)
+    lost = {r["source"]: r["total"] for r in tool.of_kind("lost")}
+    print(f"{read_ios} read I/Os and {requests} latencies of {TIMED_READS} reads; lost: {lost}")
+    # every request is counted at its completion, with its latency: the two agree whatever happened
+    assert requests == read_ios
     assert sum(r["write_ios"] for r in rows) == 0
-    # a completion whose program the kernel skipped (it fired while another BPF program ran on its CPU,
-    # 8 of 200 in a run beside other tests' tracers) is counted lost, never silent; those counts are the
-    # whole machine's, so they bound what the child lost
-    skipped = sum(r["count"] for r in tool.of_kind("lost") if r["source"].startswith("skipped:")
-                  and r["source"].endswith("block_rq_complete"))
-    assert TIMED_READS - skipped <= requests <= TIMED_READS, (requests, skipped)
+    # Issue and completion are raw tracepoints, which the kernel skips only when one would nest in
+    # itself; a request is missed otherwise only when block_io_start's tracepoint program was skipped
+    # (io_start_unpaired). Either is counted lost, never silent; those counts are the whole machine's, so
+    # they bound what the child lost. Measured beside a dd writing, reading and deleting files: none.
+    missed = sum(n for source, n in lost.items() if source in ("io_start_unpaired", "completion_unseen")
+                 or source.startswith("skipped:"))
+    assert TIMED_READS - missed <= read_ios <= TIMED_READS, (read_ios, lost)
     floor_us = sum(b["lo"] * b["count"] for r in hists for b in r["buckets"])
     assert 0 < floor_us <= int(spent_ns) / 1000, (floor_us, int(spent_ns) / 1000)

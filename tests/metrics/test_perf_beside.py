@@ -31,13 +31,16 @@ import config
 pytestmark = pytest.mark.bpf
 
 WORKLOAD = os.path.join(SUPPORT, "neighbour_workload.py")
-RAW_TRACEPOINTS = {"sys_enter": "raw_syscalls:sys_enter", "sys_exit": "raw_syscalls:sys_exit"}
+RAW_TRACEPOINTS = {"sys_enter": "raw_syscalls:sys_enter", "sys_exit": "raw_syscalls:sys_exit",
+                   **{event: f"block:{event}" for event in ("block_io_start", "block_rq_issue", "block_rq_complete",
+                                                            "block_io_done")}}
 # Raised in an interrupt or in deferred work (slab objects are often freed by RCU callbacks), in
 # whichever task happens to run: counted system-wide only.
 # A wakeup of a thread on another CPU is raised there, in its IPI, in whatever task runs (often the idle
 # task): the workload's own count of them swung from 56 to 2,436 between runs, so it is system-wide only.
 # A softirq runs in whatever task it interrupts or in ksoftirqd: system-wide only too.
-ELSEWHERE = {"block:block_io_start", "block:block_rq_issue", "block:block_rq_complete", "kmem:kfree",
+ELSEWHERE = {"block:block_io_start", "block:block_rq_issue", "block:block_rq_complete", "block:block_io_done",
+             "kmem:kfree",
              "kmem:kmem_cache_free", "sched:sched_wakeup", "irq:softirq_entry", "irq:softirq_exit"}
 # How often the pipe partner is already asleep when the other side writes decides how many switches a
 # round trip raises: that follows the machine's load, not the metric. A swallowed event counts 0, so

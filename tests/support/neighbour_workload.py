@@ -54,7 +54,7 @@ FLOORS = {
     "raw_syscalls:sys_enter": 10 * N, "raw_syscalls:sys_exit": 10 * N,
     "filemap:mm_filemap_add_to_page_cache": N, "filemap:mm_filemap_get_pages": N,
     "writeback:writeback_dirty_folio": N,
-    "block:block_io_start": 1, "block:block_rq_issue": 1, "block:block_rq_complete": 1,
+    "block:block_io_start": 1, "block:block_rq_issue": 1, "block:block_rq_complete": 1, "block:block_io_done": 1,
     # this process moved into a cgroup v2 group of its own and back: one attach each
     "cgroup:cgroup_attach_task": 2,
 }
