@@ -126,6 +126,17 @@ LOST_COUNTER(unpaired);    /* block_io_start raw runs that found no fields: requ
  * counted: 1-5 of 200 reads in about 1 run in 50 beside a dd churning files; not explained yet. */
 LOST_COUNTER(completion_unseen);
 
+/* an entry's request was issued and its completion never counted */
+static __always_inline void check_completion_seen(struct req_t *r)
+{
+    if (r->issue_ns && !r->counted) {
+        int zero = 0;
+        u64 *lost = completion_unseen.lookup(&zero);
+        if (lost)
+            (*lost)++;
+    }
+}
+
 TRACEPOINT_PROBE(block, block_io_start)
 {
     int zero = 0;
@@ -175,11 +186,8 @@ int io_start_request(struct bpf_raw_tracepoint_args *ctx)
     u32 full = p->full;
     p->full = 0;
     struct req_t *before = requests.lookup(&addr);
-    if (before && before->issue_ns && !before->counted) {
-        u64 *lost = completion_unseen.lookup(&zero);
-        if (lost)
-            (*lost)++;
-    }
+    if (before)
+        check_completion_seen(before);
     if (full == 1 && p->tid == (u32)bpf_get_current_pid_tgid()) {
         requests.update(&addr, &p->req);
         return 0;
@@ -239,12 +247,7 @@ RAW_TRACEPOINT_PROBE(block_io_done)
     struct req_t *r = requests.lookup(&addr);
     if (!r)
         return 0;
-    if (r->issue_ns && !r->counted) {
-        int zero = 0;
-        u64 *lost = completion_unseen.lookup(&zero);
-        if (lost)
-            (*lost)++;
-    }
+    check_completion_seen(r);
     requests.delete(&addr);
     return 0;
 }

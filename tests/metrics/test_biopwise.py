@@ -188,9 +188,10 @@ def test_latency_histogram_counts_each_direct_read_within_the_time_the_reads_too
     assert requests == read_ios
     assert sum(r["write_ios"] for r in rows) == 0
     # Issue and completion are raw tracepoints, which the kernel skips only when one would nest in
-    # itself; a request is missed otherwise only when block_io_start's tracepoint program was skipped
-    # (io_start_unpaired). Either is counted lost, never silent; those counts are the whole machine's, so
-    # they bound what the child lost. Measured beside a dd writing, reading and deleting files: none.
+    # itself; a request is missed otherwise when block_io_start's tracepoint program was skipped
+    # (io_start_unpaired) or its completion never reached the completion program (completion_unseen,
+    # unexplained: 1-5 requests in 7 of 190 runs beside a dd writing, reading and deleting files). Each is
+    # counted lost, never silent; those counts are the whole machine's, so they bound what the child lost.
     missed = sum(n for source, n in lost.items() if source in ("io_start_unpaired", "completion_unseen")
                  or source.startswith("skipped:"))
     assert TIMED_READS - missed <= read_ios <= TIMED_READS, (read_ios, lost)
