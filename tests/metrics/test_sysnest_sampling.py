@@ -92,7 +92,7 @@ def test_sampled_totals_match_exact_in_a_fixed_rhythm(kinds: int, sample: int) -
         print(f"{name}: exact {exact_us / 1e3:.1f} ms, sampled {sampled_us / 1e3:.1f} ms "
               f"({sampled_us / exact_us - 1:+.1%}), {timed} of {count} timed")
         assert s_count == count
-        assert abs(timed - count / sample) <= timed_bound(count, sample), (name, timed)
+        assert abs(timed - count / sample) <= timed_bound(count, sample, calls=rounds * kinds), (name, timed)
         assert abs(sampled_us - exact_us) <= 0.10 * exact_us, (name, exact_us, sampled_us)
 
 
@@ -108,5 +108,7 @@ def test_dd_bs1_has_both_its_reads_and_writes_timed() -> None:
         count, timed = sampled[name][0], sampled[name][2]
         print(f"dd {name}: exact {exact[name][1] / 1e3:.1f} ms, sampled {sampled[name][1] / 1e3:.1f} ms, "
               f"{timed} of {count} timed")
-        assert count >= 150_000 and abs(timed - count / 8) <= timed_bound(count, 8), (name, timed)
+        # the gaps run over both: 386 off in CI run 59, over 5 times the sd of the write count alone (74)
+        calls = sampled["read"][0] + sampled["write"][0]
+        assert count >= 150_000 and abs(timed - count / 8) <= timed_bound(count, 8, calls), (name, timed)
         assert 0.5 * exact[name][1] < sampled[name][1] < 2 * exact[name][1]
