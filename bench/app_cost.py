@@ -105,7 +105,7 @@ BPFTRACE_PEERS = {
 MODES = {**{f"{name} --user-stacks {mode}": (name, {"user_stacks": mode})
             for name in ("compmem", "offcpu", "cpuprofile") for mode in ("dwarf", "fp", "kernel")},
          **{f"compmem --sample-bytes {n}": ("compmem", {"sample_bytes": n}) for n in (0, 16384, 65536)},
-         "offcpu --stack-every 16": ("offcpu", {"stack_every": 16})}
+         "offcpu --stack-every 1": ("offcpu", {"stack_every": 1})}
 
 
 def mode_rows() -> dict[str, tuple[str, dict]]:

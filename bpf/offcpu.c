@@ -34,10 +34,13 @@
  * keeping its hash, taken at every block, as one native stack runs many Python chains since 3.11); its
  * frames do not change while it is blocked.
  *
- * -DSTACK_EVERY=N (N > 1): one block in N, chosen at random at its switch out, takes its stacks; the others
- * keep kstack STACK_UNSAMPLED and no user stack, so every block is still timed and counted and only the
- * stack walks, most of a block's cost (the kernel's ~1.1 us whatever its depth), are sampled. User space
- * shares each thread's exact time and count among its sampled stacks.
+ * -DSTACK_EVERY=N (N > 1): a block takes its stacks if its thread has taken none for STACK_GAP_NS (weight
+ * 1: a thread that blocks rarely keeps every block's stacks), else one block in N, chosen at random at its
+ * switch out (weight N); the others keep kstack STACK_UNSAMPLED and no user stack, so every block is still
+ * timed and counted and only the stack walks, most of a block's cost (the kernel's ~1.1 us whatever its
+ * depth), are sampled. User space shares each thread's exact time and count among its sampled stacks in
+ * proportion to their blocks' time and count times their weight (the inverse of their chance of being
+ * taken, so the shares are unbiased whatever mix of the two rules took them).
  *
  * -DUSER_KERNEL: every block's user stack is walked here at its switch out with the stack-delta tables
  * of kunwind.h (kuwalk.h: a process met for the first time is walked by frame pointers until user space
@@ -62,13 +65,16 @@
 #define STACK_ENTRIES 16384
 #endif
 #define STACK_UNSAMPLED (-4096)   /* a block whose stacks were not taken (-DSTACK_EVERY); no errno is this */
+#ifndef STACK_GAP_NS
+#define STACK_GAP_NS 10000000     /* -DSTACK_EVERY: a thread's block takes its stacks after this long without */
+#endif
 
 struct start_t {
     u64 ts;
     u32 tgid;
     int kstack;
     int ustack;
-    u32 pad;
+    u32 weight;   /* 1 / the chance its stacks were taken (-DSTACK_EVERY: 1 or N; 1 otherwise) */
     u64 cgid;     /* the thread's cgroup (v2) when it blocked */
 #ifdef USER_DWARF
     u64 uip;   /* user registers when it blocked: the same at its syscall's return */
@@ -88,7 +94,7 @@ struct key_t {
     char comm[TASK_COMM_LEN];
     u64 cgid;
     u32 slot;     /* EPOCH_SLOT of the interval the block ended in */
-    u32 pad;
+    u32 weight;   /* as start_t's */
 #ifdef USER_KERNEL
     u64 uhash;    /* as start_t's */
     u64 pyhash;
@@ -129,6 +135,15 @@ LOST_COUNTER(stack_errors);  /* kernel stacks not stored (stack map full or a ha
 LOST_COUNTER(unseen_switch_ins);   /* blocks whose end the kernel did not deliver, ended at the next switch out */
 BPF_PERCPU_ARRAY(last_switch, u64, 1);   /* when this CPU's last switch seen happened */
 BPF_HASH(seen, u32, u8, 65536);      /* processes whose maps the user side has been told to read */
+#ifdef STACK_EVERY
+/* when each thread's last block with stacks began (-DSTACK_EVERY); an LRU where task storage is not
+ * available, as a thread that exits leaves its entry behind */
+#ifdef USE_TASK_STORAGE
+BPF_TASK_STORAGE(sampled_at, u64);
+#else
+BPF_TABLE("lru_hash", u32, u64, sampled_at, 65536);
+#endif
+#endif
 BPF_RINGBUF_OUTPUT(new_maps, 4);     /* tgids whose maps to read now */
 
 #ifdef PYTHON_FRAMES
@@ -164,9 +179,11 @@ struct dwarf_block_t {   /* the ring buffer's record: one block and its user sta
     u64 epoch;
     u64 cgid;
     char comm[TASK_COMM_LEN];
+    u32 weight;
+    u32 pad;
     struct ustack_t user;
 #ifdef PYTHON_FRAMES
-    struct pystack_t py;   /* after the stack copy: at offset 72 + sizeof(struct ustack_t) */
+    struct pystack_t py;   /* after the stack copy: at offset 80 + sizeof(struct ustack_t) */
 #endif
 };
 BPF_HASH(pending, u32, struct pending_t, 16384);
@@ -348,6 +365,7 @@ static __always_inline void send_pending(u32 tid, u64 ip, u64 sp)
     e->epoch = p->epoch;
     e->cgid = p->key.cgid;
     __builtin_memcpy(&e->comm, p->key.comm, TASK_COMM_LEN);
+    e->weight = p->key.weight;
     if (pending.delete(&tid) != 0) {
         dwarf_blocks.ringbuf_discard(e, 0);   /* claimed by user space at a cut */
         return;
@@ -379,7 +397,7 @@ static __always_inline void end_block(struct epoch_t *epoch, u32 tid, struct sta
     if (delta < MIN_BLOCK_NS)
         return;
     struct key_t key = {.tgid = st->tgid, .tid = tid, .kstack = st->kstack, .ustack = st->ustack, .cgid = st->cgid,
-                        .slot = EPOCH_SLOT(epoch)};
+                        .slot = EPOCH_SLOT(epoch), .weight = st->weight};
 #ifdef USER_KERNEL
     key.uhash = st->uhash;
     key.pyhash = st->pyhash;
@@ -560,12 +578,40 @@ int ku_walk_more(void *ctx)
 }
 #endif
 
+#ifdef STACK_EVERY
+/* -DSTACK_EVERY: the weight of the block prev begins at `now` if it takes its stacks (1: its thread has
+ * taken none for STACK_GAP_NS, or ever; STACK_EVERY: drawn at random, one in STACK_EVERY), 0 if it does not */
+static __always_inline u32 stack_weight(u32 prev, u64 now)
+{
+#ifdef USE_TASK_STORAGE
+    u64 *last = sampled_at.task_storage_get((struct task_struct *)bpf_get_current_task_btf(), 0,
+                                            BPF_LOCAL_STORAGE_GET_F_CREATE);
+#else
+    u64 *last = sampled_at.lookup(&prev);
+#endif
+    u32 weight = 0;
+    if (!last || now - *last >= STACK_GAP_NS)
+        weight = 1;
+    else if (bpf_get_prandom_u32() % STACK_EVERY == 0)
+        weight = STACK_EVERY;
+    if (!weight)
+        return 0;
+    if (last)
+        *last = now;
+#ifndef USE_TASK_STORAGE
+    else
+        sampled_at.update(&prev, &now);
+#endif
+    return weight;
+}
+#endif
+
 /* prev blocks, and passed the filters: its block begins with where it blocked (its cgroup, kernel and
  * user stacks). In kernel mode the user stack's walk may go on in tail calls, which do not return: this
  * is the last thing sched_switch does. */
-static __always_inline void begin_block(void *ctx, u32 prev, u64 id)
+static __always_inline void begin_block(void *ctx, u32 prev, u64 id, u64 now)
 {
-    struct start_t s = {.tgid = id >> 32, .cgid = bpf_get_current_cgroup_id()};
+    struct start_t s = {.tgid = id >> 32, .cgid = bpf_get_current_cgroup_id(), .weight = 1};
     u8 one = 1;
 #ifdef USER_DWARF
     user_ip_sp(&s.uip, &s.usp);
@@ -578,7 +624,8 @@ static __always_inline void begin_block(void *ctx, u32 prev, u64 id)
         new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0))
         seen.delete(&s.tgid);   /* a full ring: its next block says it */
 #ifdef STACK_EVERY
-    if (bpf_get_prandom_u32() % STACK_EVERY) {   /* timed and counted, without its stacks */
+    s.weight = stack_weight(prev, now);
+    if (!s.weight) {   /* timed and counted, without its stacks */
         s.kstack = STACK_UNSAMPLED;
         s.ustack = -1;
         started(prev, &s);
@@ -667,6 +714,6 @@ TRACEPOINT_PROBE(sched, sched_switch)
     if (own_tgids.lookup(&own_tgid))
         return PASS_ON;   /* the profiler's own (common.h): its blocks are not started */
 #endif
-    begin_block(args, prev, id);
+    begin_block(args, prev, id, now);
     return PASS_ON;
 }

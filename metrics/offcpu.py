@@ -9,9 +9,10 @@ User stacks: by default every block's is walked with DWARF CFI in the kernel at 
 stack stored once, a thread blocking again from the same registers takes its last walk), a python's
 with its Python frames; --user-stacks dwarf gives a block of --dwarf-min-us or more a user stack
 unwound here from a copy (taken when its syscall returns), shorter ones the kernel's frame-pointer walk;
---user-stacks fp gives every block the frame-pointer walk. --stack-every N takes the stacks of one block
-in N at random: every block is still timed and counted, and each thread's time is shared among its
-sampled stacks.
+--user-stacks fp gives every block the frame-pointer walk. Stacks are taken for a thread's first block
+after 10 ms without any and for one block in N (--stack-every, default 16) of the rest, at random: every
+block is still timed and counted, and each thread's time is shared among its sampled stacks (weighted by
+the chance each had of being taken). --stack-every 1 takes every block's.
 """
 
 import ctypes
@@ -24,7 +25,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 import bcctool
-from bcctool import Tool, epochs, taskinfo
+from bcctool import Tool, epochs, kernelfeatures, taskinfo
 
 EXAMPLES = [
     ("offcpu", "blocked threads and their top stacks, every second"),
@@ -35,7 +36,7 @@ EXAMPLES = [
     ("offcpu --cgroup lab/job-7 --group-by cgroup", "one cgroup v2 group and those below, a row per group"),
     ("offcpu --user-stacks fp", "frame-pointer user stacks only (no stack copies)"),
     ("offcpu --user-stacks dwarf", "long blocks' user stacks copied and unwound with CFI here"),
-    ("offcpu --stack-every 16", "the stacks of one block in 16: a third of the BPF time on a busy server"),
+    ("offcpu --stack-every 1", "every block's stacks: about twice the BPF time a switch on a busy server"),
     ("offcpu --python-frames off", "python processes: the interpreter's C frames only"),
 ]
 
@@ -49,7 +50,8 @@ args = tool.parse_args()
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
 cflags += [f"-DMIN_BLOCK_NS={args.min_block_us * 1000}", f"-DSTACK_DEPTH={args.stack_depth}"]
 cflags += ["-DPREEMPTED"] * args.preempted
-cflags += [f"-DSTACK_EVERY={args.stack_every}"] * (args.stack_every > 1)
+if args.stack_every > 1:   # each thread's last block with stacks: in its task storage where there is one
+    cflags += [f"-DSTACK_EVERY={args.stack_every}"] + ["-DUSE_TASK_STORAGE"] * kernelfeatures.task_storage_available()
 if args.state != "all":
     cflags.append(f"-DSTATE_MASK={STATE_BITS[args.state]}")
 dwarf_cflags = ["-DUSER_DWARF", f"-DDWARF_MIN_NS={args.dwarf_min_us * 1000}", f"-DUSTACK_PAGES={args.stack_size // 4096}"]
@@ -66,6 +68,7 @@ dwarf = "USER_DWARF" in tool.variant
 in_kernel = "USER_KERNEL" in tool.variant
 
 
+from bcctool.blockfigures import UNSAMPLED, merge, one_block, open_part, shared_among_sampled, weighted  # noqa: E402
 from bcctool.kstacks import StoredStacks, Walked, WalkFigures, walks_line  # noqa: E402
 from bcctool.kunwind import stop_tables, tracepoint_tables  # noqa: E402
 from bcctool.maps import value_of  # noqa: E402
@@ -222,18 +225,8 @@ def open_blocks(began_ns: int, now_ns: int) -> tuple[dict[tuple, dict[str, int]]
         comm = taskinfo.comm_of(tid) or "[gone]"
         part = now_ns - max(st.ts, began_ns)
         merge(out.setdefault((st.tgid, tid, comm, st.kstack, user_key(st), st.cgid), {}),
-              open_part(part))
+              open_part(part, st.weight))
     return out, open_keys
-
-
-def open_part(ns: int) -> dict[str, int]:
-    """A block's time in an interval it did not end in: time, no count, no length."""
-    return {"total_ns": ns, "length_ns": 0, "count": 0, "min_ns": 0, "max_ns": 0}
-
-
-def one_block(charged: int, length: int) -> dict[str, int]:
-    """One block that ended: its time in the interval and its whole length."""
-    return {"total_ns": charged, "length_ns": length, "count": 1, "min_ns": length, "max_ns": length}
 
 
 def block_key(key: Any) -> tuple:   # BCC's struct key_t
@@ -267,7 +260,7 @@ def blocks_crossed(open_keys: set[tuple[int, int]]) -> dict[tuple, dict[str, int
     for ck, c in epochs.take_all(crossed):
         if (ck.tid, ck.start) not in open_keys:
             merge(out.setdefault(block_key(c.key), {}),
-                  open_part(c.part))
+                  open_part(c.part, c.key.weight))
     return out
 
 
@@ -279,10 +272,12 @@ def read_blocks(slot: int) -> dict[tuple, dict[str, int]]:
         used = [v for v in per_cpu if v.count]
         if not used:
             continue
+        total_ns, length_ns, count = (sum(v.total_ns for v in used), sum(v.length_ns for v in used),
+                                      sum(v.count for v in used))
         merge(out.setdefault(block_key(key), {}), {
-            "total_ns": sum(v.total_ns for v in used), "length_ns": sum(v.length_ns for v in used),
-            "count": sum(v.count for v in used),
-            "min_ns": min(v.min_ns for v in used), "max_ns": max(v.max_ns for v in used)})
+            "total_ns": total_ns, "length_ns": length_ns, "count": count,
+            "min_ns": min(v.min_ns for v in used), "max_ns": max(v.max_ns for v in used),
+            **weighted(total_ns, length_ns, count, key.weight)})
     return out
 
 
@@ -291,8 +286,8 @@ class DwarfBlocks:
     (the maps snapshot is the one taken when the process first blocked). Kept by the epoch it ended in,
     keyed like read_blocks(), with the unwound pcs in place of the frame-pointer stack id."""
 
-    # tgid, tid, kstack, ustack (fp), delta, charged, end, epoch, cgroup, comm; then ustack_t
-    HEADER = struct.Struct("<IIiiQQQQQ16s")
+    # tgid, tid, kstack, ustack (fp), delta, charged, end, epoch, cgroup, comm, weight; then ustack_t
+    HEADER = struct.Struct("<IIiiQQQQQ16sI4x")
     # parsing a new object's CFI costs up to seconds (once per build-id, then read from the disk cache);
     # past this much parsing in one interval, blocks keep their frame-pointer stack until the next
     PARSE_BUDGET_S = 1.0
@@ -306,7 +301,7 @@ class DwarfBlocks:
 
     def on_block(self, ctx: object, data: object, size: int) -> int:
         raw = ctypes.string_at(data, size)
-        tgid, tid, kstack, ustack, delta, charged, end, epoch, cgid, comm = self.HEADER.unpack_from(raw)
+        tgid, tid, kstack, ustack, delta, charged, end, epoch, cgid, comm, weight = self.HEADER.unpack_from(raw)
         if self.unwinder.parse_seconds - self.parse_mark > self.PARSE_BUDGET_S:
             self.deferred += 1
             user = ustack
@@ -317,7 +312,7 @@ class DwarfBlocks:
             if py is not None and result.pcs:
                 user += (py,)
         key = (tgid, tid, comm.split(b"\0", 1)[0].decode(errors="replace"), kstack, user, cgid)
-        merge(self.by_epoch.setdefault(epoch, {}).setdefault(key, {}), one_block(charged, delta))
+        merge(self.by_epoch.setdefault(epoch, {}).setdefault(key, {}), one_block(charged, delta, weight))
         return 0
 
     def python_part(self, tgid: int, raw: bytes) -> bytes | None:
@@ -349,7 +344,7 @@ class DwarfBlocks:
         out = {}
         for _, p in epochs.claim(pending, late):
             self.deferred += 1
-            merge(out.setdefault(block_key(p.key), {}), one_block(p.charged, p.delta))
+            merge(out.setdefault(block_key(p.key), {}), one_block(p.charged, p.delta, p.key.weight))
         return out
 
     def take(self, closing: int) -> dict[tuple, dict[str, int]]:
@@ -366,19 +361,6 @@ class DwarfBlocks:
         return {k: self.unwinder.outcomes[k] for k in ("complete", "truncated", "failed")}
 
 
-def merge(into: dict, v: dict) -> None:
-    """Add v's blocks to into's; an open block's part (count 0) adds time but no min or max."""
-    if not into or not into["count"]:
-        into.update({**v, "total_ns": into.get("total_ns", 0) + v["total_ns"]})
-        return
-    into["total_ns"] += v["total_ns"]
-    into["length_ns"] += v["length_ns"]
-    into["count"] += v["count"]
-    if v["count"]:
-        into["min_ns"] = min(into["min_ns"], v["min_ns"])
-        into["max_ns"] = max(into["max_ns"], v["max_ns"])
-
-
 def timing(v: dict, grand_total: int) -> dict:
     """The table fields of one thread or stack: ms blocked in the interval, us for the lengths of the
     blocks that ended in it (0 when none did)."""
@@ -387,36 +369,6 @@ def timing(v: dict, grand_total: int) -> dict:
             "avg_us": round(v["length_ns"] / v["count"] / 1e3, 1) if v["count"] else 0.0,
             "max_us": round(v["max_ns"] / 1e3, 1),
             "percentage": round(100.0 * v["total_ns"] / grand_total, 2) if grand_total else 0.0}
-
-
-UNSAMPLED = -4096   # bpf/offcpu.c's STACK_UNSAMPLED: a block whose stacks --stack-every did not take
-
-
-def shared_among_sampled(blocks: dict[tuple, dict], per_thread: dict[tuple, dict]) -> dict[tuple, dict]:
-    """--stack-every: each thread's blocks, keyed by stacks, with the thread's exact time and count (its
-    per_thread totals) shared among its sampled stacks in proportion to their own (the time by time, the
-    count and the lengths by count, so a stack's average block is what its sampled blocks show; min and
-    max are theirs). A thread with no sampled block in the interval, or what its sampled blocks cannot
-    carry (time only from blocks still open), keeps the UNSAMPLED key."""
-    sampled_of: dict[tuple, list] = {thread: [] for thread in per_thread}
-    for key, v in blocks.items():
-        if key[3] != UNSAMPLED:
-            sampled_of[(key[0], key[1], key[2], key[5])].append((key, v))
-    out: dict[tuple, dict] = {}
-    for (tgid, tid, comm, cgid), sampled in sampled_of.items():
-        exact = per_thread[(tgid, tid, comm, cgid)]
-        time_ns = sum(v["total_ns"] for _, v in sampled)
-        count = sum(v["count"] for _, v in sampled)
-        by_time = exact["total_ns"] / time_ns if time_ns else 0.0
-        by_count = exact["count"] / count if count else 0.0
-        for key, v in sampled:
-            out[key] = {**v, "total_ns": round(v["total_ns"] * by_time), "count": round(v["count"] * by_count),
-                        "length_ns": round(v["length_ns"] * by_count)}
-        rest = {**exact, "total_ns": 0 if time_ns else exact["total_ns"],
-                "count": 0 if count else exact["count"], "length_ns": 0 if count else exact["length_ns"]}
-        if rest["total_ns"] or rest["count"]:
-            out[(tgid, tid, comm, UNSAMPLED, -1, cgid)] = rest
-    return out
 
 
 def stack_record(key: tuple, v: dict, grand_total: int) -> dict:

@@ -41,11 +41,12 @@ SPEC = MetricSpec(
             cli_help="kernel: every block's unwound with CFI in BPF at its switch out, each stack stored once "
                      "(default; fp where the kernel refuses); dwarf: blocks of --dwarf-min-us or more unwound "
                      "with CFI in user space from a stack copy, the rest by frame pointers; fp: frame pointers only"),
-        Arg("stack_every", "--stack-every", "int", "stacks for one block in N, at random (1: every block)",
-            default=1, minimum=1, maximum=4096, metavar="N",
-            cli_help="take the stacks of one block in N, chosen at random (default 1: every block); every block "
-                     "is still timed and counted, and each thread's exact time and count are shared among its "
-                     "sampled stacks"),
+        Arg("stack_every", "--stack-every", "int",
+            "stacks for a thread's first block in 10 ms and one in N of the rest, at random (1: every block)",
+            default=16, minimum=1, maximum=4096, metavar="N",
+            cli_help="take the stacks of a thread's first block after 10 ms without any, and of one block in N "
+                     "of the rest, chosen at random (default 16; 1: every block's); every block is still timed "
+                     "and counted, and each thread's exact time and count are shared among its sampled stacks"),
         Arg("dwarf_min_us", "--dwarf-min-us", "int", "blocks this long (us) or longer get a DWARF user stack",
             default=1000, minimum=0, cli_help="blocks of at least this many us get a DWARF user stack (default 1000)"),
         Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per block", default=16384,
@@ -76,9 +77,9 @@ SPEC = MetricSpec(
     # each process's blocked time of an interval (all its stacks) per second of the interval
     timeline=Chart("timeseries", y="total_ms", record_kind="row", label="blocked time per process", unit="ms/s",
                    series="pid", where=(("level", "stack"),), summed=True, per_interval=("interval_s",)),
-    # the stacks of one block in 16: the stack walks are most of a block's cost (the user-stack modes cost
-    # about the same under a database's switches: BENCHMARKS.md section 11)
-    sampling=(("stack_every", ">=", 16),),
+    # the stacks of one block in 64: the stack walks are most of a block's cost (the user-stack modes cost
+    # about the same under a database's switches: BENCHMARKS.md section 11); its default already takes one in 16
+    sampling=(("stack_every", ">=", 64),),
     doc="docs/metrics/offcpu.md",
     key_figure=Figure("total_time_ns", "s/s", "blocked", per=("interval_s",), scale=1e-9),
     summary=(

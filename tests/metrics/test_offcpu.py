@@ -42,7 +42,11 @@ def test_sleeping_thread_blocked_time_and_stack():
     assert by_stack[top] >= 0.95 * truth["blocked_ms"]
     assert top_row["folded"].startswith(top_row["comm"] + ";")
 
+    # the default takes a thread's stacks whenever it has taken none for 10 ms, besides one block in 16
+    # at random: a thread that blocks every 50 ms keeps every block's (no time left [not sampled])
+    assert {r["kernel_frames"][0] for r in rows if r["level"] == "stack"} <= {"__schedule", "schedule"}
     summaries = tool.of_kind("summary")
+    assert {s["stack_every"] for s in summaries} == {16}
     assert sum(s["total_events"] for s in summaries) >= count
     tops = [t for s in summaries for t in s["top_blocking_threads"] if t["tid"] == tid]
     assert tops and all(0 < t["percentage"] <= 100 for t in tops)

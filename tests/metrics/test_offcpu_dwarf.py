@@ -46,7 +46,8 @@ def traced_stacks(reader: str, *options: str) -> tuple[list[dict], list[dict], d
     """offcpu on the reader while the test feeds it WRITES bytes: its stack rows, summaries, meta."""
     child = subprocess.Popen([reader], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     mode = () if "--user-stacks" in options else ("--user-stacks", "dwarf")   # kernel is the default
-    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5", *mode, *options)
+    # every block's stacks (--stack-every 1): which blocks get which kind of user stack is what is checked
+    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5", "--stack-every", "1", *mode, *options)
     try:
         meta = tool.wait_meta()
 

@@ -96,7 +96,8 @@ def traced(napper: str, *options: str) -> tuple[list[dict], list[dict], dict, di
     """offcpu -p on the napper's naps: its stack rows, the summaries, the meta record and its books."""
     child = subprocess.Popen([napper, str(RUNS), str(NAPS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True)
-    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5", *options)
+    # every nap's stacks (--stack-every 1): the walks and their reuse are what is checked, block by block
+    tool = MetricProcess("offcpu", "-p", str(child.pid), "0.5", "--stack-every", "1", *options)
     try:
         meta = tool.wait_meta()
         child.stdin.write("go\n")

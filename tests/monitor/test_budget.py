@@ -158,8 +158,9 @@ def test_sampling_modes_never_make_a_chosen_value_dearer():
     assert sysnest.sampling_changes({"sample": "100"}) == {}
     assert cpuprofile.sampling_changes({"frequency": "99"}) == {"frequency": 19, "user_stacks": "fp"}
     assert cpuprofile.sampling_changes({"frequency": 10, "user_stacks": "fp"}) == {}
-    assert config.get("offcpu").sampling_changes({}) == {"stack_every": 16}
-    assert config.get("offcpu").sampling_changes({"stack_every": "64"}) == {}
+    assert config.get("offcpu").sampling_changes({}) == {"stack_every": 64}
+    assert config.get("offcpu").sampling_changes({"stack_every": "1"}) == {"stack_every": 64}
+    assert config.get("offcpu").sampling_changes({"stack_every": "256"}) == {}
     assert config.get("tcpconnlat").sampling_changes({}) == {}
     assert {s.name for s in config.METRICS if s.sampling} == {"sysnest", "cpuprofile", "offcpu", "compmem"}
 

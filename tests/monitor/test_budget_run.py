@@ -168,7 +168,7 @@ def test_a_tiny_budget_acts_on_a_real_metric(tmp_path, action, metric):
     if action == "stop":
         assert line.endswith(": stopped") and "every metric ended" in out and len(metas) == 1
     else:
-        changes = {"sysnest": {"sample": 8}, "offcpu": {"stack_every": 16}}[metric]
+        changes = {"sysnest": {"sample": 8}, "offcpu": {"stack_every": 64}}[metric]
         assert note["args"] == changes and len(metas) == 2
         assert {k: metas[1]["args"][k] for k in changes} == changes
         assert any(r["kind"] == "summary" for r in records[records.index(metas[1]):])
