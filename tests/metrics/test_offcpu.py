@@ -193,7 +193,7 @@ def test_stacks_of_one_block_in_n_share_exact_totals():
     # exact, as without sampling, against the thread's own count of blocking switches (the GIL handed over
     # at the thread's start and end adds a few blocks). Not the 4,000 calls: a sleep can return without
     # blocking, its timer fired before it switched out (the vCPU stolen between arming the timer and
-    # schedule()): once in 92,000 sleeps and selects here under a CPU load (2026-11-28), with neither a
+    # schedule()): once in 184,000 calls here (92,000 of each) under a CPU load (2026-11-28), with neither a
     # voluntary nor an involuntary switch in the call; CI run 58 counted 3,999. A
     # block lasts from its switch out to its switch in, so it holds the wait for a CPU after its wakeup:
     # between the time asleep and the time off the CPU (preemptions' waits too), 4,000 such waits on a
