@@ -3,7 +3,7 @@ its peak memory, with BCC's equivalent tools where they run on this kernel.
 
 bench/mixed.c (syscalls, write+fsync, loopback TCP, fork, page faults, a short sleep) is timed bare,
 under each metric of config.METRICS alone (default arguments, --json, its output drained as the app
-would; those with user stacks also with --user-stacks fp, beside their DWARF default), under all of
+would; those with user stacks also with --user-stacks fp, beside their default), under all of
 them at once (defaults), and under each BCC peer that works here, in a rotated order per
 repetition. The same runs give each tool's startup (exec to its first record: the meta record for a
 metric, the header line for a BCC tool), its first data record, and its peak RSS and CPU time from the
