@@ -50,8 +50,7 @@ args = tool.parse_args()
 cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
 cflags += [f"-DMIN_BLOCK_NS={args.min_block_us * 1000}", f"-DSTACK_DEPTH={args.stack_depth}"]
 cflags += ["-DPREEMPTED"] * args.preempted
-if args.stack_every > 1:   # each thread's last block with stacks: in its task storage where there is one
-    cflags += [f"-DSTACK_EVERY={args.stack_every}"] + ["-DUSE_TASK_STORAGE"] * kernelfeatures.task_storage_available()
+cflags += [f"-DSTACK_EVERY={args.stack_every}"] * (args.stack_every > 1)
 if args.state != "all":
     cflags.append(f"-DSTATE_MASK={STATE_BITS[args.state]}")
 dwarf_cflags = ["-DUSER_DWARF", f"-DDWARF_MIN_NS={args.dwarf_min_us * 1000}", f"-DUSTACK_PAGES={args.stack_size // 4096}"]
@@ -62,7 +61,10 @@ dwarf_cflags += python_cflags
 # whole machine (bcctool/kunwind.py)
 kernel_cflags = ["-DUSER_KERNEL", f"-DKU_ROWS={(1 << 20) if args.pid or args.tid else (1 << 21)}", *python_cflags]
 unwound_cflags = {"dwarf": dwarf_cflags, "kernel": kernel_cflags}.get(args.user_stacks)
-b = tool.load(cflags, variants=[unwound_cflags, []] if unwound_cflags else None)
+# --stack-every: each thread's last block with stacks in its task storage, or an LRU where the kernel
+# refuses it (as schparm and sysnest do)
+storage = [["-DUSE_TASK_STORAGE"], []] if args.stack_every > 1 and kernelfeatures.task_storage_available() else [[]]
+b = tool.load(cflags, variants=[u + s for u in ([unwound_cflags, []] if unwound_cflags else [[]]) for s in storage])
 blocked, stacks = b["blocked"], b["stacks"]
 dwarf = "USER_DWARF" in tool.variant
 in_kernel = "USER_KERNEL" in tool.variant
