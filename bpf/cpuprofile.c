@@ -44,6 +44,7 @@
 #if defined(USER_DWARF) || defined(UNWIND_CHECK)
 #include "ustack.h"
 #endif
+#include "fpleaf.h"
 #if defined(PYTHON_FRAMES) && (defined(USER_DWARF) || defined(USER_KERNEL))
 #include "pystack.h"
 #endif
@@ -232,6 +233,8 @@ TRACEPOINT_PROBE(sched, sched_process_exec)
 static __always_inline int walk_stored(void *ctx, struct ku_stack *s, u64 flags, u64 seed, u64 *h)
 {
     long bytes = bpf_get_stack(ctx, s->pcs, STACK_DEPTH * 8, flags);
+    if (flags & BPF_F_USER_STACK)
+        bytes = fp_caller_restored(s->pcs, bytes, STACK_DEPTH);
     if (bytes == 0 || bytes == -14)
         return 1;
     s->depth = bytes > 0 ? (u64)bytes / 8 : 0;
@@ -458,7 +461,8 @@ int on_sample(void *ctx)
     pystack_capture(py_procs.lookup(&s->tgid), s->tid, &s->py);
 #endif
 #else
-    long ubytes = bpf_get_stack(ctx, s->uips, sizeof(s->uips), BPF_F_USER_STACK);
+    long ubytes = fp_caller_restored(s->uips, bpf_get_stack(ctx, s->uips, sizeof(s->uips), BPF_F_USER_STACK),
+                                     STACK_DEPTH);
     s->udepth = ubytes < 0 ? ubytes : (u64)ubytes / 8;
 #endif
 #endif

@@ -17,6 +17,7 @@
 #ifndef PROFILER_KUWALK_H
 #define PROFILER_KUWALK_H
 
+#include "fpleaf.h"
 #include "kunwind.h"
 
 /* ku_counters' slots (per CPU, cumulative; read by the user side) */
@@ -85,7 +86,8 @@ static __always_inline u32 ku_user_start(void *ctx, struct ku_walk *w, u32 tgid)
         if (!theirs)
             ku_ask_new(parent ? parent : tgid);
     }
-    long bytes = bpf_get_stack(ctx, w->user.pcs, KU_FRAMES * 8, BPF_F_USER_STACK);
+    long bytes = fp_caller_restored(w->user.pcs, bpf_get_stack(ctx, w->user.pcs, KU_FRAMES * 8, BPF_F_USER_STACK),
+                                    KU_FRAMES);
     w->user.depth = bytes > 0 ? (u64)bytes / 8 : 0;
     w->user.outcome = KU_FP_WALK;
     ku_count(KU_FP_WALKS, 1);

@@ -136,11 +136,11 @@ def test_every_stack_of_a_hot_function_runs_from_main_through_work(hot_run):
     hot = [s for s in stacks if s["frames"][-1]["name"] in HOT]
     total = sum(s["count"] for s in stacks)
     assert sum(s["count"] for s in hot) >= 0.9 * total
-    # A frame-pointer walk misses the caller of a function sampled in its first two instructions, before
-    # it has pushed its frame (perf -g does too): a few samples in ten thousand. The rest run main ->
-    # work -> hot_x, all in the workload's own binary.
+    # Every one runs main -> work -> hot_x, all in the workload's own binary: a frame-pointer walk (the
+    # kernel mode's, until the process's rows are loaded) from hot_x's first instructions, before its
+    # frame is pushed, gets its caller back (bpf/fpleaf.h; it missed a few samples in ten thousand).
     whole = [s for s in hot if [f["name"] for f in s["frames"][-3:-1]] == ["main", "work"]]
-    assert sum(s["count"] for s in whole) >= 0.995 * sum(s["count"] for s in hot), [s["frames"] for s in hot[:3]]
+    assert whole == hot, [s["frames"] for s in hot if s not in whole][:3]
     for s in whole:
         assert all(f["kind"] == "user" and f["module"] == "hotspots" for f in s["frames"][-3:])
     assert all("main" in [f["name"] for f in s["frames"]] for s in hot)
@@ -387,6 +387,33 @@ def test_counted_in_the_kernel_thousands_of_distinct_stacks_lose_none(workload):
         below = frames[frames.index("paths") + 1: -1]
         assert below[::2] == ["turn"] * 13 and set(below[1::2]) <= {"left", "right"}, stack
     assert "stack_id_collision" not in err
+
+
+@pytest.mark.parametrize("mode", ["fp", "fp folded", "dwarf", "kernel"])
+def test_a_function_sampled_before_its_frame_is_linked_keeps_its_caller(workload, mode):
+    """`unlinked` spends four of its five instructions with its frame out of the frame-pointer chain
+    (entry, push, mov; ret). A frame-pointer walk from there skips its caller unless the profiler puts it
+    back (without: 1,475 of 1,475 such samples lost unlinked_loop, every one); CFI knows where each is."""
+    stacks = {}
+    if mode == "fp folded":
+        report, out, _ = folded_run(workload, 1.5, "--user-stacks", "fp", mode="unlinked")
+        for line in out.splitlines():
+            stack, count = line.rsplit(" ", 1)
+            stacks[tuple(stack.split(";")[1:])] = int(count)
+    else:
+        pid, report, tool = profile_of(workload, "unlinked", 1.5, "--user-stacks", mode)
+        assert tool.wait_meta()["user_stacks"] == mode
+        for s in stacks_of(tool, pid):
+            frames = tuple(f["name"] for f in s["frames"])
+            stacks[frames] = stacks.get(frames, 0) + s["count"]
+    total = sum(stacks.values())
+    leaf = {s: n for s, n in stacks.items() if s[-1] == "unlinked"}
+    broken = {s: n for s, n in leaf.items() if s[-3:-1] != ("main", "unlinked_loop")}
+    print(f"{mode}: {total} samples for {report['cpu_s']:.3f} CPU s, {sum(leaf.values())} in unlinked, "
+          f"{sum(broken.values())} without its caller: {list(broken)[:2]}")
+    assert total == pytest.approx(HZ * report["cpu_s"], rel=0.05)
+    assert sum(leaf.values()) >= 0.3 * total
+    assert not broken
 
 
 def test_human_output_has_columns():

@@ -128,6 +128,25 @@ __attribute__((noinline)) void paths(double seconds)
     } while (cpu(CLOCK_THREAD_CPUTIME_ID) - start < seconds);
 }
 
+/* "unlinked": a function whose every instruction but one runs while its frame is not linked into the
+ * frame-pointer chain (endbr64, push %rbp, mov %rsp,%rbp, then pop %rbp, ret), called in a loop: a
+ * frame-pointer walk from any of those skips unlinked_loop, unless the profiler puts it back. Its CFI
+ * says where the return address is at each instruction, for the CFI unwinders. */
+__asm__(".text\n.globl unlinked\n.type unlinked, @function\nunlinked:\n.cfi_startproc\n"
+        "endbr64\npush %rbp\n.cfi_def_cfa_offset 16\n.cfi_offset %rbp, -16\nmov %rsp, %rbp\n"
+        ".cfi_def_cfa_register %rbp\npop %rbp\n.cfi_def_cfa %rsp, 8\nret\n.cfi_endproc\n"
+        ".size unlinked, .-unlinked\n");
+void unlinked(void);
+
+__attribute__((noinline)) void unlinked_loop(double seconds)
+{
+    double start = cpu(CLOCK_THREAD_CPUTIME_ID);
+    do {
+        for (int i = 0; i < 100000; i++)
+            unlinked();
+    } while (cpu(CLOCK_THREAD_CPUTIME_ID) - start < seconds);
+}
+
 __attribute__((noinline)) void spin_read(int fd, char *buf)
 {
     if (read(fd, buf, 1 << 20) < 0)
@@ -162,6 +181,8 @@ int main(int argc, char **argv)
         work(seconds, own);
     } else if (!strcmp(mode, "paths")) {
         paths(seconds);
+    } else if (!strcmp(mode, "unlinked")) {
+        unlinked_loop(seconds);
     } else if (!strcmp(mode, "zero")) {
         int fd = open("/dev/zero", O_RDONLY);
         while (cpu(CLOCK_THREAD_CPUTIME_ID) - p0 < seconds)
