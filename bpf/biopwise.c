@@ -3,13 +3,15 @@
  * Kernels with block:block_io_start (6.5+): that tracepoint runs in the submitting task when a bio
  * becomes a request, so it names the owner and gives the device and direction (its fields). A raw
  * tracepoint on the same event gives the request's address, never dereferenced: the key under which
- * the request is found again at block_rq_issue (the issue time; a re-issue after the device was busy
- * only moves it) and at block_rq_complete, where the request is counted with the bytes the kernel says
- * completed, and its latency added (and a log2 slot of it: the latency histogram). Issue and completion
- * are raw tracepoints because a classic tracepoint program is skipped when its event fires in an
- * interrupt while any other BPF program or bpf() map call runs on the CPU (fdinfo recursion_misses):
- * 1-6 of 200 completions were lost that way beside a writing and deleting `dd`, and completions are
- * always in an interrupt. A raw tracepoint program is skipped only when it would nest in itself.
+ * the request is found again at block_rq_issue, where it is counted with the bytes block_rq_issue's
+ * fields give (every merge is in by then; a re-issue after the device was busy only moves the issue
+ * time), and at block_rq_complete, where its latency is added (and a log2 slot of it: the latency
+ * histogram). Counted at issue, in the issuer's task, not at completion: the kernel now and then runs
+ * no program for a completion that ftrace sees (2 of ~24,000, in a softirq on top of another task), which
+ * loses a latency, not an I/O. Completion is a raw tracepoint because a classic tracepoint program is
+ * skipped when its event fires in an interrupt while any other BPF program or bpf() map call runs on the
+ * CPU (fdinfo recursion_misses): 1-6 of 200 completions were lost that way beside a writing and deleting
+ * `dd`. A raw tracepoint program is skipped only when it would nest in itself.
  * Kernels without block_io_start: block_rq_issue names the owner (the issuing task) and counts, and
  * block_rq_complete adds the latency, both classic tracepoints matched by (dev, sector).
  * Totals are never cleared while the process lives: the user side takes deltas. A request of the
@@ -85,6 +87,28 @@ static __always_inline struct val_t *owner_totals(struct key_t *key, const char 
     return v;
 }
 
+static __always_inline void add_bytes(struct val_t *v, int kind, u32 bytes)
+{
+    if (kind == 2)
+        v->write_bytes += bytes;
+    else
+        v->read_bytes += bytes;
+}
+
+/* one request of `kind` (1 read, 2 write) counted: its bytes and its I/O */
+static __always_inline void count_request(struct val_t *v, int kind, int sync, u32 bytes)
+{
+    add_bytes(v, kind, bytes);
+    if (kind == 2)
+        v->write_ios++;
+    else
+        v->read_ios++;
+    if (sync)
+        v->sync_ios++;
+    else
+        v->async_ios++;
+}
+
 static __always_inline void add_latency(struct val_t *v, u64 lat)
 {
     v->lat_ns += lat;
@@ -103,8 +127,9 @@ struct req_t {
     u64 cgid;        /* the owner's cgroup (v2) */
     u8 kind;         /* 1 read, 2 write */
     u8 sync;
-    u8 counted;      /* its I/O and latency are in `stats` (a partial completion adds bytes only) */
-    u8 pad[5];
+    u8 counted;      /* its I/O is in `stats`: 1 at its issue, 2 at its completion (fields not had at issue) */
+    u8 timed;        /* its latency is in `stats` (a completion in parts times its first) */
+    u8 pad[4];
     char comm[TASK_COMM_LEN];
 };
 
@@ -126,10 +151,19 @@ LOST_COUNTER(unpaired);    /* block_io_start raw runs that found no fields: requ
  * counted: 1-5 of 200 reads in about 1 run in 50 beside a dd churning files; not explained yet. */
 LOST_COUNTER(completion_unseen);
 
-/* an entry's request was issued and its completion never counted */
+/* What block_rq_issue's tracepoint program read, for the raw tracepoint program of the same event, run
+ * right after it on the same CPU (attached after it, as block_io_start's pair) */
+struct issuing_t {
+    u32 bytes;
+    u32 tid;
+    u32 full;        /* 1 = set and not yet taken */
+};
+BPF_PERCPU_ARRAY(issuing, struct issuing_t, 1);
+
+/* an entry's request was issued and its completion never timed */
 static __always_inline void check_completion_seen(struct req_t *r)
 {
-    if (r->issue_ns && !r->counted) {
+    if (r->issue_ns && !r->timed) {
         int zero = 0;
         u64 *lost = completion_unseen.lookup(&zero);
         if (lost)
@@ -171,6 +205,7 @@ TRACEPOINT_PROBE(block, block_io_start)
     r->kind = kind;
     r->sync = sync;
     r->counted = 0;
+    r->timed = 0;
     bpf_get_current_comm(&r->comm, sizeof(r->comm));
     p->full = 1;
     return PASS_ON;
@@ -201,12 +236,41 @@ int io_start_request(struct bpf_raw_tracepoint_args *ctx)
     return 0;
 }
 
-RAW_TRACEPOINT_PROBE(block_rq_issue)
+TRACEPOINT_PROBE(block, block_rq_issue)
+{
+    int zero = 0;
+    struct issuing_t *p = issuing.lookup(&zero);
+    if (p) {
+        p->bytes = args->bytes;
+        p->tid = (u32)bpf_get_current_pid_tgid();
+        p->full = 1;
+    }
+    return PASS_ON;
+}
+
+int issue_request(struct bpf_raw_tracepoint_args *ctx)
 {
     u64 addr = ctx->args[0];
+    int zero = 0;
+    u32 bytes = 0;
+    struct issuing_t *p = issuing.lookup(&zero);
+    if (p) {
+        if (p->full && p->tid == (u32)bpf_get_current_pid_tgid())
+            bytes = p->bytes;
+        p->full = 0;
+    }
     struct req_t *r = requests.lookup(&addr);
-    if (r)
-        r->issue_ns = bpf_ktime_get_ns();    /* a re-issue: latency from the last try */
+    if (!r)
+        return 0;
+    r->issue_ns = bpf_ktime_get_ns();    /* a re-issue: latency from the last try */
+    if (r->counted || !bytes)
+        return 0;    /* counted at its first issue; or the fields were skipped: counted at completion */
+    struct key_t key = {.tgid = r->tgid, .dev = r->dev, .cgid = r->cgid};
+    struct val_t *v = owner_totals(&key, r->comm);
+    if (!v)
+        return 0;
+    count_request(v, r->kind, r->sync, bytes);
+    r->counted = 1;
     return 0;
 }
 
@@ -214,28 +278,24 @@ RAW_TRACEPOINT_PROBE(block_rq_complete)
 {
     u64 addr = ctx->args[0];
     struct req_t *r = requests.lookup(&addr);
-    if (!r || !r->issue_ns)
+    if (!r)
         return 0;
-    u32 bytes = ctx->args[2];
+    if (r->counted == 1 && r->timed)
+        return 0;    /* the rest of a request counted at issue, completed in parts */
     struct key_t key = {.tgid = r->tgid, .dev = r->dev, .cgid = r->cgid};
     struct val_t *v = owner_totals(&key, r->comm);
     if (!v)
         return 0;
-    if (r->kind == 2)
-        v->write_bytes += bytes;
-    else
-        v->read_bytes += bytes;
-    if (r->counted)
-        return 0;    /* the rest of a request completed in parts */
-    r->counted = 1;
-    if (r->kind == 2)
-        v->write_ios++;
-    else
-        v->read_ios++;
-    if (r->sync)
-        v->sync_ios++;
-    else
-        v->async_ios++;
+    u32 bytes = ctx->args[2];
+    if (!r->counted) {
+        count_request(v, r->kind, r->sync, bytes);
+        r->counted = 2;
+    } else if (r->counted == 2) {
+        add_bytes(v, r->kind, bytes);    /* the rest of a request counted here, completed in parts */
+    }
+    if (r->timed || !r->issue_ns)
+        return 0;
+    r->timed = 1;
     add_latency(v, bpf_ktime_get_ns() - r->issue_ns);
     return 0;
 }
@@ -304,17 +364,7 @@ TRACEPOINT_PROBE(block, block_rq_issue)
     struct val_t *v = owner_totals(&key, val.comm);
     if (!v)
         return PASS_ON;
-    if (kind == 2) {
-        v->write_bytes += args->bytes;
-        v->write_ios++;
-    } else {
-        v->read_bytes += args->bytes;
-        v->read_ios++;
-    }
-    if (sync)
-        v->sync_ios++;
-    else
-        v->async_ios++;
+    count_request(v, kind, sync, args->bytes);
     return PASS_ON;
 }
 

@@ -73,8 +73,11 @@ b = tool.load(cflags + (["-DHAVE_IO_START"] if has_io_start else []))
 if has_io_start:
     # after block_io_start's tracepoint program (attached by load), so it runs second and finds its fields
     b.attach_raw_tracepoint(tp="block_io_start", fn_name="io_start_request")
+    b.attach_raw_tracepoint(tp="block_rq_issue", fn_name="issue_request")   # likewise, after its fields
     # a skipped tracepoint run leaves its raw partner without fields: counted once, as io_start_unpaired
     tool.skips_counted_by_metric.add("tracepoint__block__block_io_start")
+    # a skipped issue run leaves its raw partner without bytes: that request is counted at completion
+    tool.skips_counted_by_metric.add("tracepoint__block__block_rq_issue")
 stats, comms, full = b["stats"], b["comms"], b["full"]
 # Without block_io_start (kernels before 6.5) the owner is the task that issues the request.
 tool.meta(attribution="submitter (block_io_start)" if has_io_start else "issuer (block_rq_issue)",
@@ -112,14 +115,14 @@ def per_process(deltas: dict) -> list[dict]:
     for p in procs.values():
         ios = p["read_ios"] + p["write_ios"]
         lat_ns, lat_count = p.pop("lat_ns"), p.pop("lat_count")
-        if not ios:
-            continue    # only completions of I/O counted in the last interval
+        if not ios and not p["read_bytes"] + p["write_bytes"]:
+            continue    # only latencies of I/O counted before (a completion after its issue's interval)
         if by_cgroup:
             p["processes"] = len(p.pop("pids"))
         else:
             p["comm"] = process_name(p["pid"], comms)
         p.update(devices=",".join(sorted(p["devices"])),
-                 avg_size=round((p["read_bytes"] + p["write_bytes"]) / ios),
+                 avg_size=round((p["read_bytes"] + p["write_bytes"]) / ios) if ios else 0,
                  avg_lat_us=round(lat_ns / lat_count / 1e3, 3) if lat_count else 0.0)
         rows.append(p)
     if not by_cgroup:

@@ -184,16 +184,16 @@ def test_latency_histogram_counts_each_direct_read_within_the_time_the_reads_too
     read_ios = sum(r["read_ios"] for r in rows)
     lost = {r["source"]: r["total"] for r in tool.of_kind("lost")}
     print(f"{read_ios} read I/Os and {requests} latencies of {TIMED_READS} reads; lost: {lost}")
-    # every request is counted at its completion, with its latency: the two agree whatever happened
-    assert requests == read_ios
     assert sum(r["write_ios"] for r in rows) == 0
-    # Issue and completion are raw tracepoints, which the kernel skips only when one would nest in
-    # itself; a request is missed otherwise when block_io_start's tracepoint program was skipped
-    # (io_start_unpaired) or its completion never reached the completion program (completion_unseen,
-    # unexplained: 1-5 requests in 7 of 190 runs beside a dd writing, reading and deleting files). Each is
-    # counted lost, never silent; those counts are the whole machine's, so they bound what the child lost.
-    missed = sum(n for source, n in lost.items() if source in ("io_start_unpaired", "completion_unseen")
-                 or source.startswith("skipped:"))
+    # A request is counted at its issue, in the issuing task, and timed at its completion. It is missed
+    # only when block_io_start's tracepoint program was skipped (io_start_unpaired), counted lost; those
+    # counts are the whole machine's, so they bound what the child lost.
+    missed = sum(n for source, n in lost.items() if source == "io_start_unpaired" or source.startswith("skipped:"))
     assert TIMED_READS - missed <= read_ios <= TIMED_READS, (read_ios, lost)
+    # The kernel now and then runs no program at all for a completion that ftrace records (2 of ~24,000
+    # in ~400 runs of test_cgroups_writes, both in a softirq on top of PID 1's thread): that request is
+    # counted, untimed, and completion_unseen says so when its entry is met again. At that rate two in one
+    # run of 200 come once in ~7,000 runs: one is let through before completion_unseen has said it.
+    assert read_ios - 1 - lost.get("completion_unseen", 0) <= requests <= read_ios, (requests, read_ios, lost)
     floor_us = sum(b["lo"] * b["count"] for r in hists for b in r["buckets"])
     assert 0 < floor_us <= int(spent_ns) / 1000, (floor_us, int(spent_ns) / 1000)

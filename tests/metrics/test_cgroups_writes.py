@@ -44,7 +44,8 @@ def test_each_write_in_its_own_cgroup(case, test_cgroups, block_directory):
         rows = [r for r in tool.of_kind("row") if r["pid"] == kids[name].pid]
         written = sum(r[case.field] for r in rows)
         print(name, written, truth[name])
-        assert near(written, truth[name][case.truth]), (name, written)
+        assert near(written, truth[name][case.truth]), (name, written, tool.of_kind("lost"), [
+            (r["interval"], r["pid"], r[case.field]) for r in tool.of_kind("row")])
         got = {r["cgroup_id"] for r in rows}
         assert got == {ids[name]} if name in ids else not got & set(ids.values()), (name, got)
 
@@ -56,6 +57,8 @@ def test_filter_and_group_by_cgroup_with_a_group_made_after_start(case, test_cgr
     ids = {name: test_cgroups.id_of(paths[name]) for name in ("a", "late")}
     rows = tool.of_kind("row")
     assert {r["cgroup_id"] for r in rows} == set(ids.values()), rows
+    lost = tool.of_kind("lost")
     for name in ("a", "late"):
         written = sum(r[case.field] for r in rows if r["cgroup_id"] == ids[name])
-        assert near(written, truth[name][case.truth]), (name, written)
+        assert near(written, truth[name][case.truth]), (
+            name, written, lost, [(r["interval"], r["cgroup"], r[case.field]) for r in rows])
