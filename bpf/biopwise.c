@@ -146,9 +146,10 @@ struct pending_t {
 };
 BPF_PERCPU_ARRAY(pending, struct pending_t, 1);
 LOST_COUNTER(unpaired);    /* block_io_start raw runs that found no fields: requests not counted */
-/* requests issued and never counted, found at their block_io_done (or when their struct starts another
- * request): their completion did not reach block_rq_complete's program. Seen here, rarely, with no skip
- * counted: 1-5 of 200 reads in about 1 run in 50 beside a dd churning files; not explained yet. */
+/* requests issued and never timed, found at their block_io_done (or when their struct starts another
+ * request): their completion did not reach block_rq_complete's program, so their latency is lost (they
+ * are counted at issue). Seen here, rarely, with no skip counted: 1-5 of 200 reads in about 1 run in 50
+ * beside a dd churning files; not explained yet. */
 LOST_COUNTER(completion_unseen);
 
 /* What block_rq_issue's tracepoint program read, for the raw tracepoint program of the same event, run
