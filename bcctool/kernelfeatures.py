@@ -75,6 +75,12 @@ def task_storage_available() -> bool:
     return btf_available() and kernel_version() >= (5, 19)
 
 
+def task_storage_variants() -> list[list[str]]:
+    """Tool.load's variants for a program that keeps per-thread state in task storage (-DUSE_TASK_STORAGE)
+    where the kernel has it, else (refused at load, or lacking) in the map the program keeps instead."""
+    return [["-DUSE_TASK_STORAGE"], []] if task_storage_available() else [[]]
+
+
 def _effective_caps() -> int:
     for line in (read_text("/proc/self/status") or "").splitlines():   # its Name: line is our comm
         if line.startswith("CapEff:"):

@@ -40,7 +40,7 @@ read_exit = all(kernelfeatures.tracepoint_exists("syscalls", e) for e in
                 ("sys_enter_read", "sys_exit_read", "sys_enter_pread64", "sys_exit_pread64"))
 if read_exit:
     cflags.append("-DHAVE_READ_EXIT")
-variants = [["-DUSE_TASK_STORAGE"], []] if kernelfeatures.task_storage_available() else [[]]
+variants = kernelfeatures.task_storage_variants()
 b = tool.load(cflags, variants=variants)
 stats, comms, full = b["stats"], b["comms"], b["full"]
 tool.meta(units={"read": "pages (4 KiB)", "write": "folios (a dirtied folio's size is not traced)"},

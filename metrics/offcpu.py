@@ -63,7 +63,7 @@ kernel_cflags = ["-DUSER_KERNEL", f"-DKU_ROWS={(1 << 20) if args.pid or args.tid
 unwound_cflags = {"dwarf": dwarf_cflags, "kernel": kernel_cflags}.get(args.user_stacks)
 # --stack-every: each thread's last block with stacks in its task storage, or an LRU where the kernel
 # refuses it (as schparm and sysnest do)
-storage = [["-DUSE_TASK_STORAGE"], []] if args.stack_every > 1 and kernelfeatures.task_storage_available() else [[]]
+storage = kernelfeatures.task_storage_variants() if args.stack_every > 1 else [[]]
 b = tool.load(cflags, variants=[u + s for u in ([unwound_cflags, []] if unwound_cflags else [[]]) for s in storage])
 blocked, stacks = b["blocked"], b["stacks"]
 dwarf = "USER_DWARF" in tool.variant

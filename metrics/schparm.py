@@ -38,7 +38,7 @@ CGROUPS = tool.fields("cgroup", "processes", "exits", "runtime_ms", "voluntary",
 
 # --- probes ----------------------------------------------------------------------------------------
 cflags = tool.filter_cflags(filter_pid=args.pid)
-variants = [["-DUSE_TASK_STORAGE"], []] if kernelfeatures.task_storage_available() else [[]]
+variants = kernelfeatures.task_storage_variants()
 b = tool.load(cflags, variants=variants)
 params = b["params"]
 

@@ -39,7 +39,7 @@ cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid, filter_ppi
 if args.sample > 1:
     cflags.append(f"-DSAMPLE_EVERY={args.sample}")
 cflags.append(f"-DSLOT_CPUS={max(get_possible_cpus()) + 1}")   # each CPU hands out its own slots
-variants = [["-DUSE_TASK_STORAGE"], []] if kernelfeatures.task_storage_available() else [[]]
+variants = kernelfeatures.task_storage_variants()
 b = tool.load(cflags, variants=variants)
 # sampling needs a per-thread tick between syscalls, which only task storage keeps
 sample_every = args.sample if tool.variant else 1
