@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .maps import all_items
+from .maps import all_items, take_all_items
 
 MEMBARRIER_CMD_GLOBAL = 1       # linux/membarrier.h: returns after synchronize_rcu()
 SYS_MEMBARRIER = {"x86_64": 324, "aarch64": 283}.get(os.uname().machine, 324)
@@ -90,12 +90,7 @@ def _delete_each(table: Any, keys: list[Any]) -> None:
 
 def take_all(table: Any) -> list[tuple[Any, Any]]:
     """Read and delete every entry of a hash no program writes at the moment (a finished epoch's)."""
-    try:
-        return list(table.items_lookup_and_delete_batch())
-    except Exception:  # noqa: BLE001 - kernels without batch ops
-        items = list(table.items())
-        _delete_each(table, [k for k, _ in items])
-        return items
+    return take_all_items(table)
 
 
 def take_array_slot(table: Any, slot: int, width: int) -> dict[int, int]:

@@ -19,14 +19,87 @@ def _plain(obj: Any) -> Any:
     return getattr(obj, "value", obj)
 
 
+BATCH_ENTRIES = 256   # entries a batch read takes per syscall: most maps' live entries in one
+
+
 def all_items(table: Any) -> list[tuple[Any, Any]]:
-    """Every (key, leaf) of a BPF map: in batches where the kernel has batch ops, else by walking it.
-    BCC's items_lookup_batch() is a generator that makes its syscalls when iterated, so it is read
-    whole here, inside the try."""
-    try:
-        return list(table.items_lookup_batch())
-    except Exception:  # noqa: BLE001 - BCC raises bare Exception: kernels without batch ops
-        return list(table.items())
+    """Every (key, leaf) of a BPF map, as BCC's items_lookup_batch() gives them (a scalar as an int, a
+    struct or a per-CPU leaf as a ctypes object): in batches where the kernel has batch ops, else by
+    walking it. BCC's batch read allocates buffers for all max_entries each call (MBs for a large hash,
+    fresh pages to fault in every interval: ~600 page faults a second, most of an idle metric's CPU);
+    these buffers hold BATCH_ENTRIES and are kept with the table."""
+    items = _batch_reader(table).read()
+    return items if items is not None else list(table.items())
+
+
+def take_all_items(table: Any) -> list[tuple[Any, Any]]:
+    """all_items(), each entry deleted as it is read (BPF_MAP_LOOKUP_AND_DELETE_BATCH): for a hash no
+    program writes at the moment."""
+    items = _batch_reader(table).read(delete=True)
+    if items is None:
+        items = list(table.items())
+        for key, _ in items:
+            try:
+                del table[key]
+            except KeyError:
+                pass
+    return items
+
+
+def _batch_reader(table: Any) -> _BatchReader:
+    batch = getattr(table, "_bcctool_batch", None)
+    if batch is None:
+        batch = table._bcctool_batch = _BatchReader(table)
+    return batch
+
+
+class _BatchReader:
+    """BPF_MAP_LOOKUP(_AND_DELETE)_BATCH through buffers of a few hundred entries, allocated once."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self._size(min(table.max_entries, BATCH_ENTRIES))
+
+    def _size(self, entries: int) -> None:
+        self.entries = entries
+        self.keys = (self.table.Key * entries)()
+        self.values = (self.table.Leaf * entries)()
+
+    def read(self, delete: bool = False) -> list[tuple[Any, Any]] | None:
+        """Every entry (deleted as read with `delete`); None where the kernel has no batch ops for this map."""
+        from bcc.libbcc import lib  # noqa: PLC0415 - only after load(), which needs bcc anyway
+
+        batch_op = lib.bpf_lookup_and_delete_batch if delete else lib.bpf_lookup_batch
+        table, out = self.table, []
+        key_type, leaf_type = table.Key, table.Leaf
+        # the kernel's resume token: a bucket (hash) or a key (array), at most 8 bytes for either here
+        token_size = max(8, ctypes.sizeof(key_type))
+        buffers = ctypes.create_string_buffer(token_size), ctypes.create_string_buffer(token_size)
+        token_in, token_out = (ctypes.cast(b, ctypes.POINTER(ctypes.c_uint32)) for b in buffers)
+        count, first = ctypes.c_uint32(0), True
+        while True:
+            count.value = self.entries
+            res = batch_op(table.map_fd, None if first else token_in, token_out, self.keys, self.values,
+                           ctypes.byref(count))
+            err = ctypes.get_errno()
+            if res != 0 and err == errno.ENOSPC and count.value == 0:
+                self._size(self.entries * 2)   # one bucket holds more than the buffers: larger, same place
+                continue
+            n = count.value
+            if n:
+                # one copy of the entries read; its elements are what BCC's generator yields
+                out.extend(zip((key_type * n).from_buffer_copy(self.keys),
+                               (leaf_type * n).from_buffer_copy(self.values), strict=True))
+            if res != 0:
+                if err == errno.ENOENT:
+                    return out   # the whole map read
+                if first and err in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+                    return None
+                raise OSError(err, f"BPF map batch read: {os.strerror(err)}")
+            if n == 0:
+                return out   # no progress: nothing left
+            ctypes.memmove(buffers[0], buffers[1], token_size)
+            first = False
 
 
 def percpu_totals(table: Any) -> dict[Any, tuple[Any, dict[str, int]]]:

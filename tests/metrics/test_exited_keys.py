@@ -3,6 +3,8 @@ its keys are forgotten a read later (bcctool.ExitedKeys), not at the read that f
 
 import ctypes
 
+import pytest
+
 import bcctool
 
 GONE = 4_194_304 + 17   # above any pid_max: /proc/GONE never exists
@@ -24,7 +26,8 @@ class FakePerCpuHash:
     def add(self, key: int, cpu: int, n: int) -> None:
         self.data.setdefault(key, [0, 0])[cpu] += n
 
-    def items_lookup_batch(self):
+    def read_all(self):
+        """What bcctool.all_items() reads from a map with one batch read."""
         items = [(key, [Counts(v) for v in per_cpu]) for key, per_cpu in self.data.items()]
         for event in self.after_next_read:
             self.add(*event)
@@ -33,6 +36,11 @@ class FakePerCpuHash:
 
     def __delitem__(self, key) -> None:
         del self.data[getattr(key, "value", key)]
+
+
+@pytest.fixture(autouse=True)
+def fake_reads(monkeypatch):
+    monkeypatch.setattr(bcctool.maps, "all_items", lambda table: table.read_all())
 
 
 def test_events_between_the_read_and_the_exit_are_kept():

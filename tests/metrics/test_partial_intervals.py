@@ -5,6 +5,7 @@ catches up with a late tick, is not marked. No BPF: the interval loops run on th
 from __future__ import annotations
 
 import json
+import socket
 import time
 import types
 
@@ -52,7 +53,7 @@ def _poll(tool: bcctool.Tool, stop_after: int | None) -> None:
             time.sleep(0.03)            # the stop lands 30 ms into the next interval
             tool.stopping = True
 
-    tool.poll_until_stopped(on_tick=tick, tick=0.1, timeout_ms=1)
+    tool.poll_until_stopped(on_tick=tick, tick=0.1)
 
 
 def test_an_event_tools_stop_marks_its_final_tick_partial(own_signals, capsys):
@@ -67,7 +68,7 @@ def test_an_event_tools_duration_end_cuts_its_last_tick(own_signals, capsys):
 
 
 def test_a_late_ticks_short_follower_is_whole_and_the_stops_tick_partial(own_signals, capsys):
-    """The first tick 70 ms late (a long buffer poll): the second, on schedule, follows it by 30 ms but
+    """The first tick 70 ms late (a long buffer read): the second, on schedule, follows it by 30 ms but
     is not cut short by anything (its counts are a whole interval's catch-up); the stop's tick is."""
     tool = _tool(["0.1"])
     polls = []
@@ -78,15 +79,22 @@ def test_a_late_ticks_short_follower_is_whole_and_the_stops_tick_partial(own_sig
             time.sleep(0.03)
             tool.stopping = True
 
-    tool.bpf = types.SimpleNamespace(perf_buffers={1: None}, _ringbuf_manager=None,
-                                     perf_buffer_poll=lambda timeout: polls.append(time.sleep(0.17 if not polls else 0)),
-                                     perf_buffer_consume=lambda: None)
+    events, arrive = socket.socketpair()
+    arrive.send(b"x")   # an event waits from the start; reading it takes 170 ms
+
+    def consume() -> None:
+        polls.append(time.sleep(0.17 if not polls else 0))
+        events.recv(16)
+
+    tool.bpf = types.SimpleNamespace(perf_buffers={}, _ringbuf_manager=None)
+    tool._event_sources = lambda: [(events.fileno(), consume)]
     tool.poll_until_stopped(on_tick=tick, tick=0.1)
+    events.close()
+    arrive.close()
     assert [s.get("partial") for s in _summaries(capsys)] == [None, None, None, True]
 
 
 def test_meta_names_the_host(own_signals, capsys):
-    import socket
 
     _tool(["0.1"]).meta()
     (meta,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
