@@ -32,6 +32,16 @@ def all_items(table: Any) -> list[tuple[Any, Any]]:
     return items if items is not None else list(table.items())
 
 
+def array_prefix(table: Any, count: int) -> list[Any]:
+    """The leaves of an array's first `count` indices (a per-CPU array's: one list per index), in a
+    few batch reads rather than a lookup each."""
+    count = min(count, table.max_entries)
+    items = _batch_reader(table).read(limit=count) if count else []
+    if items is None:
+        return [table[table.Key(i)] for i in range(count)]
+    return [leaf for _, leaf in items]
+
+
 def take_all_items(table: Any) -> list[tuple[Any, Any]]:
     """all_items(), each entry deleted as it is read (BPF_MAP_LOOKUP_AND_DELETE_BATCH): for a hash no
     program writes at the moment."""
@@ -65,8 +75,9 @@ class _BatchReader:
         self.keys = (self.table.Key * entries)()
         self.values = (self.table.Leaf * entries)()
 
-    def read(self, delete: bool = False) -> list[tuple[Any, Any]] | None:
-        """Every entry (deleted as read with `delete`); None where the kernel has no batch ops for this map."""
+    def read(self, delete: bool = False, limit: int | None = None) -> list[tuple[Any, Any]] | None:
+        """Every entry (deleted as read with `delete`; the first `limit` of an array's); None where the
+        kernel has no batch ops for this map."""
         from bcc.libbcc import lib  # noqa: PLC0415 - only after load(), which needs bcc anyway
 
         batch_op = lib.bpf_lookup_and_delete_batch if delete else lib.bpf_lookup_batch
@@ -77,8 +88,8 @@ class _BatchReader:
         buffers = ctypes.create_string_buffer(token_size), ctypes.create_string_buffer(token_size)
         token_in, token_out = (ctypes.cast(b, ctypes.POINTER(ctypes.c_uint32)) for b in buffers)
         count, first = ctypes.c_uint32(0), True
-        while True:
-            count.value = self.entries
+        while limit is None or len(out) < limit:
+            count.value = self.entries if limit is None else min(self.entries, limit - len(out))
             res = batch_op(table.map_fd, None if first else token_in, token_out, self.keys, self.values,
                            ctypes.byref(count))
             err = ctypes.get_errno()
@@ -100,6 +111,7 @@ class _BatchReader:
                 return out   # no progress: nothing left
             ctypes.memmove(buffers[0], buffers[1], token_size)
             first = False
+        return out
 
 
 def percpu_totals(table: Any) -> dict[Any, tuple[Any, dict[str, int]]]:

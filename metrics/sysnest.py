@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from bcc.utils import get_possible_cpus
 
-from bcctool import ExitedKeys, Tool, all_items, kernelfeatures, process_name, quantity, table, taskinfo
+from bcctool import ExitedKeys, Tool, all_items, array_prefix, kernelfeatures, process_name, quantity, table, taskinfo
 from bcctool.cgroups import CGROUP_FIELDS
 from bcctool.procnames import ProcessNames
 
@@ -77,11 +77,13 @@ def read_totals(min_epoch: int) -> dict[tuple[int, int, int], tuple[int, int, in
     """(tgid, nr, cgroup id) -> (count, total_ns, errors, timed, max_ns in windows >= min_epoch), summed over CPUs;
     timed: the syscalls in total_ns (all of them unless sampling)."""
     totals = {}
-    for key, slot in all_items(slots):
-        try:
-            per_cpu = stats.getvalue(stats.Key(_int(slot)))
-        except KeyError:
+    keyed = [(key, _int(slot)) for key, slot in all_items(slots)]
+    # the slots are handed out from 0 up: one batch read of the array's used part, not a lookup a slot
+    used = array_prefix(stats, 1 + max((slot for _, slot in keyed), default=-1))
+    for key, slot in keyed:
+        if slot >= len(used):
             continue
+        per_cpu = used[slot]
         count = total = errors = timed = mx = 0
         for v in per_cpu:
             count += v.count
@@ -97,7 +99,9 @@ def read_totals(min_epoch: int) -> dict[tuple[int, int, int], tuple[int, int, in
 def forget_exited(seen: dict, delta_keys: set) -> None:
     """Forget keys of processes that have exited and had nothing new in two reads (bcctool.ExitedKeys),
     and give their slots back zeroed (no thread left can be holding one)."""
-    for key in exited.settled([k for k in seen if k not in delta_keys and not os.path.exists(f"/proc/{k[0]}")]):
+    quiet = [k for k in seen if k not in delta_keys]
+    alive = {tgid for tgid in {k[0] for k in quiet} if os.path.exists(f"/proc/{tgid}")}   # once a process
+    for key in exited.settled([k for k in quiet if k[0] not in alive]):
         seen.pop(key, None)
         ckey = slots.Key(*key)
         try:
