@@ -412,21 +412,14 @@ class Tool:
         self._install_signals()
         if self.stopping:
             return False
-        sel = selectors.DefaultSelector()
-        sel.register(self._wake_r, selectors.EVENT_READ, None)
-        for fd, consume in self._event_sources():
-            sel.register(fd, selectors.EVENT_READ, consume)
+        sel = self._selector()
         deadline = time.monotonic() + seconds
         try:
             while not self.stopping:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                for consume in {key.data for key, _ in sel.select(left)}:
-                    if consume is None:
-                        self._drain_wakeups()
-                    else:
-                        consume()
+                self._serve(sel, left)
         finally:
             sel.close()
         return not self.stopping
@@ -476,19 +469,11 @@ class Tool:
         if end is not None and next_tick is not None:
             next_tick = min(next_tick, end)
         last_tick = time.monotonic()
-        sel = selectors.DefaultSelector()
-        sel.register(self._wake_r, selectors.EVENT_READ, None)
-        for fd, consume in self._event_sources():
-            sel.register(fd, selectors.EVENT_READ, consume)
+        sel = self._selector()
         try:
             while not self.stopping:
                 wake_at = min((t for t in (next_tick, end) if t is not None), default=None)
-                ready = sel.select(None if wake_at is None else max(0.0, wake_at - time.monotonic()))
-                for consume in {key.data for key, _ in ready}:
-                    if consume is None:
-                        self._drain_wakeups()
-                    else:
-                        consume()
+                self._serve(sel, None if wake_at is None else max(0.0, wake_at - time.monotonic()))
                 if next_tick is not None and (now := time.monotonic()) >= next_tick:
                     next_tick += tick
                     if end is not None:
@@ -522,6 +507,24 @@ class Tool:
             on_tick()
         self.report_lost()
         self.flush()
+
+    def _selector(self) -> selectors.BaseSelector:
+        """A selector on the signal wakeup (data None) and on each of the script's buffers (data: what
+        reads it)."""
+        sel = selectors.DefaultSelector()
+        sel.register(self._wake_r, selectors.EVENT_READ, None)
+        for fd, consume in self._event_sources():
+            sel.register(fd, selectors.EVENT_READ, consume)
+        return sel
+
+    def _serve(self, sel: selectors.BaseSelector, timeout: float | None) -> None:
+        """Sleep until a buffer has events, a signal came or `timeout` passed (None: no limit); read
+        what is ready."""
+        for consume in {key.data for key, _ in sel.select(timeout)}:
+            if consume is None:
+                self._drain_wakeups()
+            else:
+                consume()
 
     def _event_sources(self) -> list[tuple[int, Callable[[], None]]]:
         """(fd, what reads it) for each of the script's perf buffers and its ring buffers (one epoll fd
