@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .maps import all_items, take_all_items
+from .maps import all_items, delete_each, take_all_items
 
 MEMBARRIER_CMD_GLOBAL = 1       # linux/membarrier.h: returns after synchronize_rcu()
 SYS_MEMBARRIER = {"x86_64": 324, "aarch64": 283}.get(os.uname().machine, 324)
@@ -76,16 +76,8 @@ def take_slot(table: Any, slot: int) -> list[tuple[Any, Any]]:
         try:
             table.items_delete_batch(keys)
         except Exception:  # noqa: BLE001 - without batch ops: one by one
-            _delete_each(table, [k for k, _ in items])
+            delete_each(table, [k for k, _ in items])
     return items
-
-
-def _delete_each(table: Any, keys: list[Any]) -> None:
-    for k in keys:
-        try:
-            del table[k]
-        except KeyError:
-            pass
 
 
 def take_all(table: Any) -> list[tuple[Any, Any]]:

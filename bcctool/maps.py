@@ -48,12 +48,17 @@ def take_all_items(table: Any) -> list[tuple[Any, Any]]:
     items = _batch_reader(table).read(delete=True)
     if items is None:
         items = list(table.items())
-        for key, _ in items:
-            try:
-                del table[key]
-            except KeyError:
-                pass
+        delete_each(table, [k for k, _ in items])
     return items
+
+
+def delete_each(table: Any, keys: list[Any]) -> None:
+    """Delete the keys one by one, those gone already left alone."""
+    for k in keys:
+        try:
+            del table[k]
+        except KeyError:
+            pass
 
 
 def _batch_reader(table: Any) -> _BatchReader:
