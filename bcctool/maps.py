@@ -6,7 +6,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .proctext import read_text
@@ -68,6 +68,10 @@ def _batch_reader(table: Any) -> _BatchReader:
     return batch
 
 
+class _NoBatchOps(Exception):
+    """The kernel has no batch operations for this map."""
+
+
 class _BatchReader:
     """BPF_MAP_LOOKUP(_AND_DELETE)_BATCH through buffers of a few hundred entries, allocated once."""
 
@@ -80,22 +84,21 @@ class _BatchReader:
         self.keys = (self.table.Key * entries)()
         self.values = (self.table.Leaf * entries)()
 
-    def read(self, delete: bool = False, limit: int | None = None) -> list[tuple[Any, Any]] | None:
-        """Every entry (deleted as read with `delete`; the first `limit` of an array's); None where the
-        kernel has no batch ops for this map."""
+    def chunks(self, delete: bool = False, limit: int | None = None) -> Iterator[int]:
+        """Fill the buffers batch after batch (deleting what is read with `delete`; the first `limit`
+        of an array's), yielding how many entries each batch holds; _NoBatchOps where the kernel has
+        no batch ops for this map."""
         from bcc.libbcc import lib  # noqa: PLC0415 - only after load(), which needs bcc anyway
 
         batch_op = lib.bpf_lookup_and_delete_batch if delete else lib.bpf_lookup_batch
-        table, out = self.table, []
-        key_type, leaf_type = table.Key, table.Leaf
         # the kernel's resume token: a bucket (hash) or a key (array), at most 8 bytes for either here
-        token_size = max(8, ctypes.sizeof(key_type))
+        token_size = max(8, ctypes.sizeof(self.table.Key))
         buffers = ctypes.create_string_buffer(token_size), ctypes.create_string_buffer(token_size)
         token_in, token_out = (ctypes.cast(b, ctypes.POINTER(ctypes.c_uint32)) for b in buffers)
-        count, first = ctypes.c_uint32(0), True
-        while limit is None or len(out) < limit:
-            count.value = self.entries if limit is None else min(self.entries, limit - len(out))
-            res = batch_op(table.map_fd, None if first else token_in, token_out, self.keys, self.values,
+        count, first, total = ctypes.c_uint32(0), True, 0
+        while limit is None or total < limit:
+            count.value = self.entries if limit is None else min(self.entries, limit - total)
+            res = batch_op(self.table.map_fd, None if first else token_in, token_out, self.keys, self.values,
                            ctypes.byref(count))
             err = ctypes.get_errno()
             if res != 0 and err == errno.ENOSPC and count.value == 0:
@@ -103,19 +106,29 @@ class _BatchReader:
                 continue
             n = count.value
             if n:
+                total += n
+                yield n
+            if res != 0:
+                if err == errno.ENOENT:
+                    return   # the whole map read
+                if first and err in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+                    raise _NoBatchOps
+                raise OSError(err, f"BPF map batch read: {os.strerror(err)}")
+            if n == 0:
+                return   # no progress: nothing left
+            ctypes.memmove(buffers[0], buffers[1], token_size)
+            first = False
+
+    def read(self, delete: bool = False, limit: int | None = None) -> list[tuple[Any, Any]] | None:
+        """Every entry as BCC's generator yields it (see chunks()); None without batch ops."""
+        key_type, leaf_type, out = self.table.Key, self.table.Leaf, []
+        try:
+            for n in self.chunks(delete, limit):
                 # one copy of the entries read; its elements are what BCC's generator yields
                 out.extend(zip((key_type * n).from_buffer_copy(self.keys),
                                (leaf_type * n).from_buffer_copy(self.values), strict=True))
-            if res != 0:
-                if err == errno.ENOENT:
-                    return out   # the whole map read
-                if first and err in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
-                    return None
-                raise OSError(err, f"BPF map batch read: {os.strerror(err)}")
-            if n == 0:
-                return out   # no progress: nothing left
-            ctypes.memmove(buffers[0], buffers[1], token_size)
-            first = False
+        except _NoBatchOps:
+            return None
         return out
 
 
@@ -233,39 +246,23 @@ def process_name(tgid: int, comms: Any = None) -> str:
 
 
 class RawEntries:
-    """A BPF hash read whole each interval as raw bytes (BPF_MAP_LOOKUP_BATCH into buffers allocated
-    once), for entries parsed with struct rather than made one ctypes object each: BCC's batch read
-    allocates max_entries of both every call and yields a key and a leaf object per entry."""
+    """A BPF hash read whole each interval as raw bytes, for entries parsed with struct rather than made
+    one ctypes object each (BCC's batch read yields a key and a leaf object per entry)."""
 
     def __init__(self, table: Any) -> None:
         self.table = table
         self.key_size, self.value_size = ctypes.sizeof(table.Key), ctypes.sizeof(table.Leaf)
-        self.capacity = table.max_entries
-        self.keys = ctypes.create_string_buffer(self.capacity * self.key_size)
-        self.values = ctypes.create_string_buffer(self.capacity * self.value_size)
 
     def read(self) -> tuple[bytes, bytes] | None:
         """(keys, values): every entry's bytes end to end; None where the kernel has no batch ops."""
-        from bcc.libbcc import lib  # noqa: PLC0415 - only after load(), which needs bcc anyway
-
-        token, count, total = ctypes.c_uint32(0), ctypes.c_uint32(0), 0
-        while total < self.capacity:
-            count.value = self.capacity - total
-            res = lib.bpf_lookup_batch(self.table.map_fd, ctypes.byref(token) if total else None,
-                                       ctypes.byref(token), ctypes.byref(self.keys, self.key_size * total),
-                                       ctypes.byref(self.values, self.value_size * total), ctypes.byref(count))
-            err = ctypes.get_errno()
-            total += count.value
-            if res != 0:
-                if err == errno.ENOENT:
-                    break   # the whole map read
-                if total == 0 and err in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
-                    return None
-                raise OSError(err, f"BPF_MAP_LOOKUP_BATCH: {os.strerror(err)}")
-            if count.value == 0:
-                break   # no progress: a bucket grew past what is left of the buffer meanwhile
-        return (ctypes.string_at(self.keys, total * self.key_size),
-                ctypes.string_at(self.values, total * self.value_size))
+        batch, keys, values = _batch_reader(self.table), [], []
+        try:
+            for n in batch.chunks():
+                keys.append(ctypes.string_at(batch.keys, n * self.key_size))
+                values.append(ctypes.string_at(batch.values, n * self.value_size))
+        except _NoBatchOps:
+            return None
+        return b"".join(keys), b"".join(values)
 
     def delete(self, keys: bytes) -> None:
         """Delete the entries whose keys' bytes are `keys`, end to end (BPF_MAP_DELETE_BATCH)."""

@@ -6,6 +6,7 @@ cache is bounded (emptied when full)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 from typing import Any
@@ -13,6 +14,24 @@ from typing import Any
 from .symbols import UNKNOWN
 
 MAX_NAMED = 8192
+
+
+class Frames(tuple):
+    """A stack's frames, root first, with its hash and its set of distinct frames worked out once: each
+    interval keys several tables by every stack (its count, the process names, the top functions, its
+    JSON), and a plain tuple's hash walks all its frames each time (~2 us for 30)."""
+
+    def __new__(cls, frames: Any) -> Frames:
+        self = super().__new__(cls, frames)
+        self._hash = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @functools.cached_property
+    def distinct(self) -> frozenset:
+        return frozenset(self)
 
 
 class StackNames:
@@ -26,6 +45,28 @@ class StackNames:
         self.encoded: dict[tuple, str] = {}          # frame -> its JSON object: every stack record repeats it
         self.stacks_encoded: dict[tuple, str] = {}   # frames -> '"frames":[...]', a record's field
         self.kernel_at: dict[int, tuple] = {}        # kernel address -> its frame: new stacks reuse known addresses
+        self.whole: dict[tuple, Frames] = {}         # (maps snapshot, kernel, user addresses) -> whole stack
+
+    def stack_key(self, tgid: int, kernel: Any, user: Any) -> tuple:
+        """What names a sample's whole stack: its kernel and user stacks (addresses, or the walk's
+        error) and, for user addresses, the process's maps snapshot (a dlopen names them again)."""
+        if not isinstance(user, (bytes, tuple)):
+            return (None, None, kernel, user)
+        snap = self.sym.maps(tgid)
+        return (id(snap), snap.taken, kernel, user) if snap is not None else (tgid, None, kernel, user)
+
+    def known(self, key: tuple) -> Frames | None:
+        """The whole stack kept for stack_key()'s key: the same Frames interval after interval."""
+        return self.whole.get(key)
+
+    def keep(self, key: tuple | None, frames: list[tuple]) -> Frames:
+        """frames as a Frames, kept for `key` (None: not kept) unless a JIT's perf map named a frame."""
+        stack = Frames(frames)
+        if key is not None and not any(f[1].startswith("perf-") for f in stack if f[2] == "user"):
+            if len(self.whole) >= MAX_NAMED:
+                self.whole.clear()
+            self.whole[key] = stack
+        return stack
 
     def kernel_frames(self, kernel: bytes) -> tuple:
         """A kernel stack (u64 addresses, innermost first, as the sample holds them), root first."""

@@ -266,13 +266,15 @@ class Tool:
             record["partial"] = True
         sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
 
-    def emit_encoded(self, kind: str, encoded: str) -> None:
-        """emit() of fields already in JSON, `"name":value` pairs (a profiler's stacks: the same frames
-        and the same process record after record, each encoded once): the envelope made as text."""
-        if not self.json:
+    def emit_encoded(self, kind: str, *encoded: str) -> None:
+        """emit() of records whose fields are already in JSON, `"name":value` pairs each (a profiler's
+        stacks: the same frames and the same process record after record, each encoded once): the
+        envelope made as text, the records written at once."""
+        if not self.json or not encoded:
             return
-        sys.stdout.write(f'{{"metric":{self._name_json},"ts":{round(time.time(), 6)!r},"kind":{json.dumps(kind)},'
-                         f'"interval":{self.interval_index},{encoded}}}\n')
+        head = (f'{{"metric":{self._name_json},"ts":{round(time.time(), 6)!r},"kind":{json.dumps(kind)},'
+                f'"interval":{self.interval_index},')
+        sys.stdout.write("".join(f"{head}{fields}}}\n" for fields in encoded))
 
     def emit_event(self, **fields: Any) -> None:
         """An `event` record numbered with the interval it falls in: under poll_until_stopped that is

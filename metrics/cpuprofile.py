@@ -379,6 +379,29 @@ def meet(tgids: Iterable[int]) -> None:
             watch_python(tgid)   # a python whose runtime was not up yet
 
 
+def frames_of(tgid: int, kernel: Any, user: Any, py: Any, quick: bool, n: int) -> list[tuple]:
+    """A sample's frames, root first: user (with its python frames), then kernel; addresses only when
+    `quick`; a walk that failed is one "[lost]" frame."""
+    frames: list[tuple] = []
+    if isinstance(user, (bytes, tuple)):
+        addrs = user if isinstance(user, tuple) else struct.unpack(f"<{len(user) // 8}Q", user)
+        named = [address(a, "user") for a in addrs] if quick else names.user_frames(tgid, addrs)
+        if py and not quick:
+            named = python.merge(tgid, named, py, n)   # each eval loop's Python frames above it
+        frames += reversed(named)
+    elif py and not quick:
+        frames += reversed(python.merge(tgid, [], py, n))
+    elif user != NO_STACK and user != 0:
+        frames.append(LOST["user"])
+    if isinstance(kernel, bytes) and quick:
+        frames += [address(a, "kernel") for a in reversed(struct.unpack(f"<{len(kernel) // 8}Q", kernel))]
+    elif isinstance(kernel, bytes):
+        frames += names.kernel_frames(kernel)
+    elif kernel != NO_STACK and kernel != 0:
+        frames.append(LOST["kernel"])
+    return frames or [("[no stack]", "", "user")]
+
+
 def named(taken: dict[tuple, int]) -> dict[tuple, int]:
     """{(tgid, comm, cgroup id, kernel addresses, user addresses, python frames): samples} named:
     {(tgid, comm, cgroup id, frames root first): samples}. A stack is its addresses as bytes (the
@@ -391,26 +414,12 @@ def named(taken: dict[tuple, int]) -> dict[tuple, int]:
         for source, depth in (("kernel_stack", kernel), ("user_stack", user)):
             if isinstance(depth, int) and depth < 0 and depth != NO_STACK:
                 walk_errors[source] += n
-        frames: list[tuple] = []
-        if isinstance(user, (bytes, tuple)):
-            addrs = user if isinstance(user, tuple) else struct.unpack(f"<{len(user) // 8}Q", user)
-            named = [address(a, "user") for a in addrs] if quick else names.user_frames(tgid, addrs)
-            if py and not quick:
-                named = python.merge(tgid, named, py, n)   # each eval loop's Python frames above it
-            frames += reversed(named)
-        elif py and not quick:
-            frames += reversed(python.merge(tgid, [], py, n))
-        elif user != NO_STACK and user != 0:
-            frames.append(LOST["user"])
-        if isinstance(kernel, bytes) and quick:
-            frames += [address(a, "kernel") for a in reversed(struct.unpack(f"<{len(kernel) // 8}Q", kernel))]
-        elif isinstance(kernel, bytes):
-            frames += names.kernel_frames(kernel)
-        elif kernel != NO_STACK and kernel != 0:
-            frames.append(LOST["kernel"])
-        if not frames:
-            frames.append(("[no stack]", "", "user"))
-        key = (tgid, comm.split(b"\0", 1)[0].decode(errors="replace"), cgid, tuple(frames))
+        # the same stack interval after interval is named once; a python process's frames are read live
+        memo = None if quick or py else names.stack_key(tgid, kernel, user)
+        stack = names.known(memo) if memo else None
+        if stack is None:
+            stack = names.keep(memo, frames_of(tgid, kernel, user, py, quick, n))
+        key = (tgid, comm.split(b"\0", 1)[0].decode(errors="replace"), cgid, stack)
         out[key] = out.get(key, 0) + n
     return out
 
@@ -427,7 +436,7 @@ def top_functions(stacks: dict[tuple, int]) -> list[dict]:
         g["samples"] += n
         g["pids"].add(tgid)
         g["self"][stack[-1]] = g["self"].get(stack[-1], 0) + n
-        for fn in set(stack):
+        for fn in stack.distinct:
             g["total"][fn] = g["total"].get(fn, 0) + n
     rows = []
     ranked = sorted(groups.items(), key=lambda kv: kv[1]["samples"], reverse=True)
@@ -554,12 +563,14 @@ for _interval in tool.intervals():
         for r in rows:
             tool.emit("row", **r)
         who_json: dict[tuple, str] = {}   # (pid, comm, cgroup id) -> those fields in JSON, once an interval
+        encoded = []
         for (tgid, comm, cgid, stack), n in sorted(stacks.items(), key=lambda kv: kv[1], reverse=True):
             who = who_json.get((tgid, comm, cgid))
             if who is None:
                 who = who_json[(tgid, comm, cgid)] = json.dumps({"pid": tgid, "comm": comm, **tool.cgroup_fields(cgid)},
                                                                 separators=(",", ":"), default=str)[1:-1]
-            tool.emit_encoded("stack", f'{who},"count":{n},{names.stack_json(stack)}')
+            encoded.append(f'{who},"count":{n},{names.stack_json(stack)}')
+        tool.emit_encoded("stack", *encoded)
     elif not args.folded:
         print_tables(summary, rows)
     # processes gone: their samples are all named now; drop their maps (their addresses may be reused)

@@ -171,6 +171,9 @@ def test_a_record_of_fields_already_in_json_has_the_same_envelope_as_any(capsys)
     tool.interval_index = 3
     tool.emit("stack", pid=7, count=2)
     tool.emit_encoded("stack", '"pid":7,"count":2')
-    plain, encoded = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    tool.emit_encoded("stack", '"pid":8,"count":1', '"pid":9,"count":5')   # several at once: a line each
+    tool.emit_encoded("stack")                                           # none: nothing written
+    plain, encoded, *more = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert isinstance(encoded.pop("ts"), float) and isinstance(plain.pop("ts"), float)
     assert encoded == plain == {"metric": "t", "kind": "stack", "interval": 3, "pid": 7, "count": 2}
+    assert [(r["kind"], r["interval"], r["pid"], r["count"]) for r in more] == [("stack", 3, 8, 1), ("stack", 3, 9, 5)]

@@ -5,7 +5,7 @@ again."""
 import json
 from types import SimpleNamespace
 
-from bcctool.stacknames import StackNames
+from bcctool.stacknames import Frames, StackNames
 from bcctool.symbols import Frame
 
 
@@ -43,3 +43,28 @@ def test_a_stacks_frames_field_is_the_json_of_its_frames_encoded_once():
     assert json.loads("{" + field + "}") == {"frames": [{"name": "main", "module": "app", "kind": "user"},
                                                        {"name": 'say "hi"', "module": "", "kind": "kernel"}]}
     assert names.stack_json(stack) is field
+
+
+def test_a_whole_stack_is_kept_per_maps_snapshot_and_not_when_a_jit_named_a_frame():
+    sym = CountingSymbolizer()
+    names = StackNames(sym)
+    kernel, user = b"\x01" * 8, (0x10, 0x20)
+    key = names.stack_key(100, kernel, user)
+    assert names.known(key) is None
+    kept = names.keep(key, [("main", "app", "user"), ("f10", "app", "user")])
+    assert names.known(names.stack_key(100, kernel, user)) is kept
+    assert names.known(names.stack_key(101, kernel, user)) is kept     # the fork child's shared snapshot
+    sym.snapshots[100] = SimpleNamespace(taken=2.0)                    # retaken: named again
+    assert names.known(names.stack_key(100, kernel, user)) is None
+    # a stack with no user addresses does not depend on the process
+    assert names.stack_key(100, kernel, -14) == names.stack_key(555, kernel, -14)
+    jit = names.keep(names.stack_key(100, kernel, (0x30,)), [("jitted", "perf-100.map", "user")])
+    assert names.known(names.stack_key(100, kernel, (0x30,))) is None and jit == (("jitted", "perf-100.map", "user"),)
+
+
+def test_frames_hash_and_compare_as_the_tuple_of_their_frames():
+    frames = [("main", "app", "user"), ("work", "app", "user"), ("main", "app", "user")]
+    stack = Frames(frames)
+    assert stack == tuple(frames) and hash(stack) == hash(tuple(frames))
+    assert {tuple(frames): 1}[stack] == 1 and {stack: 2}[tuple(frames)] == 2
+    assert stack.distinct == {("main", "app", "user"), ("work", "app", "user")}
