@@ -432,15 +432,17 @@ def top_functions(stacks: dict[tuple, int]) -> list[dict]:
     groups: dict[tuple, dict] = {}
     for (tgid, comm, cgid, stack), n in stacks.items():
         g = groups.setdefault((cgid,) if by_cgroup else (tgid, cgid),
-                              {"comm": comm, "samples": 0, "self": {}, "total": {}, "pids": set()})
+                              {"comm": comm, "samples": 0, "stacks": [], "self": {}, "total": {}, "pids": set()})
         g["samples"] += n
         g["pids"].add(tgid)
-        g["self"][stack[-1]] = g["self"].get(stack[-1], 0) + n
-        for fn in stack.distinct:
-            g["total"][fn] = g["total"].get(fn, 0) + n
+        g["stacks"].append((stack, n))
     rows = []
     ranked = sorted(groups.items(), key=lambda kv: kv[1]["samples"], reverse=True)
     for key, g in ranked[: args.processes]:
+        for stack, n in g["stacks"]:   # the functions of the groups shown only (a fork child's are not)
+            g["self"][stack[-1]] = g["self"].get(stack[-1], 0) + n
+            for fn in stack.distinct:
+                g["total"][fn] = g["total"].get(fn, 0) + n
         who = ({**tool.cgroup_fields(key[0]), "processes": len(g["pids"]), "cgroup_samples": g["samples"]}
                if by_cgroup else
                {"pid": key[0], "comm": g["comm"], **tool.cgroup_fields(key[1]), "process_samples": g["samples"]})
