@@ -25,11 +25,13 @@ from .maps import (
     ExitedKeys,
     HistDeltas,
     all_items,
-    array_prefix,
     insert_new,
     percpu_array_sums,
     percpu_totals,
     process_name,
+    process_names_of,
+    raw_items,
+    raw_prefix,
 )
 from .targets import TARGET_CHECKS, process_alive, task_alive
 from .tool import Tool
@@ -40,5 +42,6 @@ __all__ = [
     "TARGET_CHECKS", "process_alive", "task_alive",
     "BPF_DIR", "PERF_EVENT_NAMES", "c_string", "perf_event_name",
     "LineTable", "figures", "human_bytes", "log2_buckets", "print_log2", "print_stack", "quantity", "table",
-    "CounterDeltas", "ExitedKeys", "HistDeltas", "all_items", "array_prefix", "insert_new", "percpu_array_sums", "percpu_totals", "process_name",
+    "CounterDeltas", "ExitedKeys", "HistDeltas", "all_items", "insert_new", "percpu_array_sums", "percpu_totals", "process_name",
+    "process_names_of", "raw_items", "raw_prefix",
 ]

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from .maps import all_items, delete_each, take_all_items
+from .maps import all_items, delete_keys, take_all_items
 
 MEMBARRIER_CMD_GLOBAL = 1       # linux/membarrier.h: returns after synchronize_rcu()
 SYS_MEMBARRIER = {"x86_64": 324, "aarch64": 283}.get(os.uname().machine, 324)
@@ -71,12 +71,7 @@ def take_slot(table: Any, slot: int) -> list[tuple[Any, Any]]:
     """Read and delete a hash's entries whose key's `slot` is `slot` (a finished epoch's): nothing writes
     them, while the programs add to the other slot's keys meanwhile."""
     items = [(k, v) for k, v in all_items(table) if k.slot == slot]
-    if items:
-        keys = (table.Key * len(items))(*[k for k, _ in items])
-        try:
-            table.items_delete_batch(keys)
-        except Exception:  # noqa: BLE001 - without batch ops: one by one
-            delete_each(table, [k for k, _ in items])
+    delete_keys(table, [k for k, _ in items])
     return items
 
 

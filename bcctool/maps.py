@@ -6,10 +6,12 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from collections.abc import Callable, Iterator
+import struct
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .proctext import read_text
+from .taskinfo import processes
 
 
 def _plain(obj: Any) -> Any:
@@ -32,14 +34,29 @@ def all_items(table: Any) -> list[tuple[Any, Any]]:
     return items if items is not None else list(table.items())
 
 
-def array_prefix(table: Any, count: int) -> list[Any]:
-    """The leaves of an array's first `count` indices (a per-CPU array's: one list per index), in a
-    few batch reads rather than a lookup each."""
+def raw_items(table: Any) -> tuple[bytes, bytes]:
+    """Every entry's key bytes and value bytes, each end to end, for parsing with struct rather than
+    one ctypes object an entry: batch reads, or BCC's walk where the kernel has no batch ops."""
+    got = RawEntries(table).read()
+    if got is None:
+        items = list(table.items())
+        got = b"".join(bytes(k) for k, _ in items), b"".join(bytes(v) for _, v in items)
+    return got
+
+
+def raw_prefix(table: Any, count: int) -> bytes:
+    """The value bytes of an array's first `count` indices, end to end (a per-CPU array's: every CPU's
+    value, each 8-byte aligned, an index after another), in a few batch reads rather than a lookup each."""
     count = min(count, table.max_entries)
-    items = _batch_reader(table).read(limit=count) if count else []
-    if items is None:
-        return [table[table.Key(i)] for i in range(count)]
-    return [leaf for _, leaf in items]
+    if count <= 0:
+        return b""
+    batch, size, out = _batch_reader(table), ctypes.sizeof(table.Leaf), []
+    try:
+        for n in batch.chunks(limit=count):
+            out.append(ctypes.string_at(batch.values, n * size))
+    except _NoBatchOps:
+        return b"".join(bytes(table[table.Key(i)]) for i in range(count))
+    return b"".join(out)
 
 
 def take_all_items(table: Any) -> list[tuple[Any, Any]]:
@@ -59,6 +76,29 @@ def delete_each(table: Any, keys: list[Any]) -> None:
             del table[k]
         except KeyError:
             pass
+
+
+def delete_keys(table: Any, keys: list[Any]) -> None:
+    """Delete the keys in one BPF_MAP_DELETE_BATCH; one by one without batch ops, or for those left
+    when one was gone already (the batch stops there)."""
+    if not keys:
+        return
+    try:
+        table.items_delete_batch((table.Key * len(keys))(*keys))
+    except Exception:  # noqa: BLE001 - BCC raises bare Exception
+        delete_each(table, keys)
+
+
+def zero_indices(table: Any, indices: list[int]) -> None:
+    """Set an array's (or a per-CPU array's, every CPU's) entries at `indices` to zeros in one
+    BPF_MAP_UPDATE_BATCH; one by one without batch ops."""
+    if not indices:
+        return
+    try:
+        table.items_update_batch((table.Key * len(indices))(*indices), (table.Leaf * len(indices))())
+    except Exception:  # noqa: BLE001 - BCC raises bare Exception
+        for i in indices:
+            table[table.Key(i)] = table.Leaf()
 
 
 def _batch_reader(table: Any) -> _BatchReader:
@@ -243,6 +283,29 @@ def process_name(tgid: int, comms: Any = None) -> str:
         return comm.strip()
     leaf = comms.get(comms.Key(tgid)) if comms is not None else None
     return leaf.comm.decode(errors="replace") if leaf else "[gone]"
+
+
+def process_names_of(tgids: Iterable[int], comms: Any = None) -> dict[int, str]:
+    """{tgid: process_name()} of many processes, the map of `comm`s read once (in batches) for those
+    gone rather than looked up for each (a fork-heavy load leaves hundreds an interval)."""
+    out, gone, alive = {}, [], processes()
+    for tgid in tgids:
+        comm = read_text(f"/proc/{tgid}/comm") if tgid in alive else None
+        if comm is None:
+            gone.append(tgid)
+        else:
+            out[tgid] = comm.strip()
+    if gone:
+        kept: dict[int, bytes] = {}
+        if comms is not None:   # a u32 key; a struct with a `comm` field (the metric's comm_t)
+            keys, values = raw_items(comms)
+            size, at, width = ctypes.sizeof(comms.Leaf), comms.Leaf.comm.offset, comms.Leaf.comm.size
+            kept = {tgid: values[size * i + at:size * i + at + width]
+                    for i, (tgid,) in enumerate(struct.iter_unpack("<I", keys))}
+        for tgid in gone:
+            comm = kept.get(tgid)
+            out[tgid] = comm.split(b"\0", 1)[0].decode(errors="replace") if comm is not None else "[gone]"
+    return out
 
 
 class RawEntries:

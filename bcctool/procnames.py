@@ -167,11 +167,13 @@ class ProcessNames:
         if self._shared.get(comm) is None:
             return comm
         start = self._started(pid)
+        if start is None:
+            return comm   # gone: no command line to read (a fork-heavy load leaves hundreds an interval)
         key = (pid, start, comm)    # the comm in the key too: an exec renames the process, its start stays
-        hint = self._hints.get(key) if start is not None else None
+        hint = self._hints.get(key)
         if hint is None:
             hint = hint_of(self._read(pid), comm)
-            # gone meanwhile (or before): its empty command line is not kept for the next with its pid
-            if start is not None and self._started(pid) == start:
+            # gone meanwhile: its empty command line is not kept for the next with its pid
+            if self._started(pid) == start:
                 self._hints.put(key, hint, 1)
         return f"{comm} ({hint})" if hint else comm

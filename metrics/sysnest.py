@@ -6,17 +6,19 @@ count, total and max latency and errors in a slot of a per-CPU array (the `slots
 which); each interval prints the top groups (processes or syscalls) with their top members.
 """
 
+import ctypes
 import os
+import struct
 import sys
 import time
-from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
 from bcc.utils import get_possible_cpus
 
-from bcctool import ExitedKeys, Tool, all_items, array_prefix, kernelfeatures, process_name, quantity, table, taskinfo
+from bcctool import ExitedKeys, Tool, kernelfeatures, process_names_of, quantity, raw_items, raw_prefix, table, taskinfo
 from bcctool.cgroups import CGROUP_FIELDS
+from bcctool.maps import delete_keys, zero_indices
 from bcctool.procnames import ProcessNames
 
 EXAMPLES = [
@@ -68,54 +70,62 @@ except ImportError:  # pragma: no cover - bcc always ships it
         return b"sys_%d" % nr
 
 
-def _int(v: Any) -> int:
-    """A u32 leaf as BCC hands it back: a ctypes value from a lookup, an int from a batch."""
-    return v if isinstance(v, int) else v.value
+KEY = struct.Struct("<IIQ")   # struct key_t: tgid, nr, cgroup id
+VAL = struct.Struct("<6Q")    # struct val_t, one CPU's: count, total_ns, errors, max_ns, epoch, timed
 
 
 def read_totals(min_epoch: int) -> dict[tuple[int, int, int], tuple[int, int, int, int, int]]:
-    """(tgid, nr, cgroup id) -> (count, total_ns, errors, timed, max_ns in windows >= min_epoch), summed over CPUs;
-    timed: the syscalls in total_ns (all of them unless sampling)."""
-    totals = {}
-    keyed = [(key, _int(slot)) for key, slot in all_items(slots)]
+    """(tgid, nr, cgroup id) -> (count, total_ns, errors, timed, max_ns in windows >= min_epoch), summed over CPUs,
+    for the keys whose values changed since the last read (the others made no syscall); timed: the
+    syscalls in total_ns (all of them unless sampling). Parsed from the maps' bytes: a fork-heavy load
+    keeps thousands of keys."""
+    keys, slot_values = raw_items(slots)
+    keyed = [(key, slot) for key, (slot,) in zip(KEY.iter_unpack(keys), struct.iter_unpack("<I", slot_values), strict=True)]
+    slot_of.clear()
+    slot_of.update(keyed)
     # the slots are handed out from 0 up: one batch read of the array's used part, not a lookup a slot
-    used = array_prefix(stats, 1 + max((slot for _, slot in keyed), default=-1))
+    width = ctypes.sizeof(stats.Leaf)
+    used = raw_prefix(stats, 1 + max((slot for _, slot in keyed), default=-1))
+    totals, raw_now = {}, {}
     for key, slot in keyed:
-        if slot >= len(used):
+        raw = used[slot * width:(slot + 1) * width]
+        if len(raw) < width:
             continue
-        per_cpu = used[slot]
+        raw_now[key] = raw
+        if last_raw.get(key) == raw:
+            continue
         count = total = errors = timed = mx = 0
-        for v in per_cpu:
-            count += v.count
-            total += v.total_ns
-            errors += v.errors
-            timed += v.timed
-            if v.epoch >= min_epoch and v.max_ns > mx:
-                mx = v.max_ns
-        totals[(key.tgid, key.nr, key.cgid)] = (count, total, errors, timed if sample_every > 1 else count, mx)
+        for c, t, e, m, ep, tm in VAL.iter_unpack(raw):
+            count += c
+            total += t
+            errors += e
+            timed += tm
+            if ep >= min_epoch and m > mx:
+                mx = m
+        totals[key] = (count, total, errors, timed if sample_every > 1 else count, mx)
+    last_raw.clear()
+    last_raw.update(raw_now)
     return totals
 
 
 def forget_exited(seen: dict, delta_keys: set) -> None:
     """Forget keys of processes that have exited and had nothing new in two reads (bcctool.ExitedKeys),
-    and give their slots back zeroed (no thread left can be holding one)."""
+    and give their slots back zeroed (no thread left can be holding one): in batches, as a fork-heavy
+    load leaves hundreds of keys an interval."""
     quiet = [k for k in seen if k not in delta_keys]
-    alive = {tgid for tgid in {k[0] for k in quiet} if os.path.exists(f"/proc/{tgid}")}   # once a process
-    for key in exited.settled([k for k in quiet if k[0] not in alive]):
+    alive = taskinfo.processes() if quiet else set()   # one read of /proc, not a stat a process
+    gone = exited.settled([k for k in quiet if k[0] not in alive])
+    if not gone:
+        return
+    for key in gone:
         seen.pop(key, None)
-        ckey = slots.Key(*key)
-        try:
-            slot = _int(slots[ckey])
-            del slots[ckey]
-        except KeyError:
-            slot = None
-        if slot is not None:
-            stats[stats.Key(slot)] = stats.Leaf()
-            free_slots.push(free_slots.Leaf(slot))
-        try:
-            del comms[comms.Key(key[0])]
-        except KeyError:
-            pass
+        last_raw.pop(key, None)   # a new process with its pid starts from a zeroed slot
+    freed = [slot_of.pop(key) for key in gone if key in slot_of]
+    delete_keys(slots, [slots.Key(*key) for key in gone])   # no new syscall finds them now
+    zero_indices(stats, freed)                              # then zeroed, then handed out again
+    for slot in freed:
+        free_slots.push(free_slots.Leaf(slot))
+    delete_keys(comms, [comms.Key(tgid) for tgid in {key[0] for key in gone}])
 
 
 def nest(rows: list[dict]) -> list[tuple[dict, list[dict]]]:
@@ -176,6 +186,8 @@ def shown(r: dict, names: tuple[str, ...]) -> dict:
 
 # --- loop ------------------------------------------------------------------------------------------
 seen: dict[tuple[int, int, int], tuple[int, int, int, int]] = {}
+slot_of: dict[tuple[int, int, int], int] = {}   # each key's slot in stats, as the last read found it
+last_raw: dict[tuple[int, int, int], bytes] = {}  # each key's per-CPU values in stats, as the last read found them
 exited = ExitedKeys()   # processes gone: forgotten a read later
 process_names = ProcessNames()
 last = time.monotonic()
@@ -193,9 +205,12 @@ for interval in tool.intervals():
         if dtimed != dc:  # sampled: the total of all dc syscalls, estimated from the dtimed ones
             dt = dt * dc // dtimed if dtimed else 0
         name = syscall_name(key[1]).decode(errors="replace")
-        rows.append({"pid": key[0], "comm": process_name(key[0], comms), "nr": key[1], "syscall": name,
+        rows.append({"pid": key[0], "comm": "", "nr": key[1], "syscall": name,
                      "count": dc, "total_ns": dt, "errors": de, "timed": dtimed, "max_ns": max_ns,
                      **tool.cgroup_fields(key[2])})
+    comm_of = process_names_of({r["pid"] for r in rows}, comms)   # each process's once
+    for r in rows:
+        r["comm"] = comm_of[r["pid"]]
     # a comm several processes share is shown with its command line's script: "python3 (server.py)"
     process_names.rename_rows(rows)
     # Read first, then open the next max window: a key hit between the two keeps its max in the window
