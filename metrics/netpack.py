@@ -58,7 +58,7 @@ hist_deltas = CounterDeltas(b["hist"], tgid_of=None)
 # what it submits, so tracing starts here for the totals too: what came before is read and set aside,
 # and queue entries made while the xmit probe was not attached yet are forgotten.
 events.open_perf_buffer(lambda cpu, data, size: on_event(data), page_cnt=128,
-                        lost_cb=tool.lost_callback("events"))
+                        lost_cb=tool.lost_callback("events"), wakeup_events=tool.wakeup_events())
 stats_deltas.step()
 hist_deltas.step()
 start.clear()

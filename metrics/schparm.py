@@ -152,7 +152,8 @@ def on_tick() -> None:
 # --- loop ------------------------------------------------------------------------------------------
 # The buffer opens before seeding and the meta record: an exit sent with no reader attached is dropped
 # without a trace. Exits wait in it until the poll, when `baseline` is complete.
-b["exits"].open_perf_buffer(on_exit, page_cnt=64, lost_cb=tool.lost_callback("exits"))
+b["exits"].open_perf_buffer(on_exit, page_cnt=64, lost_cb=tool.lost_callback("exits"),
+                           wakeup_events=tool.wakeup_events())
 # A thread born while a pass runs, to a parent the pass had not reached yet, is missed by the fork
 # probe (no parent entry to inherit from); the next pass finds it. Passes shrink fast.
 for _ in range(3):

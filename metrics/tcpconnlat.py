@@ -45,7 +45,7 @@ events = b["events"]
 start_full = b["start_full"]
 # Opened before meta: until then the kernel drops what it submits, uncounted.
 events.open_perf_buffer(lambda cpu, data, size: on_event(data), page_cnt=64,
-                        lost_cb=tool.lost_callback("events"))
+                        lost_cb=tool.lost_callback("events"), wakeup_events=tool.wakeup_events())
 tool.meta(time_origin="first_event", statuses=sorted(STATUS.values()))
 
 # one line per connect, as it comes: the registry's labels and units (registry/entries/tcpconnlat.py)

@@ -80,11 +80,15 @@ def test_a_late_ticks_short_follower_is_whole_and_the_stops_tick_partial(own_sig
             tool.stopping = True
 
     events, arrive = socket.socketpair()
+    events.setblocking(False)   # a buffer's read takes what waits, and returns at once when nothing does
     arrive.send(b"x")   # an event waits from the start; reading it takes 170 ms
 
     def consume() -> None:
         polls.append(time.sleep(0.17 if not polls else 0))
-        events.recv(16)
+        try:
+            events.recv(16)
+        except BlockingIOError:
+            pass
 
     tool.bpf = types.SimpleNamespace(perf_buffers={}, _ringbuf_manager=None)
     tool._event_sources = lambda: [(events.fileno(), consume)]
@@ -92,6 +96,41 @@ def test_a_late_ticks_short_follower_is_whole_and_the_stops_tick_partial(own_sig
     events.close()
     arrive.close()
     assert [s.get("partial") for s in _summaries(capsys)] == [None, None, None, True]
+
+
+def test_events_below_a_wakeup_batch_are_read_into_the_interval_they_came_in(own_signals, capsys):
+    """With wakeup_events batching, events can wait in a buffer whose fd never turns readable: each tick
+    reads every buffer before the interval's summary, so each event lands in the interval it came in."""
+    tool = _tool(["0.1"])
+    waiting: list[int] = []   # events in the buffer, below the batch that would wake the reader
+    read_in: dict[int, int] = {}
+
+    def consume() -> None:
+        for n in waiting:
+            read_in[n] = tool.interval_index + 1   # emit_event()'s numbering
+        waiting.clear()
+
+    def tick() -> None:
+        tool.emit("summary", n=tool.interval_index)
+        if tool.interval_index < 3:
+            waiting.append(tool.interval_index + 1)   # an event of the next interval, just after this tick
+        else:
+            tool.stopping = True
+
+    silent, _other_end = socket.socketpair()   # never readable: only the tick reads the buffer
+    tool.bpf = types.SimpleNamespace(perf_buffers={}, _ringbuf_manager=None)
+    tool._event_sources = lambda: [(silent.fileno(), consume)]
+    tool.poll_until_stopped(on_tick=tick, tick=0.05)
+    silent.close()
+    _other_end.close()
+    assert read_in == {2: 2, 3: 3}
+
+
+def test_events_wake_the_reader_in_batches_only_under_json_with_intervals():
+    assert _tool(["0.1"]).wakeup_events() == 256 and _tool(["0.1"]).wakeup_events(32) == 32
+    by_hand = bcctool.Tool("t", "test", [], args=config.interval_args(0.1))
+    by_hand.parse_args(["0.1"])
+    assert by_hand.wakeup_events() == 1   # each event printed as it comes
 
 
 def test_meta_names_the_host(own_signals, capsys):
