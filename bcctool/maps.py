@@ -244,36 +244,49 @@ class CounterDeltas:
     def __init__(self, table: Any, comms: Any = None,
                  tgid_of: Callable[[Any], int] | None = lambda k: k[0]) -> None:
         self.table, self.comms, self.tgid_of = table, comms, tgid_of
-        self.seen: dict[Any, tuple[Any, dict[str, int]]] = {}
+        # a key's bytes (an int key as itself) -> (plain key, ctypes key, its per-CPU values' bytes, their sums)
+        self.seen: dict[Any, tuple[Any, Any, bytes, dict[str, int]]] = {}
         self.exited = ExitedKeys()
+        self.fields: list[str] | None = None
 
     def step(self) -> dict[Any, dict[str, int]]:
-        """{plain key: {field: increase since the last step}} for the keys that changed."""
+        """{plain key: {field: increase since the last step}} for the keys that changed. A key whose
+        values' bytes are those of the last step is passed over unsummed: under a fork-heavy load most
+        keys are processes gone, waiting to be forgotten."""
         deltas = {}
-        for key, (raw, values) in percpu_totals(self.table).items():
-            old = self.seen.get(key, (None, {}))[1]
+        for key, per_cpu in all_items(self.table):
+            ident = key if isinstance(key, int) else bytes(key)
+            raw = bytes(per_cpu)
+            known = self.seen.get(ident)
+            if known is not None and known[2] == raw:
+                continue
+            if self.fields is None:
+                self.fields = [name for name, *_ in per_cpu[0]._fields_ if not name.startswith("pad")]
+            values = {n: sum(getattr(v, n) for v in per_cpu) for n in self.fields}
+            plain, old = (known[0], known[3]) if known is not None else (_plain(key), {})
+            self.seen[ident] = (plain, key, raw, values)
             delta = {n: v - old.get(n, 0) for n, v in values.items()}
-            self.seen[key] = (raw, values)
             if any(delta.values()):
-                deltas[key] = delta
+                deltas[plain] = delta
         self._forget_exited(deltas)
         return deltas
 
     def _forget_exited(self, changed: dict) -> None:
         if self.tgid_of is None:
             return
-        gone = [k for k in self.seen if k not in changed and not os.path.exists(f"/proc/{self.tgid_of(k)}")]
-        for key in self.exited.settled(gone):
-            raw, _ = self.seen.pop(key)
-            for table, map_key in ((self.table, raw), (self.comms, None)):
-                if table is None:
-                    continue
-                map_key = map_key if map_key is not None else self.tgid_of(key)
-                try:
-                    # a scalar key comes back from a batch lookup as a plain int
-                    del table[table.Key(map_key) if isinstance(map_key, int) else map_key]
-                except KeyError:
-                    pass
+        quiet = [(ident, entry) for ident, entry in self.seen.items() if entry[0] not in changed]
+        alive = processes() if quiet else set()   # one read of /proc, not a stat a key
+        gone = {entry[0]: ident for ident, entry in quiet if self.tgid_of(entry[0]) not in alive}
+        settled = self.exited.settled(list(gone))
+        if not settled:
+            return
+        keys = []
+        for plain in settled:
+            _, key, _, _ = self.seen.pop(gone[plain])
+            keys.append(self.table.Key(key) if isinstance(key, int) else key)   # a batch gives a scalar key as an int
+        delete_keys(self.table, keys)
+        if self.comms is not None:
+            delete_keys(self.comms, [self.comms.Key(tgid) for tgid in {self.tgid_of(plain) for plain in settled}])
 
 
 def process_name(tgid: int, comms: Any = None) -> str:

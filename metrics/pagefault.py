@@ -12,7 +12,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
 
-from bcctool import CounterDeltas, Tool, process_name, table
+from bcctool import CounterDeltas, Tool, process_names_of, table
 from bcctool.cgroups import by_cgroup
 from bcctool.procnames import ProcessNames
 
@@ -83,10 +83,12 @@ for _ in tool.intervals():
     now = time.monotonic()
     elapsed, last = max(now - last, 1e-9), now
     rows = []
-    for (tgid, cgid), d in counters.step().items():
+    stepped = counters.step()
+    comm_of = process_names_of({tgid for tgid, _ in stepped}, comms)   # each process's once, gone ones in one read
+    for (tgid, cgid), d in stepped.items():
         if tool.is_own(tgid):
             continue    # the profiler's own, counted before the kernel knew it (bcctool/own.py)
-        row = {"pid": tgid, "comm": process_name(tgid, comms), **tool.cgroup_fields(cgid), "minor": d["minor"],
+        row = {"pid": tgid, "comm": comm_of[tgid], **tool.cgroup_fields(cgid), "minor": d["minor"],
                "major": d["major"]}
         if args.traps:
             row["traps"] = d["traps"]

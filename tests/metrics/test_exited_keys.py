@@ -28,7 +28,7 @@ class FakePerCpuHash:
 
     def read_all(self):
         """What bcctool.all_items() reads from a map with one batch read."""
-        items = [(key, [Counts(v) for v in per_cpu]) for key, per_cpu in self.data.items()]
+        items = [(key, (Counts * 2)(*(Counts(v) for v in per_cpu))) for key, per_cpu in self.data.items()]
         for event in self.after_next_read:
             self.add(*event)
         self.after_next_read = []
