@@ -8,6 +8,7 @@ v2 machine at /sys/fs/cgroup, and a v1-only machine has none.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -105,6 +106,13 @@ def short_names(path: str) -> dict[str, str]:
     return {}
 
 
+@functools.lru_cache(maxsize=4096)
+def _short_names_of(path: str) -> dict[str, str]:
+    """short_names(), worked out once a path: every per-process row of every interval asks (six regular
+    expressions a row, 750 rows an interval under a fork-heavy load). Callers copy it, never change it."""
+    return short_names(path)
+
+
 class CgroupNames:
     """cgroup id -> path under the v2 mount ('/' for the root), walked once and again on an unknown id
     (at most once a second, so a stream of ids of cgroups already gone costs one walk)."""
@@ -133,7 +141,7 @@ class CgroupNames:
     def fields(self, cgid: int) -> dict[str, object]:
         """What every per-process record carries: cgroup_id, cgroup and the short names known."""
         path = self.path(cgid)
-        return {"cgroup_id": cgid, "cgroup": path, **short_names(path)}
+        return {"cgroup_id": cgid, "cgroup": path, **_short_names_of(path)}
 
     def _walk(self) -> None:
         root = self.mount

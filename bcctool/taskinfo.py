@@ -71,8 +71,12 @@ def status(tid: int) -> dict[str, str]:
 
 
 def tgid_of(tid: int) -> int | None:
-    value = status(tid).get("Tgid")
-    return int(value) if value else None
+    text = _thread_file(tid, "status")   # only its Tgid: line, not a dict of all fifty
+    at = text.find("\nTgid:") if text is not None else -1
+    if at < 0:
+        return None
+    end = text.find("\n", at + 1)
+    return int(text[at + 6:end if end >= 0 else None])
 
 
 def comm_of(tid: int) -> str | None:

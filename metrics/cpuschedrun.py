@@ -9,9 +9,12 @@ by the chosen --sort. Each interval is charged only the run time inside it: a ru
 interval is split across the intervals it spans, so a thread never exceeds 100 %.
 """
 
+import ctypes
 import os
+import struct
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the harness: bcctool/
@@ -60,16 +63,37 @@ thread_cgroups = b["cgroups"] if args.per_process else None
 hist_unit = "ms" if args.milliseconds else "us"
 
 
-def identity(tid: int, exited: Any) -> tuple[int, str, int]:   # exited: BCC's table, or None
-    """(tgid, comm, cgroup id) of a thread: /proc and its last switch out while it lives, else what the
-    probe kept at its exit."""
-    tgid, comm = taskinfo.tgid_of(tid), taskinfo.comm_of(tid)
-    leaf = exited.get(exited.Key(tid)) if exited is not None else None
-    cgid = thread_cgroups.get(thread_cgroups.Key(tid)) if thread_cgroups is not None else None
-    cgid = cgid.value if cgid is not None else (leaf.cgid if leaf else 0)
-    if tgid is not None and comm is not None:
-        return tgid, comm, cgid
-    return (leaf.tgid, leaf.comm.decode(errors="replace"), cgid) if leaf else (0, "[gone]", cgid)
+def identities(tids: Iterable[int]) -> dict[int, tuple[int, str, int]]:
+    """{tid: (tgid, comm, cgroup id)}: /proc and the thread's last switch out while it lives, else what
+    the probe kept at its exit. Each map read once (in batches), not looked up a thread each: a
+    fork-heavy load brings hundreds of threads an interval, most of them gone."""
+    cgid_of = ({getattr(k, "value", k): getattr(v, "value", v) for k, v in bcctool.all_items(thread_cgroups)}
+               if thread_cgroups is not None else {})
+    exits: dict[int, bytes] | None = None   # tid -> its exit's struct ident_t, read at the first needed
+
+    def exit_record(tid: int) -> Any:
+        nonlocal exits
+        if exited is None:
+            return None
+        if exits is None:
+            keys, values = bcctool.raw_items(exited)
+            size = ctypes.sizeof(exited.Leaf)
+            exits = {t: values[i * size:(i + 1) * size] for i, (t,) in enumerate(struct.iter_unpack("<I", keys))}
+        raw = exits.get(tid)
+        return exited.Leaf.from_buffer_copy(raw) if raw else None
+
+    out = {}
+    for tid in tids:
+        comm = taskinfo.comm_of(tid)
+        tgid = taskinfo.tgid_of(tid) if comm is not None else None
+        cgid = cgid_of.get(tid)
+        leaf = exit_record(tid) if cgid is None or tgid is None else None
+        cgid = cgid if cgid is not None else (leaf.cgid if leaf else 0)
+        if tgid is not None and comm is not None:
+            out[tid] = (tgid, comm, cgid)
+        else:
+            out[tid] = (leaf.tgid, leaf.comm.decode(errors="replace"), cgid) if leaf else (0, "[gone]", cgid)
+    return out
 
 
 def shares(d: dict, interval_ns: float) -> dict:
@@ -130,8 +154,9 @@ def read_stats(slot: int, open_parts: dict[int, dict[str, int]], open_keys: set[
 def thread_rows(deltas: dict[int, dict[str, int]], interval_ns: float) -> list[dict]:
     """Every thread seen in the interval (or every cgroup), ordered by --sort: the caller keeps the top N."""
     rows = []
+    who = identities(deltas)
     for tid, d in deltas.items():
-        tgid, comm, cgid = identity(tid, exited)
+        tgid, comm, cgid = who[tid]
         if tool.is_own(tgid):
             continue    # the profiler's own, counted before the kernel knew it (bcctool/own.py)
         rows.append({"pid": tgid, "tid": tid, "comm": comm, **tool.cgroup_fields(cgid), **shares(d, interval_ns)})
