@@ -500,12 +500,8 @@ class Tool:
                     break
         finally:
             sel.close()
-        # drain what is already in the buffers before detaching
-        b = self.bpf
-        if b.perf_buffers:
-            b.perf_buffer_consume()
-        if b._ringbuf_manager:
-            b.ring_buffer_consume()
+        for _fd, consume in sources:   # drain what is already in the buffers before detaching
+            consume()
         if on_tick and self.stopping:
             self.partial = tick is not None and time.monotonic() - last_tick < PARTIAL_SHARE * tick
             self.interval_index += 1
@@ -514,11 +510,9 @@ class Tool:
         self.flush()
 
     def wakeup_events(self, batch: int = 256) -> int:
-        """open_perf_buffer()'s wakeup_events: with --json and intervals, the reader is woken once `batch`
-        events wait on a CPU, and poll_until_stopped() reads the rest at each tick, not once an event: a
-        wakeup costs ~50 us of CPU on a VM, more than the event's own handling (900 connects a second
-        cost tcpconnlat 64 ms/s). `batch` well under what the buffer holds. By hand, each event is
-        printed as it comes."""
+        """open_perf_buffer()'s wakeup_events: under --json with ticks, woken once `batch` events wait on a
+        CPU (well under what the buffer holds) and the rest read at each tick, not one wakeup an event
+        (~50 us of CPU each on a VM: tcpconnlat spent 64 ms/s at 900 connects/s); by hand, one an event."""
         return batch if self.json and getattr(self.args, "interval", None) else 1
 
     def _selector(self, sources: list[tuple[int, Callable[[], None]]] | None = None) -> selectors.BaseSelector:
