@@ -269,12 +269,13 @@ class Tool:
     def emit_encoded(self, kind: str, *encoded: str) -> None:
         """emit() of records whose fields are already in JSON, `"name":value` pairs each (a profiler's
         stacks: the same frames and the same process record after record, each encoded once): the
-        envelope made as text, the records written at once."""
+        envelope made as text once for them all."""
         if not self.json or not encoded:
             return
         head = (f'{{"metric":{self._name_json},"ts":{round(time.time(), 6)!r},"kind":{json.dumps(kind)},'
                 f'"interval":{self.interval_index},')
-        sys.stdout.write("".join(f"{head}{fields}}}\n" for fields in encoded))
+        for fields in encoded:   # a write a record: one write of an interval's records lost its tail when a
+            sys.stdout.write(f"{head}{fields}}}\n")   # stop came while it waited on a full pipe (1 run in 10)
 
     def emit_event(self, **fields: Any) -> None:
         """An `event` record numbered with the interval it falls in: under poll_until_stopped that is
