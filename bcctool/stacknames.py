@@ -16,6 +16,11 @@ from .symbols import UNKNOWN
 MAX_NAMED = 8192
 
 
+def _jit_named(frames: tuple) -> bool:
+    """A frame named from a JIT's perf map, which may name its addresses differently later: not kept."""
+    return any(f[1].startswith("perf-") for f in frames)
+
+
 class Frames(tuple):
     """A stack's frames, root first, with its hash and its set of distinct frames worked out once: each
     interval keys several tables by every stack (its count, the process names, the top functions, its
@@ -62,7 +67,7 @@ class StackNames:
     def keep(self, key: tuple | None, frames: list[tuple]) -> Frames:
         """frames as a Frames, kept for `key` (None: not kept) unless a JIT's perf map named a frame."""
         stack = Frames(frames)
-        if key is not None and not any(f[1].startswith("perf-") for f in stack if f[2] == "user"):
+        if key is not None and not _jit_named(stack):
             if len(self.whole) >= MAX_NAMED:
                 self.whole.clear()
             self.whole[key] = stack
@@ -90,7 +95,7 @@ class StackNames:
             named = [(f.name, "" if f.module == UNKNOWN else f.module, "user")
                      for f in self.sym.user_stack(tgid, list(addrs))]
             frames = tuple(self._shared(f) for f in named)
-            if not any(f[1].startswith("perf-") for f in frames):
+            if not _jit_named(frames):
                 if len(self.user_named) >= MAX_NAMED:
                     self.user_named.clear()
                 self.user_named[key] = frames
