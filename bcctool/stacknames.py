@@ -14,6 +14,7 @@ from typing import Any
 from .symbols import UNKNOWN
 
 MAX_NAMED = 8192
+LEAF = struct.Struct("<Q")   # a kernel stack's first address: the interrupted pc
 
 
 def _jit_named(frames: tuple) -> bool:
@@ -44,7 +45,7 @@ class StackNames:
 
     def __init__(self, sym: Any) -> None:
         self.sym = sym
-        self.kernel_named: dict[bytes, tuple] = {}   # kernel addresses as the sample holds them -> frames, root first
+        self.kernel_named: dict[bytes, tuple] = {}   # a kernel stack's callers' addresses -> frames, root first
         self.user_named: dict[tuple, tuple] = {}     # (maps snapshot, its time, addresses) -> frames, innermost first
         self.frame_tuples: dict[tuple, tuple] = {}   # (name, module, kind) -> the one tuple of it
         self.encoded: dict[tuple, str] = {}          # frame -> its JSON object: every stack record repeats it
@@ -53,8 +54,12 @@ class StackNames:
         self.whole: dict[tuple, Frames] = {}         # (maps snapshot, kernel, user addresses) -> whole stack
 
     def stack_key(self, tgid: int, kernel: Any, user: Any) -> tuple:
-        """What names a sample's whole stack: its kernel and user stacks (addresses, or the walk's
-        error) and, for user addresses, the process's maps snapshot (a dlopen names them again)."""
+        """What names a sample's whole stack: its kernel stack (its callers' addresses and its leaf's
+        function: the interrupted pc is anywhere in a function, so most sampled kernel stacks are new by
+        address), its user stack (addresses, or the walk's error) and, for user addresses, the process's
+        maps snapshot (a dlopen names them again)."""
+        if isinstance(kernel, bytes) and kernel:
+            kernel = (kernel[8:], self._kernel_frame(LEAF.unpack_from(kernel)[0]))
         if not isinstance(user, (bytes, tuple)):
             return (None, None, kernel, user)
         snap = self.sym.maps(tgid)
@@ -74,14 +79,18 @@ class StackNames:
         return stack
 
     def kernel_frames(self, kernel: bytes) -> tuple:
-        """A kernel stack (u64 addresses, innermost first, as the sample holds them), root first."""
-        frames = self.kernel_named.get(kernel)
+        """A kernel stack (u64 addresses, innermost first, as the sample holds them), root first. Its
+        callers are kept by address, its leaf by function (see stack_key)."""
+        if not kernel:
+            return ()
+        callers = kernel[8:]
+        frames = self.kernel_named.get(callers)
         if frames is None:
             if len(self.kernel_named) >= MAX_NAMED:
                 self.kernel_named.clear()
-            addrs = struct.unpack(f"<{len(kernel) // 8}Q", kernel)
-            frames = self.kernel_named[kernel] = tuple(self._kernel_frame(a) for a in reversed(addrs))
-        return frames
+            addrs = struct.unpack(f"<{len(callers) // 8}Q", callers)
+            frames = self.kernel_named[callers] = tuple(self._kernel_frame(a) for a in reversed(addrs))
+        return frames + (self._kernel_frame(LEAF.unpack_from(kernel)[0]),)
 
     def user_frames(self, tgid: int, addrs: tuple) -> list[tuple]:
         """Innermost first, every address after the first a return address (named by its call). Kept per

@@ -122,3 +122,72 @@ def test_fork_children_are_named_when_counted_in_the_kernel(forker):
     print("  other forker stacks, their innermost three frames:", others.most_common(5))
     print("  stderr:", err.strip()[-600:])
     assert abs(named - HZ * children_cpu) <= 0.15 * HZ * children_cpu
+
+
+LIBHOT_C = r"""
+volatile unsigned long lib_sink;
+__attribute__((noinline)) void lib_hot(double (*cpu_s)(void), double until) {
+    while (cpu_s() < until)
+        for (int i = 0; i < 2000; i++) lib_sink += i;
+}
+"""
+DLOPENER_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+int main(int argc, char **argv) {
+    sleep(1);   /* the parent is met (its first sample) before the child maps the library */
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *lib = dlopen(argv[1], RTLD_NOW);
+        void (*hot)(double (*)(void), double) = lib ? dlsym(lib, "lib_hot") : NULL;
+        if (!hot)
+            _exit(2);
+        hot(cpu_s, cpu_s() + atof(argv[2]));
+        _exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status))
+        return 1;""" + ss.PRINT_RUSAGE.replace("WHO", "RUSAGE_CHILDREN") + """
+    return 0;
+}
+"""
+
+
+def test_a_fork_child_that_maps_new_code_is_walked_with_its_own_mappings(tmp_path):
+    """A fork child that has not exec'd is walked with its parent's mappings; one that dlopens a library
+    after the fork has its samples' pc in none of them, so its own mappings are asked for and read, and
+    from then on its samples are named in the library."""
+    lib = str(tmp_path / "libhot.so")
+    subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", lib, "-x", "c", "-"], input=LIBHOT_C, text=True, check=True)
+    dlopener = ss.build(str(tmp_path), "dlopener", DLOPENER_C, "-O2", "-ldl")
+    tool = MetricProcess("cpuprofile", "-U", "-F", str(HZ), "--user-stacks", "kernel", "1")
+    try:
+        tool.wait_meta()
+        parent, out = whole_machine_beside(tool, [dlopener, lib, "1.5"])
+    finally:
+        tool.kill()
+    children_cpu = float(out.split()[-1])
+    # named "dlopener (libhot.so)" beside its parent, by its command line
+    child = [r for r in tool.of_kind("stack") if r["comm"].startswith("dlopener") and r["pid"] != parent]
+    total = sum(r["count"] for r in child)
+    in_lib = sum(r["count"] for r in child if contains(user_names(r), ["main", "lib_hot"])
+                 and any(f["module"] == "libhot.so" for f in r["frames"]))
+    print(f"child: {in_lib}/{total} samples walked main -> lib_hot (libhot.so); its CPU {children_cpu:.3f} s "
+          f"({HZ * children_cpu:.0f} samples expected)")
+    for s in tool.of_kind("summary"):
+        print("  interval", s["interval"], s.get("kernel_unwind", {}).get("failed"))
+    assert abs(total - HZ * children_cpu) <= 0.15 * HZ * children_cpu
+    # whole: walked with its own mappings once read (a walk with its parent's fails at the pc, which
+    # alone is still named from the child's snapshot: lib_hot without its caller)
+    assert in_lib >= 0.9 * total
