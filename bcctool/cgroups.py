@@ -9,10 +9,12 @@ v2 machine at /sys/fs/cgroup, and a v1-only machine has none.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 
 MOUNTINFO = "/proc/self/mountinfo"
+MAX_ENCODED = 4096   # cgroups whose fields are kept encoded
 NO_CGROUP2 = "no cgroup v2 hierarchy is mounted (cgroup features need cgroup2)"
 
 
@@ -121,6 +123,7 @@ class CgroupNames:
         self.mount = mount if mount is not None else v2_mount()
         self.rewalk_after = rewalk_after
         self._paths: dict[int, str] = {}
+        self._json: dict[int, str] = {}   # cgroup id -> fields_json()
         self._walked_at = -1e9
 
     def path(self, cgid: int) -> str:
@@ -142,6 +145,19 @@ class CgroupNames:
         """What every per-process record carries: cgroup_id, cgroup and the short names known."""
         path = self.path(cgid)
         return {"cgroup_id": cgid, "cgroup": path, **_short_names_of(path)}
+
+    def fields_json(self, cgid: int) -> str:
+        """fields() as the `"name":value` pairs of a JSON object, encoded once a cgroup (an id is never
+        reused) once its path is known: a profiler's records repeat them record after record."""
+        text = self._json.get(cgid)
+        if text is None:
+            fields = self.fields(cgid)
+            text = json.dumps(fields, separators=(",", ":"))[1:-1]
+            if fields["cgroup"]:
+                if len(self._json) >= MAX_ENCODED:
+                    self._json.clear()
+                self._json[cgid] = text
+        return text
 
     def _walk(self) -> None:
         root = self.mount

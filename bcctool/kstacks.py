@@ -226,14 +226,17 @@ class KernelCounts:
             self.raw.delete(b"".join(closed))
         out: dict[tuple, int] = {}
         used: set[int] = set()
+        walks: dict[tuple, int] = {}   # (outcome, reason) -> samples
         for (_, tgid, cgid, kh, uh, ph, comm), count in entries:
             used.update((kh, uh, ph))
             user, outcome = self._user(uh)
             if outcome is not None:
-                self.outcomes[outcome[0]] += count
-                self.reasons[outcome] += count
-            k = (tgid, comm, cgid, self._kernel(kh), user, self.stored.python(ph))
+                walks[outcome] = walks.get(outcome, 0) + count
+            k = (tgid, comm, cgid, self._kernel(kh), user, self.stored.python(ph) if ph else None)
             out[k] = out.get(k, 0) + count
+        for outcome, count in walks.items():
+            self.outcomes[outcome[0]] += count
+            self.reasons[outcome] += count
         self.stored.retire(used)
         return out
 

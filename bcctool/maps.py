@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .proctext import read_text
-from .taskinfo import processes
+from .taskinfo import comm_text, processes
 
 
 def _plain(obj: Any) -> Any:
@@ -317,7 +317,7 @@ def process_names_of(tgids: Iterable[int], comms: Any = None) -> dict[int, str]:
                     for i, (tgid,) in enumerate(struct.iter_unpack("<I", keys))}
         for tgid in gone:
             comm = kept.get(tgid)
-            out[tgid] = comm.split(b"\0", 1)[0].decode(errors="replace") if comm is not None else "[gone]"
+            out[tgid] = comm_text(comm) if comm is not None else "[gone]"
     return out
 
 

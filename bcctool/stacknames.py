@@ -7,6 +7,7 @@ cache is bounded (emptied when full)."""
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import struct
 from typing import Any
@@ -51,7 +52,12 @@ class StackNames:
         self.encoded: dict[tuple, str] = {}          # frame -> its JSON object: every stack record repeats it
         self.stacks_encoded: dict[tuple, str] = {}   # frames -> '"frames":[...]', a record's field
         self.kernel_at: dict[int, tuple] = {}        # kernel address -> its frame: new stacks reuse known addresses
-        self.whole: dict[tuple, Frames] = {}         # (maps snapshot, kernel, user addresses) -> whole stack
+        self.whole: dict[tuple, Frames] = {}         # (maps snapshot, kernel shape, user addresses) -> whole stack
+        # a kernel stack (its addresses) -> its shape's number; (callers' addresses, leaf frame) -> the
+        # number: a small int keys `whole` (hashed every sample), numbers never reused (a count)
+        self.kernel_shapes: dict[bytes, int] = {}
+        self.shape_numbers: dict[tuple, int] = {}
+        self.next_shape = itertools.count(1)
 
     def stack_key(self, tgid: int, kernel: Any, user: Any) -> tuple:
         """What names a sample's whole stack: its kernel stack (its callers' addresses and its leaf's
@@ -59,11 +65,26 @@ class StackNames:
         address), its user stack (addresses, or the walk's error) and, for user addresses, the process's
         maps snapshot (a dlopen names them again)."""
         if isinstance(kernel, bytes) and kernel:
-            kernel = (kernel[8:], self._kernel_frame(LEAF.unpack_from(kernel)[0]))
+            kernel = self._kernel_shape(kernel)
         if not isinstance(user, (bytes, tuple)):
             return (None, None, kernel, user)
         snap = self.sym.maps(tgid)
         return (id(snap), snap.taken, kernel, user) if snap is not None else (tgid, None, kernel, user)
+
+    def _kernel_shape(self, kernel: bytes) -> int:
+        """The number of a kernel stack's callers and leaf function (see stack_key)."""
+        number = self.kernel_shapes.get(kernel)
+        if number is None:
+            if len(self.kernel_shapes) >= 4 * MAX_NAMED:
+                self.kernel_shapes.clear()
+            if len(self.shape_numbers) >= 4 * MAX_NAMED:
+                self.shape_numbers.clear()   # a shape met again gets a new number: never another's
+            shape = (kernel[8:], self._kernel_frame(LEAF.unpack_from(kernel)[0]))
+            number = self.shape_numbers.get(shape)
+            if number is None:
+                number = self.shape_numbers[shape] = next(self.next_shape)
+            self.kernel_shapes[kernel] = number
+        return number
 
     def known(self, key: tuple) -> Frames | None:
         """The whole stack kept for stack_key()'s key: the same Frames interval after interval."""

@@ -7,10 +7,18 @@ their ground truth. Every function returns None (or empty) for a thread that has
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 
 from .proctext import read_text  # a thread's status, stat and comm hold its comm
+
+
+@functools.lru_cache(maxsize=4096)
+def comm_text(comm: bytes) -> str:
+    """A task's comm as BPF's bpf_get_current_comm() fills it (16 bytes, NUL-padded), as text: a
+    profiler's keys repeat a few comms hundreds of times an interval."""
+    return comm.split(b"\0", 1)[0].decode(errors="replace")
 
 
 def thread_ids(pid: int) -> list[int]:

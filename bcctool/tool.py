@@ -42,6 +42,7 @@ from . import cgroups, footprint, kernelfeatures, ksymstub
 from .arguments import HARNESS_DESTS, OneLineParser, add_argument, parser_options
 from .bpfload import BPF_DIR, c_string, fdinfo_count, perf_event_name, quiet_load, text_of
 from .epochs import Epochs
+from .outstream import use_buffered_stdout
 from .own import OwnProcesses
 from .targets import TARGET_CHECKS
 
@@ -125,17 +126,15 @@ class Tool:
         self.partial = False                    # the interval being read was cut short (PARTIAL_SHARE)
         self.variant = ""
         self.perf_hz: dict[tuple[int, int], int] = {}   # perf events sampled by frequency: the meta names the rate
-        self._cgroup_names: cgroups.CgroupNames | None = None
         self._cgroup_cflags: list[str] = []     # --cgroup as -D flags (bpf/common.h skip_cgroup)
         self.own: OwnProcesses | None = None    # the profiler's own processes, left out (bcctool/own.py)
         self.epochs: Epochs | None = None       # the intervals as epochs, once begun (begin_epochs)
+        self.cgroup_names = cgroups.CgroupNames()   # fields(cgid), fields_json(cgid): see cgroup_fields
 
     # --- arguments ------------------------------------------------------------------------------
     def cgroup_fields(self, cgid: int) -> dict[str, Any]:
         """cgroup_id, cgroup (path under the v2 mount) and unit/container where its shape is known."""
-        if self._cgroup_names is None:
-            self._cgroup_names = cgroups.CgroupNames()
-        return self._cgroup_names.fields(cgid)
+        return self.cgroup_names.fields(cgid)
 
     def target(self, dest: str, kind: str) -> None:
         """Check argument `dest` names an existing `kind` (a TARGET_CHECKS key) before anything loads."""
@@ -151,6 +150,7 @@ class Tool:
             self._resolve_interval(args)
         self.args = args
         self.json = bool(args.json)
+        use_buffered_stdout(line_buffered=not (self.json and getattr(args, "interval", None)))   # whole writes
         if args.validate_args:
             # Contract hook: show what the script understood, touch nothing else.
             shown = {k: v for k, v in vars(args).items() if k not in HARNESS_DESTS}
@@ -274,8 +274,8 @@ class Tool:
             return
         head = (f'{{"metric":{self._name_json},"ts":{round(time.time(), 6)!r},"kind":{json.dumps(kind)},'
                 f'"interval":{self.interval_index},')
-        for fields in encoded:   # a write a record: one write of an interval's records lost its tail when a
-            sys.stdout.write(f"{head}{fields}}}\n")   # stop came while it waited on a full pipe (1 run in 10)
+        for fields in encoded:   # into the buffered stdout (outstream.py: an unbuffered one cut a long write)
+            sys.stdout.write(f"{head}{fields}}}\n")
 
     def emit_event(self, **fields: Any) -> None:
         """An `event` record numbered with the interval it falls in: under poll_until_stopped that is

@@ -411,15 +411,16 @@ def named(taken: dict[tuple, int]) -> dict[tuple, int]:
     for (tgid, comm, cgid, kernel, user, py), n in taken.items():
         quick = hurried()
         unnamed += n if quick else 0
-        for source, depth in (("kernel_stack", kernel), ("user_stack", user)):
-            if isinstance(depth, int) and depth < 0 and depth != NO_STACK:
-                walk_errors[source] += n
+        if kernel.__class__ is int or user.__class__ is int:   # a walk's error, or no stack of that kind
+            for source, depth in (("kernel_stack", kernel), ("user_stack", user)):
+                if isinstance(depth, int) and depth < 0 and depth != NO_STACK:
+                    walk_errors[source] += n
         # the same stack interval after interval is named once; a python process's frames are read live
         memo = None if quick or py else names.stack_key(tgid, kernel, user)
         stack = names.known(memo) if memo else None
         if stack is None:
             stack = names.keep(memo, frames_of(tgid, kernel, user, py, quick, n))
-        key = (tgid, comm.split(b"\0", 1)[0].decode(errors="replace"), cgid, stack)
+        key = (tgid, taskinfo.comm_text(comm), cgid, stack)
         out[key] = out.get(key, 0) + n
     return out
 
@@ -569,8 +570,7 @@ for _interval in tool.intervals():
         for (tgid, comm, cgid, stack), n in sorted(stacks.items(), key=lambda kv: kv[1], reverse=True):
             who = who_json.get((tgid, comm, cgid))
             if who is None:
-                who = who_json[(tgid, comm, cgid)] = json.dumps({"pid": tgid, "comm": comm, **tool.cgroup_fields(cgid)},
-                                                                separators=(",", ":"), default=str)[1:-1]
+                who = who_json[(tgid, comm, cgid)] = f'"pid":{tgid},"comm":{json.dumps(comm)},{tool.cgroup_names.fields_json(cgid)}'
             encoded.append(f'{who},"count":{n},{names.stack_json(stack)}')
         tool.emit_encoded("stack", *encoded)
     elif not args.folded:

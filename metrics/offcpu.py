@@ -313,7 +313,7 @@ class DwarfBlocks:
             py = self.python_part(tgid, raw)
             if py is not None and result.pcs:
                 user += (py,)
-        key = (tgid, tid, comm.split(b"\0", 1)[0].decode(errors="replace"), kstack, user, cgid)
+        key = (tgid, tid, taskinfo.comm_text(comm), kstack, user, cgid)
         merge(self.by_epoch.setdefault(epoch, {}).setdefault(key, {}), one_block(charged, delta, weight))
         return 0
 

@@ -1,6 +1,7 @@
 """bcctool.cgroups without BPF: the v2 mount from mountinfo, the short names of well-known paths, and an
 id resolved to its path (and again after a group is made)."""
 
+import json
 import os
 
 import pytest
@@ -84,3 +85,20 @@ def test_resolve_target_refuses_what_is_not_a_v2_group(tmp_path):
     (tmp_path / "g" / "h" / "cgroup.procs").write_text("")
     path, cgid, level = cgroups.resolve_target("g/h", mount=mount)
     assert (path, cgid, level) == (str(tmp_path / "g" / "h"), os.stat(tmp_path / "g" / "h").st_ino, 2)
+
+
+def test_fields_json_is_the_fields_encoded_kept_once_the_path_is_known(tmp_path):
+    names = cgroups.CgroupNames(mount=str(tmp_path), rewalk_after=1000)
+    known = tmp_path / "docker" / ("ab" * 32)
+    known.mkdir(parents=True)
+    cgid = os.stat(known).st_ino
+    text = names.fields_json(cgid)   # the first miss walks the mount
+    assert json.loads("{" + text + "}") == names.fields(cgid) == {
+        "cgroup_id": cgid, "cgroup": "/docker/" + "ab" * 32, **cgroups.short_names("/docker/" + "ab" * 32)}
+    assert names.fields_json(cgid) is text
+    later = tmp_path / "later"
+    later.mkdir()
+    late = os.stat(later).st_ino
+    assert json.loads("{" + names.fields_json(late) + "}") == {"cgroup_id": late, "cgroup": ""}   # not walked again yet
+    names.rewalk_after = 0
+    assert json.loads("{" + names.fields_json(late) + "}") == {"cgroup_id": late, "cgroup": "/later"}   # not kept unknown
