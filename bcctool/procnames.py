@@ -136,8 +136,10 @@ class ProcessNames:
         self._shared = BoundedCache(max_items=max_comms)     # comms two processes have had -> True
         self._hints = BoundedCache(max_items=max_processes)  # (pid, start time, comm) -> hint
 
-    def names(self, processes: Iterable[tuple[int, str]]) -> dict[tuple[int, str], str]:
-        """{(pid, comm): the name shown} for the processes an interval saw."""
+    def names(self, processes: Iterable[tuple[int, str]], alive: set[int] | None = None) -> dict[tuple[int, str], str]:
+        """{(pid, comm): the name shown} for the processes an interval saw; alive: the processes listed
+        since (taskinfo.processes()), where the caller has them: the others are named by their comm
+        without a read (a fork-heavy load leaves a hundred gone an interval)."""
         processes = set(processes)
         if any(comm not in self._first for _pid, comm in processes):
             for comm, n in self._census().items():
@@ -149,12 +151,14 @@ class ProcessNames:
                 self._first.put(comm, pid, 1)
             elif first != pid:
                 self._shared.put(comm, True, 1)
-        return {(pid, comm): self.name(pid, comm) for pid, comm in processes}
+        return {(pid, comm): self.name(pid, comm) if alive is None or pid in alive else comm
+                for pid, comm in processes}
 
-    def renamed(self, counts: dict[tuple, int], skip: Callable[[int], bool] = lambda pid: False) -> dict[tuple, int]:
+    def renamed(self, counts: dict[tuple, int], skip: Callable[[int], bool] = lambda pid: False,
+                alive: set[int] | None = None) -> dict[tuple, int]:
         """Counts keyed (pid, comm, ...) with each comm as names() shows it, those of a pid `skip` names left out."""
         counts = {key: n for key, n in counts.items() if not skip(key[0])}
-        found = self.names(key[:2] for key in counts)
+        found = self.names((key[:2] for key in counts), alive)
         return {(key[0], found[key[:2]], *key[2:]): n for key, n in counts.items()}
 
     def rename_rows(self, rows: list[dict]) -> None:

@@ -276,6 +276,7 @@ elif not tool.json:
 # counted run names everything then, as profile does
 STOP_BUDGET_S = 30.0 if counted else 1.0
 unnamed = 0           # samples of this interval left as addresses (the stop's budget ran out)
+alive: set[int] = set()   # the processes listed once an interval's samples were taken
 
 
 def hurried() -> bool:
@@ -291,12 +292,6 @@ def hurried() -> bool:
 
 def address(addr: int, kind: str) -> tuple:
     return (f"0x{addr:x}", "", kind)
-
-
-def adopt(tgid: int) -> None:
-    """A process gone before its maps were read: if it was forked and never exec'd (BPF's `forked`), its
-    addresses are its parent's (bcctool.symbols); the parents' snapshots are forgotten once they are gone."""
-    seen.update(sym.adopt(tgid, lambda pid: value_of(b["forked"], pid)))
 
 
 LOST = {"kernel": ("[lost]", "", "kernel"), "user": ("[lost]", "", "user")}
@@ -340,16 +335,18 @@ def counted_stacks() -> dict[tuple, int]:
 def take_interval() -> dict[tuple, int]:
     """The samples since the last call, named: {(tgid, comm, cgroup id, frames root first): samples}, each frame a
     (name, module, kind) tuple; a walk that failed is one "[lost]" frame."""
-    global pending, backlog, backlog_bytes
+    global pending, backlog, backlog_bytes, alive
     if kcounts is not None:   # counted in the kernel: the interval's counts, each new stack read once
         taken = kcounts.take()
-        meet({k[0] for k in taken})
+        alive = taskinfo.processes()   # listed after the take: a process sampled and not listed is gone
+        meet({k[0] for k in taken}, alive)
         return named(taken)
     reader.sync()
     with lock:
         taken, pending = pending, {}
         copies, backlog, backlog_bytes = backlog, [], 0
-    meet({k[0] for k in taken} | {c[0] for c in copies})
+    alive = taskinfo.processes()
+    meet({k[0] for k in taken} | {c[0] for c in copies}, alive)
     for tgid, comm, cgid, kernel, record, py in copies:
         if hurried():
             pcs = [struct.unpack_from("<Q", record)[0]]   # the ip only
@@ -366,14 +363,17 @@ def counted_lost() -> None:
         tool.set_lost_total(source, sum(b[source][b[source].Key(0)]))
 
 
-def meet(tgids: Iterable[int]) -> None:
-    """Each process's maps read at its first sample, or its parent's for a fork child gone before."""
+def meet(tgids: Iterable[int], alive: set[int] | None = None) -> None:
+    """Each process's maps read at its first sample; one gone before (not in `alive`, when the caller
+    listed the processes: no /proc read tried), if it was forked and never exec'd (BPF's `forked`), takes
+    its parent's (bcctool.symbols); the parents' snapshots are forgotten once they are gone."""
     for tgid in tgids:
         if tgid and tgid not in seen:
             seen.add(tgid)
-            if sym.snapshot(tgid) is None and not args.kernel_only:
-                adopt(tgid)
-            if python is not None:
+            gone = alive is not None and tgid not in alive
+            if (gone or sym.snapshot(tgid) is None) and not args.kernel_only:
+                seen.update(sym.adopt(tgid, lambda pid: value_of(b["forked"], pid)))
+            if python is not None and not gone:
                 watch_python(tgid)
         elif python is not None and python.retry(tgid):
             watch_python(tgid)   # a python whose runtime was not up yet
@@ -521,7 +521,7 @@ for _interval in tool.intervals():
     if target_gone():   # it ended in the interval: what it ran after the take above is in the ring too
         for key, n in take_interval().items():
             stacks[key] = stacks.get(key, 0) + n
-    stacks = process_names.renamed(stacks, skip=tool.is_own)
+    stacks = process_names.renamed(stacks, skip=tool.is_own, alive=alive)
     with lock:
         lost_totals = {source: sum(b[source][b[source].Key(0)]) for source in LOST_MAPS} | walk_errors
     for source, total in lost_totals.items():
@@ -576,8 +576,7 @@ for _interval in tool.intervals():
     elif not args.folded:
         print_tables(summary, rows)
     # processes gone: their samples are all named now; drop their maps (their addresses may be reused)
-    alive = taskinfo.processes()
-    for tgid in seen - alive:
+    for tgid in seen - alive:   # listed by take_interval()
         seen.discard(tgid)
         sym.forget(tgid)
         forget_python(tgid)

@@ -191,3 +191,16 @@ def test_a_census_reads_the_comms_of_new_processes_only(monkeypatch, tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_process_the_caller_listed_gone_is_named_by_its_comm_without_a_read():
+    asked: list[int] = []
+
+    def started(pid: int) -> int:
+        asked.append(pid)
+        return 1
+
+    names = ProcessNames(lambda pid: ["python3", f"job{pid}.py"], census=lambda: {"python3": 2}, started=started)
+    counts = {(7, "python3", "a"): 2, (8, "python3", "b"): 3}
+    assert names.renamed(counts, alive={7}) == {(7, "python3 (job7.py)", "a"): 2, (8, "python3", "b"): 3}
+    assert 8 not in asked and 7 in asked
