@@ -9,6 +9,8 @@ threads (/proc/PID/task/*/schedstat, in ns) over --window seconds. Not part of `
 app-cost and overhead benches are); run it by hand:
 
     .venv/bin/python bench/process_cpu.py --metrics sysnest,pagefault --reps 3 --base-tree /work/wt-base
+    .venv/bin/python bench/process_cpu.py --metrics cpuprofile --set frequency=999 --window 15 --reps 4 \
+        --base-tree /work/wt-base            # issue 28's high-rate row, steady (after three summaries)
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 import harness
 from harness import Tracer
@@ -29,9 +32,10 @@ from bcctool import taskinfo
 SUMMARIES_FIRST = 3
 
 
-def one(name: str, tree: str, window: float) -> float:
-    """ms of CPU a second that metric `name` of `tree` takes while the workload runs."""
-    argv = harness.metric_argv(config.get(name))
+def one(name: str, tree: str, window: float, values: dict[str, Any]) -> float:
+    """ms of CPU a second that metric `name` of `tree` takes while the workload runs (`values`: registry
+    arguments other than the defaults)."""
+    argv = harness.metric_argv(config.get(name), **values)
     argv[1] = argv[1].replace(harness.ROOT, tree, 1)
     count = [0]
     tracer = Tracer(argv, harness.is_meta, name=name)
@@ -60,13 +64,26 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--window", type=float, default=10.0, help="seconds measured per sample")
     parser.add_argument("--base-tree", help="another checkout of this project to compare with")
+    parser.add_argument("--set", action="append", default=[], metavar="ARG=VALUE",
+                        help="a registry argument's value for the metrics named, e.g. frequency=999 (repeatable)")
     args = parser.parse_args()
     names = [n.strip() for n in args.metrics.split(",") if n.strip()]
-    for name in names:   # an unknown name fails here, before the workload starts
+    values: dict[str, dict[str, Any]] = {}
+    for name in names:   # an unknown name or argument, or a bad value, fails here, before the workload starts
         try:
-            config.get(name)
+            spec = config.get(name)
         except KeyError as exc:
             parser.error(str(exc.args[0]))
+        declared = {a.name: a for a in spec.args}
+        values[name] = {}
+        for item in args.set:
+            arg, _, text = item.partition("=")
+            if arg not in declared:
+                parser.error(f"--set {item}: {name} has no argument {arg!r}")
+            try:
+                values[name][arg] = declared[arg].convert(text)
+            except ValueError as exc:
+                parser.error(f"--set {item}: {exc}")
     if args.base_tree and not os.path.isfile(os.path.join(args.base_tree, "metrics", "sysnest.py")):
         parser.error(f"--base-tree {args.base_tree}: not a checkout of this project")
     trees = {"this": harness.ROOT, **({"base": os.path.abspath(args.base_tree)} if args.base_tree else {})}
@@ -77,7 +94,7 @@ def main() -> None:
             order = list(trees) if rep % 2 == 0 else list(reversed(trees))   # alternating who goes first
             for name in names:
                 for label in order:
-                    got.setdefault((name, label), []).append(one(name, trees[label], args.window))
+                    got.setdefault((name, label), []).append(one(name, trees[label], args.window, values[name]))
                     harness.log(f"{name} {label} rep {rep + 1}: {got[(name, label)][-1]:.2f} ms/s")
     finally:
         workload.kill()
