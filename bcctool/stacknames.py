@@ -79,7 +79,7 @@ class StackNames:
                 self.kernel_shapes.clear()
             if len(self.shape_numbers) >= 4 * MAX_NAMED:
                 self.shape_numbers.clear()   # a shape met again gets a new number: never another's
-            shape = (kernel[8:], self._kernel_frame(LEAF.unpack_from(kernel)[0]))
+            shape = self._callers_and_leaf(kernel)
             number = self.shape_numbers.get(shape)
             if number is None:
                 number = self.shape_numbers[shape] = next(self.next_shape)
@@ -104,14 +104,19 @@ class StackNames:
         callers are kept by address, its leaf by function (see stack_key)."""
         if not kernel:
             return ()
-        callers = kernel[8:]
+        callers, leaf = self._callers_and_leaf(kernel)
         frames = self.kernel_named.get(callers)
         if frames is None:
             if len(self.kernel_named) >= MAX_NAMED:
                 self.kernel_named.clear()
             addrs = struct.unpack(f"<{len(callers) // 8}Q", callers)
             frames = self.kernel_named[callers] = tuple(self._kernel_frame(a) for a in reversed(addrs))
-        return frames + (self._kernel_frame(LEAF.unpack_from(kernel)[0]),)
+        return frames + (leaf,)
+
+    def _callers_and_leaf(self, kernel: bytes) -> tuple[bytes, tuple]:
+        """A kernel stack (not empty) as its callers' addresses and its leaf's frame (the interrupted pc's
+        function)."""
+        return kernel[8:], self._kernel_frame(LEAF.unpack_from(kernel)[0])
 
     def user_frames(self, tgid: int, addrs: tuple) -> list[tuple]:
         """Innermost first, every address after the first a return address (named by its call). Kept per
