@@ -77,7 +77,8 @@ def test_offcpu_counts_every_block_across_cuts(workload):
         # a quiet machine, 381 beside a full run and five other test runs (load 6: 3.2 s of its 4 s spent
         # runnable), where its count was still exact
         assert truth["voluntary"] > 200
-        assert count == truth["voluntary"], block_kinds(rows, truth)
+        # every voluntary switch of its life but the park's, which does not end while the tool runs
+        assert count == truth["voluntary"] - 1, block_kinds(rows, truth)
         # off its CPU = blocked (a block ends when the thread is back on a CPU, its wait after the wakeup
         # included) + waits after preemption, which are not blocks: of its runnable time, only those
         # a block is timed from after the probe's own stack walks, schedstat's from the dequeue before
@@ -111,14 +112,15 @@ def test_cpuschedrun_charges_every_run_across_cuts(workload):
         mine = [r for r in rows if r["tid"] == truth["tid"]]
         run_ms, runs = sum(r["run_ms"] for r in mine), sum(r["runs"] for r in mine)
         switches = truth["voluntary"] + truth["involuntary"]
-        truth["run_ns"] = truth["life_run_ns"]   # from its birth: its runs before the bracket are traced too
+        truth["run_ns"] = truth["life_run_ns"]   # birth to park: its runs outside the bracket are traced too
         print(f"{role}: run {run_ms:.1f} ms in {runs} runs over {len(mine)} intervals; its books: "
               f"{truth['run_ns'] / 1e6:.1f} ms in {switches} switches; switch-ins unseen "
               f"{sum(s['unseen_switch_ins'] for s in summaries)}, outs unseen {sum(s['unseen_switch_outs'] for s in summaries)}")
         # schedstat times a run from its pick to its dequeue, the tracepoint from switch to switch: 11-16 us
         # apart per run here (VM), which is half of the sleeper's 20-us runs and nothing of the others'
         assert run_ms == pytest.approx(truth["run_ns"] / 1e6, rel=0.02, abs=runs * PER_RUN_MS)
-        # every switch out of its life ends a run, and its park ends the last. The kernel leaves about 1 in
-        # 1,000 switches undelivered here (1-8 noticed per run, counted in unseen_switch_ins/outs, their
-        # runs kept); both ends of one run unseen leave nothing to notice: up to 2 fewer
-        assert switches - 1 <= runs <= switches + 1
+        # every switch out of its life ends a run, its park's the last (the books hold it: read from
+        # outside once it is parked). The kernel leaves about 1 in 1,000 switches undelivered here (1-8
+        # noticed per run, counted in unseen_switch_ins/outs, their runs kept); both ends of one run unseen
+        # leave nothing to notice: up to 2 fewer
+        assert switches - 2 <= runs <= switches

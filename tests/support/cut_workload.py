@@ -3,12 +3,14 @@ thread's own books (kernel schedstat and context-switch counts) bracketing its w
 
 Three threads start when a line arrives on stdin: a sleeper (naps of 1-5 ms), a burner (bursts of
 0.5-4.5 ms of CPU, then a 0.2 ms nap) and a spinner (CPU only, preempted now and then). Each reads its
-own /proc/thread-self/schedstat and status before its first event and after its last, then parks in a
-block that does not end while the tracer runs. Its switch counts and run time are from its birth (a
-thread starts at zero) to its last books, so they cover every block and every run the tracer can see:
-blocks = its voluntary switches; runs = all its switches plus the one into its park. Wall, run and
-wait times for the off-CPU time are over the bracket. One JSON line per thread goes to stdout once all
-three have parked; the process then waits for stdin to close."""
+own /proc/thread-self/schedstat before its first event and after its last (wall, run and wait times over
+that bracket, for the off-CPU time), then parks in a block that does not end while the tracer runs. Its
+switch counts and run time are read by the main thread from outside once it is parked (blocked in the
+park's read(2)): they cover its whole life, every block and every run the tracer can see, the park's
+switch out included. A thread's own last read cannot: it can be preempted between that read and its park
+(1 thread in 60 one-second runs here, untraced), a switch and a run no book of its own would hold.
+One JSON line per thread goes to stdout once all three have parked; the process then waits for stdin to
+close."""
 
 import os
 import subprocess
@@ -21,13 +23,15 @@ CUT_WORKLOAD_C = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 static double seconds;
 static int never[2];   /* a pipe nothing is written to: where a thread parks after its last books */
 
-struct books { long long wall, run, wait, vol, invol; };
+struct books { long long wall, run, wait; };
+struct life { long long run, vol, invol; };
 struct report { const char *role; int tid; int done; long long nap_switches; struct books before, after; };
 
 
@@ -37,13 +41,15 @@ static long long now_ns(void) {
 }
 
 /* read with read(2) into a stack buffer: no stdio allocation between the brackets */
+static int read_file(const char *path, char *buf, size_t size) {
+    int fd = open(path, 0); ssize_t n = read(fd, buf, size - 1); close(fd); buf[n > 0 ? n : 0] = 0;
+    return n > 0;
+}
+
 static void own_books(struct books *b) {
-    char buf[4096]; int fd; ssize_t n;
-    fd = open("/proc/thread-self/schedstat", 0); n = read(fd, buf, sizeof buf - 1); close(fd); buf[n > 0 ? n : 0] = 0;
+    char buf[256];
+    read_file("/proc/thread-self/schedstat", buf, sizeof buf);
     sscanf(buf, "%lld %lld", &b->run, &b->wait);
-    fd = open("/proc/thread-self/status", 0); n = read(fd, buf, sizeof buf - 1); close(fd); buf[n > 0 ? n : 0] = 0;
-    b->vol = atoll(strstr(buf, "\nvoluntary_ctxt_switches:") + 25);
-    b->invol = atoll(strstr(buf, "nonvoluntary_ctxt_switches:") + 27);
     b->wall = now_ns();
 }
 
@@ -83,6 +89,22 @@ static void *work(void *arg) {
     return NULL;
 }
 
+/* a parked thread's books from outside: /proc/PID/task/TID/syscall names the syscall only once the thread
+   is off its CPU in it, and blocked in read(2) it is in its park, whose switch out is counted */
+static void parked_books(int tid, struct life *l) {
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+    while (!read_file(path, buf, sizeof buf) || buf[0] < '0' || buf[0] > '9' || atoi(buf) != SYS_read)
+        nap_ns(1000000);
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", tid);
+    read_file(path, buf, sizeof buf);
+    l->vol = atoll(strstr(buf, "\nvoluntary_ctxt_switches:") + 25);
+    l->invol = atoll(strstr(buf, "nonvoluntary_ctxt_switches:") + 27);
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", tid);
+    read_file(path, buf, sizeof buf);
+    sscanf(buf, "%lld", &l->run);
+}
+
 int main(int argc, char **argv) {
     seconds = atof(argv[1]);
     char line[16];
@@ -95,13 +117,15 @@ int main(int argc, char **argv) {
         while (!__atomic_load_n(&reports[i].done, __ATOMIC_ACQUIRE)) nap_ns(10000000);
     for (int i = 0; i < 3; i++) {
         struct report *r = &reports[i];
-        /* times over the bracket (the thread's birth has no clock), switch counts and run time over its
-           whole life up to its last books: a thread starts at zero, and a block or a preemption before its
-           first books (its stack's first faults can wait on the address space's lock) is one too */
+        struct life life;
+        parked_books(r->tid, &life);
+        /* times over the bracket (the thread's birth has no clock); switch counts and run time over its
+           whole life to its park: a thread starts at zero, and a block or a preemption before its first
+           books (its stack's first faults can wait on the address space's lock) is one too */
         printf("{\"role\": \"%s\", \"tid\": %d, \"wall_ns\": %lld, \"run_ns\": %lld, \"wait_ns\": %lld, "
                "\"voluntary\": %lld, \"involuntary\": %lld, \"life_run_ns\": %lld, \"nap_switches\": %lld}\n", r->role, r->tid,
                r->after.wall - r->before.wall, r->after.run - r->before.run, r->after.wait - r->before.wait,
-               r->after.vol, r->after.invol, r->after.run, r->nap_switches);
+               life.vol, life.invol, life.run, r->nap_switches);
     }
     fflush(stdout);
     while (fgets(line, sizeof line, stdin)) {}
