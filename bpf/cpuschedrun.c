@@ -36,7 +36,7 @@
  *
  * --cgroup (FILTER_CGROUP_ID) filters like -p: `tasks` is the member set, seeded by user space from the
  * group's and its descendants' cgroup.threads, joined by tasks created by a member (they start in its
- * group) and by any task switched out while in the group. `cgroups` keeps each thread's cgroup as of its
+ * group) and by any task switched out while in the group. Each thread's entry keeps its cgroup as of its
  * last switch out, for its row.
  *
  * -DSKIP_OWN: the profiler's own threads (common.h) are S_OWN in `tasks` and nothing of them is counted.
@@ -65,6 +65,9 @@ struct task_t {
     u64 ts;
     u32 state;
     u32 own;      /* SKIP_OWN: own_gen when last looked up << 1 | the thread is the profiler's own */
+#ifdef PER_THREAD
+    u64 cgid;     /* its cgroup (v2) at its last switch out, for its row (0: not switched out yet) */
+#endif
 };
 
 BPF_HASH(tasks, u32, struct task_t, MAX_TASKS);
@@ -115,7 +118,6 @@ BPF_PERCPU_HASH(stats, struct stat_key_t, struct stat_t, MAX_TASKS);
 BPF_HASH(crossed, struct crossed_key_t, u64, 4096);
 /* who an exited thread was, for its last row (/proc answers for the living); written once per exit */
 BPF_TABLE("lru_hash", u32, struct ident_t, exited, 4096);
-BPF_HASH(cgroups, u32, u64, MAX_TASKS);   /* tid -> its cgroup (v2) at its last switch out */
 #endif
 
 #ifdef MILLISECONDS
@@ -331,9 +333,6 @@ static __always_inline int own_switch_out(struct task_t *t, u32 prev, u32 tgid, 
     }
     if (state & PREV_STATE_EXITED) {
         tasks.delete(&prev);
-#ifdef PER_THREAD
-        cgroups.delete(&prev);   /* kept if it was counted before the map knew it */
-#endif
     } else if (t) {
         t->state = S_OWN;
         t->own = gen << 1 | 1;
@@ -421,20 +420,19 @@ TRACEPOINT_PROBE(sched, sched_switch)
                 struct ident_t who = {.tgid = id >> 32, .cgid = bpf_get_current_cgroup_id()};
                 __builtin_memcpy(&who.comm, args->prev_comm, TASK_COMM_LEN);
                 exited.update(&prev, &who);
-                cgroups.delete(&prev);
 #endif
             } else {
                 t->ts = now;
                 t->state = new_state;
 #ifdef PER_THREAD
-                u64 cgid = bpf_get_current_cgroup_id();
-                u64 *known = cgroups.lookup(&prev);
-                if (!known || *known != cgid)
-                    cgroups.update(&prev, &cgid);
+                t->cgid = bpf_get_current_cgroup_id();
 #endif
             }
         } else if (!(state & PREV_STATE_EXITED)) {
             struct task_t init = {.ts = now, .state = new_state};
+#ifdef PER_THREAD
+            init.cgid = bpf_get_current_cgroup_id();
+#endif
             if (tasks.insert(&prev, &init) == ERR_MAP_FULL)
                 count_lost();
         }

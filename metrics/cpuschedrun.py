@@ -59,16 +59,13 @@ if args.pid or args.cgroup:
         bcctool.insert_new(tasks, tasks.Key(tid), tasks.Leaf())
 
 exited = b["exited"] if args.per_process else None
-thread_cgroups = b["cgroups"] if args.per_process else None
 hist_unit = "ms" if args.milliseconds else "us"
 
 
-def identities(tids: Iterable[int]) -> dict[int, tuple[int, str, int]]:
-    """{tid: (tgid, comm, cgroup id)}: /proc and the thread's last switch out while it lives, else what
-    the probe kept at its exit. Each map read once (in batches), not looked up a thread each: a
-    fork-heavy load brings hundreds of threads an interval, most of them gone."""
-    cgid_of = ({getattr(k, "value", k): getattr(v, "value", v) for k, v in bcctool.all_items(thread_cgroups)}
-               if thread_cgroups is not None else {})
+def identities(tids: Iterable[int], cgid_of: dict[int, int]) -> dict[int, tuple[int, str, int]]:
+    """{tid: (tgid, comm, cgroup id)}: /proc and the thread's last switch out (cgid_of, from `tasks`) while
+    it lives, else what the probe kept at its exit. Each map read once (in batches), not looked up a thread
+    each: a fork-heavy load brings hundreds of threads an interval, most of them gone."""
     exits: dict[int, bytes] | None = None   # tid -> its exit's struct ident_t, read at the first needed
 
     def exit_record(tid: int) -> Any:
@@ -113,15 +110,18 @@ S_RUNNING = 2   # bpf/cpuschedrun.c: on a CPU since ts
 STAT_FIELDS = ("run_ns", "wait_ns", "runs", "waits", "unseen_switch_ins")   # struct stat_t
 
 
-def open_runs(began_ns: int, now_ns: int) -> tuple[dict[int, dict[str, int]], set[tuple[int, int]]]:
+def open_runs(began_ns: int, now_ns: int) -> tuple[dict[int, dict[str, int]], set[tuple[int, int]], dict[int, int]]:
     """The part since began_ns of every run still in progress at the cut now_ns (map `tasks`), keyed like
     read_stats(); runs 0: a run is counted in the interval in which it ends. With them, the (tid, start)
-    of each: a run that ended after the cut and before this read left its part in `crossed`."""
-    out, open_keys = {}, set()
+    of each: a run that ended after the cut and before this read left its part in `crossed`; and each
+    thread's cgroup as of its last switch out, from the same read."""
+    out, open_keys, cgid_of = {}, set(), {}
     for key, t in bcctool.all_items(tasks_map):
+        tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint
+        if t.cgid:
+            cgid_of[tid] = t.cgid
         if t.state != S_RUNNING or t.ts >= now_ns:
             continue
-        tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint
         if not taskinfo.runnable(tid):
             # on a CPU by our books, yet asleep or gone: its switch out (or its exit) was not delivered,
             # and its run is over; or it ended after the cut, and its part before the cut is in `crossed`
@@ -130,7 +130,7 @@ def open_runs(began_ns: int, now_ns: int) -> tuple[dict[int, dict[str, int]], se
             continue
         open_keys.add((tid, t.ts))
         out[tid] = {**dict.fromkeys(STAT_FIELDS, 0), "run_ns": now_ns - max(t.ts, began_ns)}
-    return out, open_keys
+    return out, open_keys, cgid_of
 
 
 def read_stats(slot: int, open_parts: dict[int, dict[str, int]], open_keys: set[tuple[int, int]]) -> dict[int, dict[str, int]]:
@@ -151,10 +151,10 @@ def read_stats(slot: int, open_parts: dict[int, dict[str, int]], open_keys: set[
     return deltas
 
 
-def thread_rows(deltas: dict[int, dict[str, int]], interval_ns: float) -> list[dict]:
+def thread_rows(deltas: dict[int, dict[str, int]], interval_ns: float, cgid_of: dict[int, int]) -> list[dict]:
     """Every thread seen in the interval (or every cgroup), ordered by --sort: the caller keeps the top N."""
     rows = []
-    who = identities(deltas)
+    who = identities(deltas, cgid_of)
     for tid, d in deltas.items():
         tgid, comm, cgid = who[tid]
         if tool.is_own(tgid):
@@ -215,13 +215,13 @@ tool.say("Tracing run time and run-queue latency... Hit Ctrl-C to end.")
 for _interval in tool.intervals():
     # the cut: every run and wait that ends from here on is the next interval's, and this one is finished
     closing, began, now = cuts.flip()
-    open_parts, open_keys = open_runs(began, now) if stats_map is not None else ({}, set())
+    open_parts, open_keys, cgid_of = open_runs(began, now) if stats_map is not None else ({}, set(), {})
     cuts.collected_open(closing)
     elapsed = max(now - began, 1) / 1e9
     slot = epochs.Epochs.slot(closing)
     hists = take_hists(slot)
     deltas = read_stats(slot, open_parts, open_keys) if stats_map is not None else {}
-    rows = thread_rows(deltas, elapsed * 1e9)
+    rows = thread_rows(deltas, elapsed * 1e9, cgid_of)
     if args.group_by == "process":
         process_names.rename_rows(rows[: args.top])   # a comm several processes share: "python3 (server.py)"
     runs = sum(bucket["count"] for bucket in hists["run_time"])

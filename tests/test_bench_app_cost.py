@@ -1,7 +1,7 @@
 """bench/app_cost.py's arithmetic and parsers, against figures worked out by hand: the bracketed order of
 rounds and the bare rounds each row is compared with, ratios and losses from them, the issue-27
 targets' verdicts, pgbench's per-transaction log and wrk's report; and bench/probe_floor.py holding one
-program per probe it is given."""
+program per probe it is given, empty or doing the least work (a count, the clock where asked)."""
 
 from __future__ import annotations
 
@@ -146,6 +146,38 @@ def test_probe_floor_holds_one_program_per_probe_given():
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_least_work_floor_times_the_events_each_metric_times_and_counts_the_rest():
+    argv = app_cost.floor_argv("sysnest", ["tracepoint:cgroup:cgroup_attach_task", "raw_tracepoint:sys_enter"], work=True)
+    assert argv[2:] == ["--work", "tracepoint:cgroup:cgroup_attach_task", "raw_tracepoint:sys_enter+clock"]
+    assert app_cost.floor_argv("pagefault", ["perf_event:minor-faults"], work=True)[2:] == ["--work", "perf_event:minor-faults"]
+    assert app_cost.floor_argv("sysnest", ["raw_tracepoint:sys_enter"], work=False)[2:] == ["raw_tracepoint:sys_enter"]
+    assert set(app_cost.TIMED_PROBES) <= {spec.name for spec in config.METRICS}
+
+
+@pytest.mark.bpf
+def test_probe_floor_with_work_counts_every_event_and_reads_the_clock_where_asked():
+    proc = subprocess.Popen([PYTHON, os.path.join(ROOT, "bench", "probe_floor.py"), "--work",
+                             "raw_tracepoint:sys_enter+clock", "raw_tracepoint:sys_exit"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        ids = prog_ids_of(proc.pid)
+        assert len(ids) == 2
+        # the programs' instructions: the timed one calls bpf_ktime_get_ns (helper 5), the other does not
+        dumps = [subprocess.run(["bpftool", "prog", "dump", "xlated", "id", str(i)], capture_output=True,
+                                text=True, timeout=30).stdout for i in sorted(ids)]
+        assert [("bpf_ktime_get_ns" in d) for d in dumps] == [True, False], dumps
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_probe_floor_refuses_a_clock_without_work():
+    out = subprocess.run([PYTHON, os.path.join(ROOT, "bench", "probe_floor.py"), "raw_tracepoint:sys_enter+clock"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stderr.strip() == "probe_floor: a probe written +clock needs --work"
 
 
 def test_probe_floor_refuses_a_probe_it_cannot_copy():
