@@ -21,12 +21,10 @@ and the metric exits 0.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import platform
 import re
-import selectors
 import signal
 import socket
 import sys
@@ -44,6 +42,7 @@ from .bpfload import BPF_DIR, c_string, fdinfo_count, perf_event_name, quiet_loa
 from .epochs import Epochs
 from .outstream import use_buffered_stdout
 from .own import OwnProcesses
+from .sleeping import Sleeper, Sources, event_sources
 from .targets import TARGET_CHECKS
 
 # arguments that name what to trace: with one, the run is not system-wide and leaves nothing out as the
@@ -390,6 +389,7 @@ class Tool:
         wake_w.setblocking(False)
         signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
         self._wake_w = wake_w
+        self._sleeper = Sleeper(self._wake_r, self._drain_wakeups)
 
         def on_signal(signum: int, frame: Any) -> None:
             self.stopping = True
@@ -415,16 +415,9 @@ class Tool:
         self._install_signals()
         if self.stopping:
             return False
-        sel = self._selector()
-        deadline = time.monotonic() + seconds
-        try:
-            while not self.stopping:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._serve(sel, left)
-        finally:
-            sel.close()
+        sources, deadline = self._event_sources(), time.monotonic() + seconds
+        while not self.stopping and (left := deadline - time.monotonic()) > 0:
+            self._sleeper.serve(sources, left)
         return not self.stopping
 
     def intervals(self) -> Iterator[int]:
@@ -473,11 +466,10 @@ class Tool:
             next_tick = min(next_tick, end)
         last_tick = time.monotonic()
         sources = self._event_sources()
-        sel = self._selector(sources)
         try:
             while not self.stopping:
                 wake_at = min((t for t in (next_tick, end) if t is not None), default=None)
-                self._serve(sel, None if wake_at is None else max(0.0, wake_at - time.monotonic()))
+                self._sleeper.serve(sources, None if wake_at is None else max(0.0, wake_at - time.monotonic()))
                 if next_tick is not None and (now := time.monotonic()) >= next_tick:
                     next_tick += tick
                     if end is not None:
@@ -500,7 +492,7 @@ class Tool:
                 elif end is not None and next_tick is None and time.monotonic() >= end:
                     break
         finally:
-            sel.close()
+            self._sleeper.close()
         for _fd, consume in sources:   # drain what is already in the buffers before detaching
             consume()
         if on_tick and self.stopping:
@@ -516,38 +508,8 @@ class Tool:
         (~50 us of CPU each on a VM: tcpconnlat spent 64 ms/s at 900 connects/s); by hand, one an event."""
         return batch if self.json and getattr(self.args, "interval", None) else 1
 
-    def _selector(self, sources: list[tuple[int, Callable[[], None]]] | None = None) -> selectors.BaseSelector:
-        """A selector on the signal wakeup (data None) and on each of the script's buffers (data: what
-        reads it)."""
-        sel = selectors.DefaultSelector()
-        sel.register(self._wake_r, selectors.EVENT_READ, None)
-        for fd, consume in self._event_sources() if sources is None else sources:
-            sel.register(fd, selectors.EVENT_READ, consume)
-        return sel
-
-    def _serve(self, sel: selectors.BaseSelector, timeout: float | None) -> None:
-        """Sleep until a buffer has events, a signal came or `timeout` passed (None: no limit); read
-        what is ready."""
-        for consume in {key.data for key, _ in sel.select(timeout)}:
-            if consume is None:
-                self._drain_wakeups()
-            else:
-                consume()
-
-    def _event_sources(self) -> list[tuple[int, Callable[[], None]]]:
-        """(fd, what reads it) for each of the script's perf buffers and its ring buffers (one epoll fd
-        for all): readable when events wait, as BCC's own polls find them."""
-        b, sources = self.bpf, []
-        if b is None or not (b.perf_buffers or b._ringbuf_manager):
-            return sources
-        from bcc.libbcc import lib  # noqa: PLC0415 - only once BPF is loaded
-
-        for reader in b.perf_buffers.values():
-            sources.append((lib.perf_reader_fd(reader), b.perf_buffer_consume))
-        if b._ringbuf_manager:
-            lib.ring_buffer__epoll_fd.argtypes, lib.ring_buffer__epoll_fd.restype = [ctypes.c_void_p], ctypes.c_int
-            sources.append((lib.ring_buffer__epoll_fd(b._ringbuf_manager), b.ring_buffer_consume))
-        return sources
+    def _event_sources(self) -> Sources:
+        return event_sources(self.bpf)
 
     def is_own(self, pid: int) -> bool:
         """A process left out as the profiler's own: the kernel skips it once the map holds it; the
