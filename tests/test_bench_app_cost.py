@@ -5,6 +5,7 @@ program per probe it is given, empty or doing the least work (a count, the clock
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -136,17 +137,23 @@ def test_wrk_report_with_failed_requests_is_no_throughput():
         app_servers.parse_wrk(WRK + "  Socket errors: connect 0, read 3, write 0, timeout 0\n")
 
 
-@pytest.mark.bpf
-def test_probe_floor_holds_one_program_per_probe_given():
-    proc = subprocess.Popen([PYTHON, os.path.join(ROOT, "bench", "probe_floor.py"), "raw_tracepoint:sys_enter",
-                             "tracepoint:sched:sched_switch", "perf_event:minor-faults"],
+@contextlib.contextmanager
+def probe_floor(*args: str):
+    """bench/probe_floor.py with these arguments, once ready: the ids of the BPF programs it holds."""
+    proc = subprocess.Popen([PYTHON, os.path.join(ROOT, "bench", "probe_floor.py"), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
-        assert len(prog_ids_of(proc.pid)) == 3
+        yield prog_ids_of(proc.pid)
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.mark.bpf
+def test_probe_floor_holds_one_program_per_probe_given():
+    with probe_floor("raw_tracepoint:sys_enter", "tracepoint:sched:sched_switch", "perf_event:minor-faults") as ids:
+        assert len(ids) == 3
 
 
 def test_the_least_work_floor_times_the_events_each_metric_times_and_counts_the_rest():
@@ -159,20 +166,12 @@ def test_the_least_work_floor_times_the_events_each_metric_times_and_counts_the_
 
 @pytest.mark.bpf
 def test_probe_floor_with_work_counts_every_event_and_reads_the_clock_where_asked():
-    proc = subprocess.Popen([PYTHON, os.path.join(ROOT, "bench", "probe_floor.py"), "--work",
-                             "raw_tracepoint:sys_enter+clock", "raw_tracepoint:sys_exit"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
-        ids = prog_ids_of(proc.pid)
+    with probe_floor("--work", "raw_tracepoint:sys_enter+clock", "raw_tracepoint:sys_exit") as ids:
         assert len(ids) == 2
-        # the programs' instructions: the timed one calls bpf_ktime_get_ns (helper 5), the other does not
+        # the programs' instructions: the timed one calls bpf_ktime_get_ns, the other does not
         dumps = [subprocess.run(["bpftool", "prog", "dump", "xlated", "id", str(i)], capture_output=True,
                                 text=True, timeout=30).stdout for i in sorted(ids)]
         assert [("bpf_ktime_get_ns" in d) for d in dumps] == [True, False], dumps
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_probe_floor_refuses_a_clock_without_work():
