@@ -120,12 +120,14 @@ def test_save_png_from_the_dialog_writes_the_chart_on_screen(qtbot, tmp_path, mo
     qtbot.wait(50)
     path = tmp_path / "chart.png"
     monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(path), "PNG image (*.png)"))
+    shown = tab.shown_chart()                  # the chart area's page on screen, what the button saves
+    assert shown is tab.chart_area.widget(1)
     with qtbot.waitSignal(tab.exporter.finished):
-        tab.png_button.click()
+        tab.png_button.click()                 # the pixels are taken in the click, on the GUI thread
+        at_click = shown.size()                # (the export's note may change the layout afterwards)
     image = QImage(str(path))
-    shown = tab.charts[1]
     assert not image.isNull()
-    assert (image.width(), image.height()) == (shown.width() * shown.devicePixelRatio(),
-                                               shown.height() * shown.devicePixelRatio())
+    assert (image.width(), image.height()) == (at_click.width() * shown.devicePixelRatio(),
+                                               at_click.height() * shown.devicePixelRatio())
     colours = {image.pixelColor(x, y).name() for x in range(0, image.width(), 2) for y in range(image.height())}
     assert {SERIES_COLOURS["read"], SERIES_COLOURS["write"]} <= colours     # both lines are in the picture
