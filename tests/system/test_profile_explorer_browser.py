@@ -31,6 +31,7 @@ def drawn(driver) -> dict[str, list]:
 
 def test_explorer_compare_view_draws_the_change_and_keeps_it_in_the_url(served, browser):  # noqa: F811 - fixtures
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     base, client = served
     for run_id, a, b, n in (("R1", 70, 30, 3), ("R2", 30, 70, 6)):
@@ -40,6 +41,9 @@ def test_explorer_compare_view_draws_the_change_and_keeps_it_in_the_url(served, 
     browser.find_element(By.CSS_SELECTOR, "input[name=base_run_id][value=R1]").click()
     browser.find_element(By.ID, "compare-on").click()
     browser.find_element(By.ID, "explorer-go").click()
+    # the click submits the form: the answer is a new page, read only once it has drawn (CI of 508da80 read
+    # the old page, which has no differential graph, while the new one loaded)
+    WebDriverWait(browser, 20).until(lambda b: b.find_elements(By.CSS_SELECTOR, "svg.flamegraph.differential g.frame"))
     frames = drawn(browser)
     assert frames["hot_a"][0] == "rgb(35,35,255)" and frames["hot_b"][0] == "rgb(255,35,35)"
     assert frames["hot_b"][1] == pytest.approx(0.7, abs=0.01) and frames["hot_a"][1] == pytest.approx(0.3, abs=0.01)
