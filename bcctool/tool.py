@@ -40,6 +40,7 @@ from . import cgroups, footprint, kernelfeatures, ksymstub
 from .arguments import HARNESS_DESTS, OneLineParser, add_argument, parser_options
 from .bpfload import BPF_DIR, c_string, fdinfo_count, perf_event_name, quiet_load, text_of
 from .epochs import Epochs
+from .ndjson import encode
 from .outstream import use_buffered_stdout
 from .own import OwnProcesses
 from .sleeping import Sleeper, Sources, event_sources
@@ -263,7 +264,7 @@ class Tool:
         record.update(fields)
         if kind == "summary" and self.partial:
             record["partial"] = True
-        sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
+        sys.stdout.write(encode(record) + "\n")
 
     def emit_encoded(self, kind: str, *encoded: str) -> None:
         """emit() of records whose fields are already in JSON, `"name":value` pairs each (a profiler's

@@ -483,13 +483,19 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
 }
 #endif
 
-/* prev's block begins: remembered in `start` from now, after this program's own stack walks (~4.5 us; a
- * user stack walked in tail calls takes longer), which are not the thread's time off the CPU. */
-static __always_inline void started(u32 tid, struct start_t *s)
+/* prev's block begins at ts: remembered in `start` */
+static __always_inline void started_at(u32 tid, struct start_t *s, u64 ts)
 {
-    s->ts = bpf_ktime_get_ns();
+    s->ts = ts;
     if (start.update(&tid, s) == ERR_MAP_FULL)
         count_lost();
+}
+
+/* prev's block begins now, after this program's own stack walks (~4.5 us; a user stack walked in tail
+ * calls takes longer), which are not the thread's time off the CPU */
+static __always_inline void started(u32 tid, struct start_t *s)
+{
+    started_at(tid, s, bpf_ktime_get_ns());
 }
 
 #ifdef USER_KERNEL
@@ -628,7 +634,7 @@ static __always_inline void begin_block(void *ctx, u32 prev, u64 id, u64 now)
     if (!s.weight) {   /* timed and counted, without its stacks */
         s.kstack = STACK_UNSAMPLED;
         s.ustack = -1;
-        started(prev, &s);
+        started_at(prev, &s, now);   /* no walk since the switch's clock read: no second read (40-50 ns) */
         return;
     }
 #endif
