@@ -27,6 +27,14 @@
  * outstanding from the kept ones. Without it every allocation is kept and stands for its own size, and
  * a free adds to its process's freed totals.
  *
+ * Sampled, almost no address is in `allocs`, yet every free (and every allocation, for a free missed)
+ * would look its address up there: `kept_at` counts the kept addresses by a hash of the address, and
+ * `allocs` is asked only where that count is not 0 (a counting Bloom filter). A slot is raised after
+ * its address is inserted and lowered after it is deleted, so it is never below the addresses kept under
+ * it: a 0 means none. The allocation's tracepoint returns before its address can be freed, so no free
+ * is asked about before its raise. Under pgbench -S a kmalloc cost 160 ns of BPF and a kfree 72 without
+ * stacks, the two lookups most of it.
+ *
  * The profiler's own processes (-DSKIP_OWN) are asked about only when a process would get its record,
  * so they never get one and none of their allocations is kept. */
 #include "common.h"
@@ -85,6 +93,34 @@ BPF_HASH(comms, u32, struct comm_t, MAX_PIDS);
 BPF_STACK_TRACE(stacks, MAX_STACKS);
 #endif
 BPF_PERCPU_ARRAY(lost, u64, LOST_SLOTS);
+
+#ifdef SAMPLE_BYTES
+#define KEPT_SLOTS 65536   /* a power of two: with a few thousand addresses kept, a free asks `allocs` ~5 % of the time */
+BPF_ARRAY(kept_at, u32, KEPT_SLOTS);
+
+static __always_inline u32 *kept_slot(u64 ptr)
+{
+    u32 slot = (u32)(((ptr >> 3) * 0x9E3779B97F4A7C15ull) >> 48);   /* Fibonacci hashing: the top 16 bits */
+    return kept_at.lookup(&slot);
+}
+
+/* 0 when no kept allocation can be at ptr: `allocs` need not be asked */
+static __always_inline int maybe_kept(u64 ptr)
+{
+    u32 *n = kept_slot(ptr);
+    return !n || *n != 0;
+}
+
+static __always_inline void kept_count(u64 ptr, int by)
+{
+    u32 *n = kept_slot(ptr);
+    if (n)
+        __sync_fetch_and_add(n, by);
+}
+#else
+static __always_inline int maybe_kept(u64 ptr) { return 1; }
+static __always_inline void kept_count(u64 ptr, int by) {}
+#endif
 
 #if defined(USER_DWARF) && !defined(NO_STACKS)
 #include "ustack.h"
@@ -227,7 +263,8 @@ static __always_inline void settle(u64 ptr, struct alloc_t *a)
         v->frees++;
     }
 #endif
-    allocs.delete(&ptr);
+    if (allocs.delete(&ptr) == 0)
+        kept_count(ptr, -1);
 }
 
 #if defined(USER_DWARF) && !defined(NO_STACKS)
@@ -270,6 +307,7 @@ static __always_inline void record(u64 ptr, struct alloc_t *a, struct pmem_t *v)
         count_lost(LOST_ALLOCS_FULL);
         return;
     }
+    kept_count(ptr, 1);
 #ifndef SAMPLE_BYTES
     if (v) {
         v->alloc_bytes += a->size;
@@ -388,7 +426,7 @@ static __always_inline void on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site
         comms.update(&tgid, &c);
     }
 
-    struct alloc_t *old = allocs.lookup(&ptr);
+    struct alloc_t *old = maybe_kept(ptr) ? allocs.lookup(&ptr) : 0;
     if (old) {
         settle(ptr, old);
         count_lost(MISSED_FREE);
@@ -427,6 +465,8 @@ static __always_inline void on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site
 
 static __always_inline void on_free(u64 ptr)
 {
+    if (!maybe_kept(ptr))
+        return;
     struct alloc_t *a = allocs.lookup(&ptr);
     if (a)
         settle(ptr, a);
