@@ -3,7 +3,9 @@
  * sched_switch only. The task switched out (`prev`) is the current task, so its tgid, the filters and
  * its stacks come from helpers: the stack ids taken at that moment are where it blocked. When it is
  * switched back in (`next`) the time since is added to a per-CPU hash keyed by thread and stack pair:
- * total, count, min and max. The user side reads and deletes that hash each interval.
+ * total, count, min and max. The user side reads and deletes that hash each interval. A block in progress
+ * is its thread's entry in `start`; the entry stays between blocks with ts 0 (rewritten in place, ts last,
+ * rather than inserted and deleted each block) and goes at the thread's last switch out.
  *
  * Each interval is charged only the blocked time inside it, and every block is counted in the interval
  * in which it ends (epoch.h): `blocked` is keyed by the epoch's slot, a block that ends adds to total_ns
@@ -379,6 +381,13 @@ static __always_inline void send_pending(u32 tid, u64 ip, u64 sp)
 
 #endif
 
+/* A block has ended: its thread keeps its entry in `start`, ts 0 while it is not blocked (an insert and a
+ * delete a block, each under the bucket's lock, cost more than these writes) */
+static __always_inline void block_ended(struct start_t *entry)
+{
+    entry->ts = 0;
+}
+
 /* The end of a block that began at ts and whose switch back in was not delivered: it came back on this
  * CPU after cpu_ts, the last switch seen here, and before now; at least MIN_BLOCK_NS, so it is counted. */
 static __always_inline u64 unseen_block_end(u64 cpu_ts, u64 ts, u64 now)
@@ -451,7 +460,7 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
     u64 ip, sp;
     if (!pending.lookup(&tid)) {
         struct start_t *open = start.lookup(&tid);
-        if (!open)
+        if (!open || !open->ts)
             return PASS_ON;
         int zero = 0;
         struct epoch_t *ep = epochs.lookup(&zero);   /* before the clock, as in sched_switch */
@@ -460,8 +469,7 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
         struct epoch_t epoch = *ep;
         u64 now = bpf_ktime_get_ns();
         struct start_t st = *open;
-        if (start.delete(&tid) != 0)
-            return PASS_ON;
+        block_ended(open);
         user_ip_sp(&ip, &sp);
         int back = st.uip && ip == st.uip && sp == st.usp;
         u64 end = now;
@@ -483,9 +491,19 @@ TRACEPOINT_PROBE(raw_syscalls, sys_exit)
 }
 #endif
 
-/* prev's block begins at ts: remembered in `start` */
-static __always_inline void started_at(u32 tid, struct start_t *s, u64 ts)
+/* prev's block begins at ts: written in place in its thread's entry in `start` (`entry`, or looked up),
+ * its ts last, or the thread's first entry inserted */
+static __always_inline void started_at(u32 tid, struct start_t *s, u64 ts, struct start_t *entry)
 {
+    if (!entry)
+        entry = start.lookup(&tid);
+    if (entry) {   /* ts 0 until it is all written: user space reads what it says whole, or not at all */
+        s->ts = 0;
+        *entry = *s;
+        asm volatile("" ::: "memory");
+        entry->ts = ts;
+        return;
+    }
     s->ts = ts;
     if (start.update(&tid, s) == ERR_MAP_FULL)
         count_lost();
@@ -495,7 +513,7 @@ static __always_inline void started_at(u32 tid, struct start_t *s, u64 ts)
  * calls takes longer), which are not the thread's time off the CPU */
 static __always_inline void started(u32 tid, struct start_t *s)
 {
-    started_at(tid, s, bpf_ktime_get_ns());
+    started_at(tid, s, bpf_ktime_get_ns(), 0);
 }
 
 #ifdef USER_KERNEL
@@ -615,7 +633,7 @@ static __always_inline u32 stack_weight(u32 prev, u64 now)
 /* prev blocks, and passed the filters: its block begins with where it blocked (its cgroup, kernel and
  * user stacks). In kernel mode the user stack's walk may go on in tail calls, which do not return: this
  * is the last thing sched_switch does. */
-static __always_inline void begin_block(void *ctx, u32 prev, u64 id, u64 now)
+static __always_inline void begin_block(void *ctx, u32 prev, u64 id, u64 now, struct start_t *entry)
 {
     struct start_t s = {.tgid = id >> 32, .cgid = bpf_get_current_cgroup_id(), .weight = 1};
     u8 one = 1;
@@ -634,7 +652,7 @@ static __always_inline void begin_block(void *ctx, u32 prev, u64 id, u64 now)
     if (!s.weight) {   /* timed and counted, without its stacks */
         s.kstack = STACK_UNSAMPLED;
         s.ustack = -1;
-        started_at(prev, &s, now);   /* no walk since the switch's clock read: no second read (40-50 ns) */
+        started_at(prev, &s, now, entry);   /* no walk since the switch's clock read: no second read */
         return;
     }
 #endif
@@ -676,10 +694,10 @@ TRACEPOINT_PROBE(sched, sched_switch)
      * brought it back (the VM agent's switches out are not traced here, ftrace included: ~1 a second).
      * It came back on this CPU after the last switch seen here, which put the untraced task on it: its
      * block ends there, not now (a burner's 4.5-ms run later). At least MIN_BLOCK_NS: it is counted. */
-    struct start_t *stale = start.lookup(&prev);
-    if (stale) {
-        struct start_t st = *stale;
-        start.delete(&prev);
+    struct start_t *mine = start.lookup(&prev);
+    if (mine && mine->ts) {
+        struct start_t st = *mine;
+        block_ended(mine);
         end_block(&epoch, prev, &st, unseen_block_end(cpu_ts, st.ts, now), args->prev_comm, 0);
         u64 *unseen = unseen_switch_ins.lookup(&zero);
         if (unseen)
@@ -697,9 +715,9 @@ TRACEPOINT_PROBE(sched, sched_switch)
      * and one whose ts is after it (open_blocks skips it) is charged to the intervals after it only. */
     u32 next = args->next_pid;
     struct start_t *s = start.lookup(&next);
-    if (s && !fault_missed_switch_in()) {
+    if (s && s->ts && !fault_missed_switch_in()) {
         struct start_t st = *s;
-        start.delete(&next);
+        block_ended(s);
         end_block(&epoch, next, &st, now, args->next_comm, 1);
     }
 
@@ -713,6 +731,8 @@ TRACEPOINT_PROBE(sched, sched_switch)
 #ifdef STATE_MASK
     wanted = wanted && (state & STATE_MASK) != 0;
 #endif
+    if (mine && (state & PREV_STATE_EXITED))
+        start.delete(&prev);   /* its last switch: the entry it kept between blocks goes */
     if (prev == 0 || !wanted || skip_task(id))
         return PASS_ON;
 #ifdef SKIP_OWN
@@ -720,6 +740,6 @@ TRACEPOINT_PROBE(sched, sched_switch)
     if (own_tgids.lookup(&own_tgid))
         return PASS_ON;   /* the profiler's own (common.h): its blocks are not started */
 #endif
-    begin_block(args, prev, id, now);
+    begin_block(args, prev, id, now, mine);
     return PASS_ON;
 }

@@ -221,8 +221,8 @@ def open_blocks(began_ns: int, now_ns: int) -> tuple[dict[tuple, dict[str, int]]
     out, open_keys = {}, set()
     for key, st in bcctool.all_items(start_map):
         tid = getattr(key, "value", key)   # the batch op gives ints, items() c_uint
-        if now_ns - st.ts < args.min_block_us * 1000 or st.ts >= now_ns:
-            continue
+        if not st.ts or now_ns - st.ts < args.min_block_us * 1000 or st.ts >= now_ns:
+            continue   # ts 0: a thread's entry between its blocks (bpf/offcpu.c, block_ended)
         open_keys.add((tid, st.ts))
         comm = taskinfo.comm_of(tid) or "[gone]"
         part = now_ns - max(st.ts, began_ns)
