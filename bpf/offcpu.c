@@ -137,14 +137,21 @@ LOST_COUNTER(stack_errors);  /* kernel stacks not stored (stack map full or a ha
 LOST_COUNTER(unseen_switch_ins);   /* blocks whose end the kernel did not deliver, ended at the next switch out */
 BPF_PERCPU_ARRAY(last_switch, u64, 1);   /* when this CPU's last switch seen happened */
 BPF_HASH(seen, u32, u8, 65536);      /* processes whose maps the user side has been told to read */
-#ifdef STACK_EVERY
-/* when each thread's last block with stacks began (-DSTACK_EVERY); an LRU where task storage is not
- * available, as a thread that exits leaves its entry behind */
-#ifdef USE_TASK_STORAGE
-BPF_TASK_STORAGE(sampled_at, u64);
+#if defined(STACK_EVERY) && defined(USE_TASK_STORAGE)
+#define THREAD_STORAGE 1
+struct thread_t {
+    u64 sampled_at;   /* when its last block with stacks began (-DSTACK_EVERY) */
+    u32 told;         /* its process is in `seen`: no lookup there a block (24 ns a switch) */
+    u32 pad;
+};
+BPF_TASK_STORAGE(threads, struct thread_t);
 #else
-BPF_TABLE("lru_hash", u32, u64, sampled_at, 65536);
+struct thread_t;
 #endif
+#if defined(STACK_EVERY) && !defined(THREAD_STORAGE)
+/* when each thread's last block with stacks began; an LRU where task storage is not available, as a
+ * thread that exits leaves its entry behind */
+BPF_TABLE("lru_hash", u32, u64, sampled_at, 65536);
 #endif
 BPF_RINGBUF_OUTPUT(new_maps, 4);     /* tgids whose maps to read now */
 
@@ -605,11 +612,10 @@ int ku_walk_more(void *ctx)
 #ifdef STACK_EVERY
 /* -DSTACK_EVERY: the weight of the block prev begins at `now` if it takes its stacks (1: its thread has
  * taken none for STACK_GAP_NS, or ever; STACK_EVERY: drawn at random, one in STACK_EVERY), 0 if it does not */
-static __always_inline u32 stack_weight(u32 prev, u64 now)
+static __always_inline u32 stack_weight(u32 prev, u64 now, struct thread_t *me)
 {
-#ifdef USE_TASK_STORAGE
-    u64 *last = sampled_at.task_storage_get((struct task_struct *)bpf_get_current_task_btf(), 0,
-                                            BPF_LOCAL_STORAGE_GET_F_CREATE);
+#ifdef THREAD_STORAGE
+    u64 *last = me ? &me->sampled_at : 0;
 #else
     u64 *last = sampled_at.lookup(&prev);
 #endif
@@ -622,7 +628,7 @@ static __always_inline u32 stack_weight(u32 prev, u64 now)
         return 0;
     if (last)
         *last = now;
-#ifndef USE_TASK_STORAGE
+#ifndef THREAD_STORAGE
     else
         sampled_at.update(&prev, &now);
 #endif
@@ -643,12 +649,29 @@ static __always_inline void begin_block(void *ctx, u32 prev, u64 id, u64 now, st
      * its own context too, so the last block's stack is taken now */
     send_pending(prev, s.uip, s.usp);
 #endif
-    /* met before: a lookup, which takes no lock, rather than an insert refused */
-    if (!seen.lookup(&s.tgid) && seen.insert(&s.tgid, &one) == 0 &&
-        new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0))
-        seen.delete(&s.tgid);   /* a full ring: its next block says it */
+#ifdef THREAD_STORAGE
+    struct thread_t *me = threads.task_storage_get((struct task_struct *)bpf_get_current_task_btf(), 0,
+                                                   BPF_LOCAL_STORAGE_GET_F_CREATE);
+    int told = me && me->told;
+#else
+    struct thread_t *me = 0;
+    int told = 0;
+#endif
+    /* met before: a lookup, which takes no lock, rather than an insert refused; once met, the thread
+     * remembers it (a process that exits takes its threads' storage with it; exec says it again) */
+    if (!told) {
+        if (!seen.lookup(&s.tgid) && seen.insert(&s.tgid, &one) == 0 &&
+            new_maps.ringbuf_output(&s.tgid, sizeof(s.tgid), 0)) {
+            seen.delete(&s.tgid);   /* a full ring: its next block says it */
+        } else {
+#ifdef THREAD_STORAGE
+            if (me)
+                me->told = 1;
+#endif
+        }
+    }
 #ifdef STACK_EVERY
-    s.weight = stack_weight(prev, now);
+    s.weight = stack_weight(prev, now, me);
     if (!s.weight) {   /* timed and counted, without its stacks */
         s.kstack = STACK_UNSAMPLED;
         s.ustack = -1;
