@@ -95,7 +95,7 @@ BPF_STACK_TRACE(stacks, MAX_STACKS);
 BPF_PERCPU_ARRAY(lost, u64, LOST_SLOTS);
 
 #ifdef SAMPLE_BYTES
-#define KEPT_SLOTS 65536   /* a power of two: with a few thousand addresses kept, a free asks `allocs` ~5 % of the time */
+#define KEPT_SLOTS 65536   /* a power of two; with N addresses kept, about N / KEPT_SLOTS of the frees ask `allocs` */
 BPF_ARRAY(kept_at, u32, KEPT_SLOTS);
 
 static __always_inline u32 *kept_slot(u64 ptr)
