@@ -4,8 +4,13 @@ started (its maps are read at start; with -p the metric then ends after that int
 after (its maps are read when it first blocks). And a thread's entry in the map of blocks in progress, kept
 between its blocks, goes when it exits."""
 
+import json
+import subprocess
+
 import pytest
 from helpers import MetricProcess, end_workload, run_workload
+
+from host.fdinfo import fd_infos
 
 pytestmark = pytest.mark.bpf
 
@@ -70,17 +75,8 @@ sys.stdin.readline()
 
 
 def bpf_map_entries(pid: int, name: str) -> int:
-    """Entries of the map `name` that process pid holds (bpftool: its fdinfo's map ids)."""
-    import json
-    import os
-    import subprocess
-
-    ids = set()
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            ids |= {int(line.split()[1]) for line in open(f"/proc/{pid}/fdinfo/{fd}") if line.startswith("map_id:")}
-        except OSError:
-            continue
+    """Entries of the map `name` that process pid holds (bpftool, by the map ids in its fdinfo)."""
+    ids = {int(info["map_id"]) for info in fd_infos(pid) or () if "map_id" in info}
     for map_id in ids:
         shown = json.loads(subprocess.run(["bpftool", "map", "show", "id", str(map_id), "-j"],
                                           capture_output=True, text=True, check=True).stdout)
