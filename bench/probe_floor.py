@@ -4,6 +4,7 @@ attaches it; print "ready", wait for SIGINT or SIGTERM.
 
     probe_floor.py tracepoint:kmem:kmalloc raw_tracepoint:sys_exit perf_event:minor-faults
     probe_floor.py --work tracepoint:kmem:kmalloc raw_tracepoint:sys_exit+clock
+    probe_floor.py --work raw_tracepoint:sys_enter+state tracepoint:sched:sched_switch+state
 
 A probe is TYPE:NAME as a metric's meta record lists it (bcctool's attached_probes): tracepoint
 CATEGORY:EVENT, raw_tracepoint EVENT, perf_event a perf software event by name, on every CPU with a
@@ -15,7 +16,16 @@ the price of being attached where the metrics are, without any of their work.
 array slot per program), and on a probe written TYPE:NAME+clock also reads the clock and keeps it, as
 a tool that times what happens between two events must at each (a latency, a run, a block). Less than
 any metric does (no per-thread state, no histogram): app_cost's "floor + least work" row, a bound no
-tool of the ten's jobs can go under."""
+tool of the ten's jobs can go under.
+
+TYPE:NAME+state (with --work): also the least per-thread state a tool that times spans between two
+events keeps, where the event says whose span it is: on raw sys_enter the clock kept in the thread's
+task storage and on sys_exit read back from it (sysnest's way, the cheapest there is); on sched_switch
+prev's time written and next's read in a hash by tid (the tracepoint gives only tids, so no task
+storage for next: BCC's runqlat, cpuschedrun and offcpu key threads so); on sched_wakeup(_new) the woken
+thread's time written there. Other probes +state are +clock. app_cost's "floor + least state" row: near
+the least a tool of the ten's timing jobs does, though not a bound for every program (schparm keeps
+its counters in task storage and the run's start per CPU, and costs less a switch than this)."""
 
 import os
 import re
@@ -27,6 +37,7 @@ from hold import hold
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bcctool import PERF_EVENT_NAMES, ksymstub  # noqa: E402
+from bcctool.kernelfeatures import tracefs_root  # noqa: E402
 
 PERF_EVENTS = {name: key for key, name in PERF_EVENT_NAMES.items()}
 
@@ -36,22 +47,58 @@ def fail(text: str) -> None:
     sys.exit(2)
 
 
-def parse(arg: str) -> tuple[str, str, bool]:
-    """(type, name, timed) of TYPE:NAME[+clock]."""
-    arg, timed = (arg[: -len("+clock")], True) if arg.endswith("+clock") else (arg, False)
-    kind, _, name = arg.partition(":")
+def parse(arg: str) -> tuple[str, str, str]:
+    """(type, name, extra) of TYPE:NAME[+clock|+state]; extra "", "clock" or "state"."""
+    base, _, extra = arg.rpartition("+") if arg.endswith(("+clock", "+state")) else (arg, "", "")
+    kind, _, name = base.partition(":")
     if kind not in ("tracepoint", "raw_tracepoint", "perf_event") or not name:
         fail(f"not TYPE:NAME with TYPE tracepoint, raw_tracepoint or perf_event: {arg!r}")
-    return kind, name, timed
+    return kind, name, extra
 
 
-def program(fn: str, slot: int, work: bool, timed: bool) -> str:
-    """The C of one program: empty, or counting its event (and with timed, reading the clock)."""
+def field_offset(event: str, field: str) -> int:
+    """Where a tracepoint's field sits in its record (tracefs's format file)."""
+    root = tracefs_root()
+    try:
+        with open(f"{root}/events/{event.replace(':', '/')}/format") as f:
+            text = f.read()
+    except (OSError, TypeError):
+        fail(f"no tracefs format for {event} (is tracefs mounted?)")
+    found = re.search(rf"\b{field};\s*offset:(\d+);", text)
+    if not found:
+        fail(f"{event} has no field {field}")
+    return int(found.group(1))
+
+
+def state_work(kind: str, name: str) -> str | None:
+    """The C, after the count, of the least per-thread state on this probe (see the module doc); None
+    where no thread's span starts or ends here by the event alone."""
+    field = "(u32)*(int *)((char *)ctx + {})".format
+    if (kind, name) == ("raw_tracepoint", "sys_enter"):
+        return ("struct ts_t *s = task_ts.task_storage_get((struct task_struct *)bpf_get_current_task_btf(), 0, "
+                "BPF_LOCAL_STORAGE_GET_F_CREATE); if (s) s->ts = bpf_ktime_get_ns();")
+    if (kind, name) == ("raw_tracepoint", "sys_exit"):
+        return ("struct ts_t *s = task_ts.task_storage_get((struct task_struct *)bpf_get_current_task_btf(), 0, 0); "
+                "if (s && s->ts) { w->ts += bpf_ktime_get_ns() - s->ts; s->ts = 0; }")
+    if (kind, name) == ("tracepoint", "sched:sched_switch"):
+        prev, nxt = field(field_offset(name, "prev_pid")), field(field_offset(name, "next_pid"))
+        return (f"u64 now = bpf_ktime_get_ns(); u32 prev = {prev}, next = {nxt}; "
+                "u64 *p = thread_ts.lookup(&prev); if (p) *p = now; else thread_ts.update(&prev, &now); "
+                "u64 *n = thread_ts.lookup(&next); if (n) w->ts += now - *n;")
+    if (kind, name) in (("tracepoint", "sched:sched_wakeup"), ("tracepoint", "sched:sched_wakeup_new")):
+        return (f"u64 now = bpf_ktime_get_ns(); u32 tid = {field(field_offset(name, 'pid'))}; "
+                "u64 *p = thread_ts.lookup(&tid); if (p) *p = now; else thread_ts.update(&tid, &now);")
+    return None
+
+
+def program(fn: str, slot: int, work: bool, kind: str, name: str, extra: str) -> str:
+    """The C of one program: empty, or counting its event (and with clock, reading the clock; with
+    state, keeping the thread's time as the module doc says)."""
     if not work:
         return f"int {fn}(void *ctx) {{ return 0; }}\n"
-    clock = " w->ts = bpf_ktime_get_ns();" if timed else ""
+    body = (extra == "state" and state_work(kind, name)) or (" w->ts = bpf_ktime_get_ns();" if extra else "")
     return (f"int {fn}(void *ctx) {{ int k = {slot}; struct work_t *w = work.lookup(&k); "
-            f"if (w) {{ w->events++;{clock} }} return 0; }}\n")
+            f"if (w) {{ w->events++; {body} }} return 0; }}\n")
 
 
 def attach(b: BPF, fn: str, kind: str, name: str) -> None:
@@ -74,13 +121,16 @@ def main() -> None:
     probes = [parse(arg) for arg in args[work:]]
     if not probes:
         fail("no probe given")
-    if not work and any(timed for _, _, timed in probes):
-        fail("a probe written +clock needs --work")
+    if not work and any(extra for _, _, extra in probes):
+        fail(f"a probe written +{next(extra for _, _, extra in probes if extra)} needs --work")
     # program names say which probe each is on (bpftool and bpf_stats show the first 15 characters)
     names = [f"e{i}_{re.sub(r'[^A-Za-z0-9]', '_', name.split(':')[-1])}" for i, (_, name, _) in enumerate(probes)]
     text = (f"struct work_t {{ u64 events; u64 ts; }};\nBPF_PERCPU_ARRAY(work, struct work_t, {len(probes)});\n"
             if work else "")
-    text += "".join(program(fn, i, work, timed) for i, (fn, (_, _, timed)) in enumerate(zip(names, probes, strict=True)))
+    if any(extra == "state" for _, _, extra in probes):
+        text += ("struct task_struct;\nstruct ts_t { u64 ts; };\nBPF_TASK_STORAGE(task_ts, struct ts_t);\n"
+                 "BPF_HASH(thread_ts, u32, u64, 65536);\n")
+    text += "".join(program(fn, i, work, *probe) for i, (fn, probe) in enumerate(zip(names, probes, strict=True)))
     with ksymstub.stub_kallsyms():
         b = BPF(text=text.encode())
     try:

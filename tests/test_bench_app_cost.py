@@ -1,11 +1,13 @@
 """bench/app_cost.py's arithmetic and parsers, against figures worked out by hand: the bracketed order of
 rounds and the bare rounds each row is compared with, ratios and losses from them, the issue-27
 targets' verdicts, pgbench's per-transaction log and wrk's report; and bench/probe_floor.py holding one
-program per probe it is given, empty or doing the least work (a count, the clock where asked)."""
+program per probe it is given, empty or doing the least work (a count, the clock where asked, the
+thread's time kept where asked)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -161,6 +163,8 @@ def test_the_least_work_floor_times_the_events_each_metric_times_and_counts_the_
     assert argv[2:] == ["--work", "tracepoint:cgroup:cgroup_attach_task", "raw_tracepoint:sys_enter+clock"]
     assert app_cost.floor_argv("pagefault", ["perf_event:minor-faults"], work=True)[2:] == ["--work", "perf_event:minor-faults"]
     assert app_cost.floor_argv("sysnest", ["raw_tracepoint:sys_enter"], work=False)[2:] == ["raw_tracepoint:sys_enter"]
+    assert app_cost.floor_argv("offcpu", ["tracepoint:sched:sched_switch", "raw_tracepoint:sys_exit"], work=True,
+                               state=True)[2:] == ["--work", "tracepoint:sched:sched_switch+state", "raw_tracepoint:sys_exit"]
     assert set(app_cost.TIMED_PROBES) <= {spec.name for spec in config.METRICS}
 
 
@@ -172,6 +176,24 @@ def test_probe_floor_with_work_counts_every_event_and_reads_the_clock_where_aske
         dumps = [subprocess.run(["bpftool", "prog", "dump", "xlated", "id", str(i)], capture_output=True,
                                 text=True, timeout=30).stdout for i in sorted(ids)]
         assert [("bpf_ktime_get_ns" in d) for d in dumps] == [True, False], dumps
+
+
+@pytest.mark.bpf
+def test_probe_floor_with_state_keeps_each_threads_time_where_the_event_says_whose():
+    probes = ["raw_tracepoint:sys_enter+state", "tracepoint:sched:sched_switch+state", "tracepoint:kmem:kmalloc+state"]
+    with probe_floor("--work", *probes) as ids:
+        dumps = [subprocess.run(["bpftool", "prog", "dump", "xlated", "id", str(i)], capture_output=True,
+                                text=True, timeout=30).stdout for i in sorted(ids)]
+        # a syscall keeps it in task storage, a switch in a hash by tid; kmalloc starts no thread's span: a clock
+        assert "bpf_task_storage_get" in dumps[0], dumps[0]
+        assert "bpf_ktime_get_ns" in dumps[1] and "bpf_task_storage_get" not in dumps[1], dumps[1]
+        assert "bpf_ktime_get_ns" in dumps[2] and "bpf_task_storage_get" not in dumps[2], dumps[2]
+        # this test's thread has switched out since (waiting for bpftool): its tid is a key of the hash
+        dump = subprocess.run(["bpftool", "-j", "map", "dump", "name", "thread_ts"], capture_output=True, text=True,
+                              timeout=30)
+        keys = {entry["key"] if isinstance(entry["key"], int) else int.from_bytes(bytes(int(b, 16) for b in entry["key"]), "little")
+                for entry in json.loads(dump.stdout)}
+        assert os.getpid() in keys, f"{len(keys)} threads kept, not this test's {os.getpid()}"
 
 
 def test_probe_floor_refuses_a_clock_without_work():
