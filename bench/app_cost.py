@@ -299,12 +299,10 @@ class AppCost:
                 for name in TEN]
         if FLOOR in rows or FLOOR_WORK in rows or FLOOR_STATE in rows:
             self.floor_probes = self.probes_of_ten([metrics[name] for name in TEN])
-            self.commands[FLOOR] = [(f"floor of {name}", floor_argv(name, probes, work=False), "floor")
-                                    for name, probes in self.floor_probes.items()]
-            self.commands[FLOOR_WORK] = [(f"least work of {name}", floor_argv(name, probes, work=True), "floor")
-                                         for name, probes in self.floor_probes.items()]
-            self.commands[FLOOR_STATE] = [(f"least state of {name}", floor_argv(name, probes, work=True, state=True),
-                                           "floor") for name, probes in self.floor_probes.items()]
+            for row, label, work, state in ((FLOOR, "floor of", False, False), (FLOOR_WORK, "least work of", True, False),
+                                            (FLOOR_STATE, "least state of", True, True)):
+                self.commands[row] = [(f"{label} {name}", floor_argv(name, probes, work=work, state=state), "floor")
+                                      for name, probes in self.floor_probes.items()]
         bpftrace = shutil.which("bpftrace")
         for row in rows:
             if row in BCC_PEERS:

@@ -152,6 +152,12 @@ def probe_floor(*args: str):
         proc.wait(10)
 
 
+def xlated(ids) -> list[str]:
+    """bpftool's dump of each program's instructions as the verifier left them, in id order."""
+    return [subprocess.run(["bpftool", "prog", "dump", "xlated", "id", str(i)], capture_output=True, text=True,
+                           timeout=30).stdout for i in sorted(ids)]
+
+
 @pytest.mark.bpf
 def test_probe_floor_holds_one_program_per_probe_given():
     with probe_floor("raw_tracepoint:sys_enter", "tracepoint:sched:sched_switch", "perf_event:minor-faults") as ids:
@@ -173,8 +179,7 @@ def test_probe_floor_with_work_counts_every_event_and_reads_the_clock_where_aske
     with probe_floor("--work", "raw_tracepoint:sys_enter+clock", "raw_tracepoint:sys_exit") as ids:
         assert len(ids) == 2
         # the programs' instructions: the timed one calls bpf_ktime_get_ns, the other does not
-        dumps = [subprocess.run(["bpftool", "prog", "dump", "xlated", "id", str(i)], capture_output=True,
-                                text=True, timeout=30).stdout for i in sorted(ids)]
+        dumps = xlated(ids)
         assert [("bpf_ktime_get_ns" in d) for d in dumps] == [True, False], dumps
 
 
@@ -182,8 +187,7 @@ def test_probe_floor_with_work_counts_every_event_and_reads_the_clock_where_aske
 def test_probe_floor_with_state_keeps_each_threads_time_where_the_event_says_whose():
     probes = ["raw_tracepoint:sys_enter+state", "tracepoint:sched:sched_switch+state", "tracepoint:kmem:kmalloc+state"]
     with probe_floor("--work", *probes) as ids:
-        dumps = [subprocess.run(["bpftool", "prog", "dump", "xlated", "id", str(i)], capture_output=True,
-                                text=True, timeout=30).stdout for i in sorted(ids)]
+        dumps = xlated(ids)
         # a syscall keeps it in task storage, a switch in a hash by tid; kmalloc starts no thread's span: a clock
         assert "bpf_task_storage_get" in dumps[0], dumps[0]
         assert "bpf_ktime_get_ns" in dumps[1] and "bpf_task_storage_get" not in dumps[1], dumps[1]
