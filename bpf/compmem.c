@@ -27,6 +27,10 @@
  * outstanding from the kept ones. Without it every allocation is kept and stands for its own size, and
  * a free adds to its process's freed totals.
  *
+ * With -DSTACK_RATE=R the N bytes are paced (pace.h): on a CPU whose allocations would have taken more
+ * than R walks a second at one in N bytes, the next window keeps one in about 2N, 4N... bytes, each
+ * standing for that many, so the walks stay near R a second whatever the allocation rate.
+ *
  * Sampled, almost no address is in `allocs`, yet every free (and every allocation, for a free missed)
  * would look its address up there: `kept_at` counts the kept addresses by a hash of the address, and
  * `allocs` is asked only where that count is not 0 (a counting Bloom filter). A slot is raised after
@@ -178,13 +182,31 @@ static __always_inline void keep_syscall_stack(u32 tid, struct last_user_t *now)
 #endif
 
 #ifdef SAMPLE_BYTES
-/* An allocation of `size` bytes is kept with probability size / SAMPLE_BYTES (always when it is that
- * large) and stands for max(size, SAMPLE_BYTES) bytes: the sum over the kept is an unbiased estimate of
- * the bytes of all (each allocation's expected share is its size), its variance that of one sample in
- * SAMPLE_BYTES. One random draw, no state shared between CPUs. */
-static __always_inline int sampled(u64 size)
+#ifdef STACK_RATE
+#include "pace.h"
+BPF_PERCPU_ARRAY(pace, struct pace_t, 1);   /* each CPU's sampling bytes: SAMPLE_BYTES, or paced */
+#endif
+
+/* The bytes one kept allocation stands for on this CPU now, `size` more allocated: SAMPLE_BYTES, or with
+ * -DSTACK_RATE doubled while this CPU's allocations would take more than STACK_RATE walks a second */
+static __always_inline u64 sample_bytes(u64 size)
 {
-    return size >= SAMPLE_BYTES || (((u64)bpf_get_prandom_u32() * SAMPLE_BYTES) >> 32) < size;
+#ifdef STACK_RATE
+    int zero = 0;
+    struct pace_t *p = pace.lookup(&zero);
+    if (p)
+        return pace_every(p, size, 0, SAMPLE_BYTES);
+#endif
+    return SAMPLE_BYTES;
+}
+
+/* An allocation of `size` bytes is kept with probability size / every (always when it is that large)
+ * and stands for max(size, every) bytes: the sum over the kept is an unbiased estimate of the bytes of
+ * all (each allocation's expected share is its size), its variance that of one sample in every bytes.
+ * One random draw, no state shared between CPUs. */
+static __always_inline int sampled(u64 size, u64 every)
+{
+    return size >= every || (((u64)bpf_get_prandom_u32() * every) >> 32) < size;
 }
 #endif
 
@@ -435,10 +457,11 @@ static __always_inline void on_alloc(void *ctx, u64 ptr, u64 size, u64 call_site
 #ifdef SAMPLE_BYTES
     v->alloc_bytes += size;   /* every allocation counted; the sampled kept */
     v->allocs++;
-    if (!sampled(size))
+    u64 every = sample_bytes(size);
+    if (!sampled(size, every))
         return;
-    if (size < SAMPLE_BYTES)
-        a.weight = SAMPLE_BYTES;
+    if (size < every)
+        a.weight = every;
 #endif
     a.ts = bpf_ktime_get_ns();
 #ifdef NO_STACKS

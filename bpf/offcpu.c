@@ -44,6 +44,10 @@
  * proportion to their blocks' time and count times their weight (the inverse of their chance of being
  * taken, so the shares are unbiased whatever mix of the two rules took them).
  *
+ * -DSTACK_RATE=R (with -DSTACK_EVERY): N is paced (pace.h): on a CPU whose blocks would have taken more than
+ * R walks a second at one in N, the next window's are drawn at one in 2N, 4N... (their weight), so the
+ * walks stay near R a second and CPU whatever the switch rate; below it N holds.
+ *
  * -DUSER_KERNEL: every block's user stack is walked here at its switch out with the stack-delta tables
  * of kunwind.h (kuwalk.h: a process met for the first time is walked by frame pointers until user space
  * has loaded its mappings; a fork child that has not exec'd walks its parent's), stored once by its hash
@@ -76,7 +80,7 @@ struct start_t {
     u32 tgid;
     int kstack;
     int ustack;
-    u32 weight;   /* 1 / the chance its stacks were taken (-DSTACK_EVERY: 1 or N; 1 otherwise) */
+    u32 weight;   /* 1 / the chance its stacks were taken (-DSTACK_EVERY: 1, N or paced N << k; 1 otherwise) */
     u64 cgid;     /* the thread's cgroup (v2) when it blocked */
 #ifdef USER_DWARF
     u64 uip;   /* user registers when it blocked: the same at its syscall's return */
@@ -147,6 +151,10 @@ struct thread_t {
 BPF_TASK_STORAGE(threads, struct thread_t);
 #else
 struct thread_t;
+#endif
+#if defined(STACK_EVERY) && defined(STACK_RATE)
+#include "pace.h"
+BPF_PERCPU_ARRAY(pace, struct pace_t, 1);   /* each CPU's draw: one block in pace.every */
 #endif
 #if defined(STACK_EVERY) && !defined(THREAD_STORAGE)
 /* when each thread's last block with stacks began; an LRU where task storage is not available, as a
@@ -610,8 +618,21 @@ int ku_walk_more(void *ctx)
 #endif
 
 #ifdef STACK_EVERY
+/* -DSTACK_EVERY: one block in how many is drawn on this CPU now: STACK_EVERY, or paced (-DSTACK_RATE) */
+static __always_inline u32 draw_every(u64 now)
+{
+#ifdef STACK_RATE
+    int zero = 0;
+    struct pace_t *p = pace.lookup(&zero);
+    if (p)
+        return pace_every(p, 1, now, STACK_EVERY);
+#endif
+    return STACK_EVERY;
+}
+
 /* -DSTACK_EVERY: the weight of the block prev begins at `now` if it takes its stacks (1: its thread has
- * taken none for STACK_GAP_NS, or ever; STACK_EVERY: drawn at random, one in STACK_EVERY), 0 if it does not */
+ * taken none for STACK_GAP_NS, or ever; else drawn at random, one in draw_every(), that number), 0 if it
+ * does not */
 static __always_inline u32 stack_weight(u32 prev, u64 now, struct thread_t *me)
 {
 #ifdef THREAD_STORAGE
@@ -620,10 +641,13 @@ static __always_inline u32 stack_weight(u32 prev, u64 now, struct thread_t *me)
     u64 *last = sampled_at.lookup(&prev);
 #endif
     u32 weight = 0;
-    if (!last || now - *last >= STACK_GAP_NS)
+    if (!last || now - *last >= STACK_GAP_NS) {
         weight = 1;
-    else if (bpf_get_prandom_u32() % STACK_EVERY == 0)
-        weight = STACK_EVERY;
+    } else {
+        u32 every = draw_every(now);
+        if (bpf_get_prandom_u32() % every == 0)
+            weight = every;
+    }
     if (!weight)
         return 0;
     if (last)

@@ -8,7 +8,8 @@ walk per allocating syscall, each stack stored once); --user-stacks dwarf: a cop
 stack, unwound with the same CFI in user space; --user-stacks fp: the kernel's frame-pointer walk. By
 default one allocation in about every 64 KiB is kept, with its stacks (--sample-bytes: each standing for
 that many bytes, or its size if larger; allocated figures stay exact, outstanding ones are estimates;
-0 keeps every one). Each interval: the system overview (/proc/meminfo), the top processes, outstanding
+0 keeps every one; under load paced: a CPU that would keep more than --stack-rate a second, default 500,
+keeps one in about 2, 4... times as many bytes there). Each interval: the system overview (/proc/meminfo), the top processes, outstanding
 allocations by stack.
 """
 
@@ -59,6 +60,7 @@ args = tool.parse_args()
 cflags = tool.filter_cflags(filter_pid=args.pid, min_bytes=args.min_bytes, trace_caches=args.caches)
 cflags += [f"-DMAX_ALLOCS={args.max_allocs}", f"-DEXCLUDE_PID={os.getpid()}"] + (["-DNO_STACKS"] if not args.stacks else [])
 cflags += [f"-DSAMPLE_BYTES={args.sample_bytes}"] if args.sample_bytes else []
+cflags += [f"-DSTACK_RATE={args.stack_rate}"] if args.sample_bytes and args.stack_rate else []
 # the user stack's CFI: copied to user space (dwarf) or walked in the kernel with the rows of every file on
 # a walked stack, 8 MiB (a million rows) for one process, 16 MiB for the whole machine (bcctool/kunwind.py)
 unwound_cflags = {"dwarf": ["-DUSER_DWARF", f"-DUSTACK_PAGES={args.stack_size // 4096}"],
@@ -66,6 +68,7 @@ unwound_cflags = {"dwarf": ["-DUSER_DWARF", f"-DUSTACK_PAGES={args.stack_size //
 b = tool.load(cflags, variants=[unwound_cflags[args.user_stacks], []]
               if args.stacks and args.user_stacks in unwound_cflags else None)
 allocs, proc_mem, comms, lost = b["allocs"], b["proc_mem"], b["comms"], b["lost"]
+pace = b["pace"] if args.sample_bytes and args.stack_rate else None   # bpf/pace.h
 stacks = b["stacks"] if args.stacks else None
 dwarf = "USER_DWARF" in tool.variant
 in_kernel = "USER_KERNEL" in tool.variant
@@ -391,6 +394,9 @@ for _ in tool.intervals():
                "active_allocs": sum(r["active_allocs"] for r in rows), **delta,
                "processes": sum(r.get("processes", 1) for r in rows), "missed_frees": counts[MISSED_FREE] - missed_before,
                "interval_s": round(elapsed, 3)}
+    if args.sample_bytes:   # the bytes one kept allocation stands for now, on the CPU that keeps fewest
+        summary["sample_bytes_paced"] = max([p.every for p in pace[pace.Key(0)]] if pace is not None else [],
+                                            default=0) or args.sample_bytes
     missed_before = counts[MISSED_FREE]
     if dwarf:   # this interval's copies, their unwinds by outcome, and the copies the ring had no room for
         now_counts = {**user.outcomes(), "copies": counts[UCOPIES], "not_copied": counts[4]}

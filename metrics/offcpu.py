@@ -12,7 +12,8 @@ unwound here from a copy (taken when its syscall returns), shorter ones the kern
 --user-stacks fp gives every block the frame-pointer walk. Stacks are taken for a thread's first block
 after 10 ms without any and for one block in N (--stack-every, default 16) of the rest, at random: every
 block is still timed and counted, and each thread's time is shared among its sampled stacks (weighted by
-the chance each had of being taken). --stack-every 1 takes every block's.
+the chance each had of being taken). --stack-every 1 takes every block's. Under load N is paced: a CPU
+whose blocks would take more than --stack-rate walks a second (default 500) draws one in 2N, 4N... there.
 """
 
 import ctypes
@@ -51,6 +52,7 @@ cflags = tool.filter_cflags(filter_pid=args.pid, filter_tid=args.tid)
 cflags += [f"-DMIN_BLOCK_NS={args.min_block_us * 1000}", f"-DSTACK_DEPTH={args.stack_depth}"]
 cflags += ["-DPREEMPTED"] * args.preempted
 cflags += [f"-DSTACK_EVERY={args.stack_every}"] * (args.stack_every > 1)
+cflags += [f"-DSTACK_RATE={args.stack_rate}"] * (args.stack_every > 1 and args.stack_rate > 0)
 if args.state != "all":
     cflags.append(f"-DSTATE_MASK={STATE_BITS[args.state]}")
 dwarf_cflags = ["-DUSER_DWARF", f"-DDWARF_MIN_NS={args.dwarf_min_us * 1000}", f"-DUSTACK_PAGES={args.stack_size // 4096}"]
@@ -399,7 +401,18 @@ def print_tables(summary: dict, threads: list[dict], top_stacks: list[dict]) -> 
         bcctool.print_stack(s["kernel_frames"][: args.stack_depth], s["user_frames"][: args.stack_depth], "    ")
 
 
+def paced_every() -> int:
+    """One block in how many draws its stacks now, on the CPU that draws fewest (--stack-rate: N, or N
+    doubled under load; bpf/pace.h); 1 for every block's."""
+    if args.stack_every == 1:
+        return 1
+    if pace is None:
+        return args.stack_every
+    return max([p.every for p in pace[pace.Key(0)]] + [args.stack_every])
+
+
 # --- loop ------------------------------------------------------------------------------------------
+pace = b["pace"] if args.stack_every > 1 and args.stack_rate > 0 else None
 symbols = Symbols()
 seen_map = b["seen"]
 b["new_maps"].open_ring_buffer(symbols.on_new_maps)     # served while the harness waits
@@ -476,6 +489,7 @@ for _interval in tool.intervals():
     by_stacks = shared_among_sampled(blocks, per_thread) if args.stack_every > 1 else blocks
     by_time = sorted(by_stacks.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)
     summary = {"total_time_ns": grand, "total_events": events, "stack_every": args.stack_every,
+               "stack_every_paced": paced_every(),
                "avg_time_ns": sum(v["length_ns"] for v in per_thread.values()) // events if events else 0,
                "min_time_ns": min((v["min_ns"] for v in per_thread.values() if v["count"]), default=0),
                "max_time_ns": max((v["max_ns"] for v in per_thread.values()), default=0),

@@ -50,6 +50,12 @@ SPEC = MetricSpec(
             cli_help="keep one allocation in about every BYTES bytes, with its stacks, each standing for "
                      "BYTES (or its size, if larger): outstanding figures are estimates, allocated ones "
                      "exact (default 65536; 0: every allocation kept, every figure exact)"),
+        Arg("stack_rate", "--stack-rate", "int",
+            "with --sample-bytes N: at most about this many kept allocations (stack walks) a second per CPU "
+            "(N raised under load; 0: no cap)", default=500, minimum=0, maximum=1000000, metavar="R",
+            cli_help="with --sample-bytes N > 0: where one allocation in about N bytes would keep more than R "
+                     "a second on a CPU (each a stack walk), that CPU keeps one in about 2N, 4N... bytes "
+                     "instead, each standing for as many (default 500; 0: N whatever the load)"),
         Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per syscall", default=16384,
             minimum=4096, maximum=65536, metavar="BYTES",
             cli_help="dwarf: bytes of user stack copied per allocating syscall, whole pages (default 16384)"),

@@ -47,6 +47,12 @@ SPEC = MetricSpec(
             cli_help="take the stacks of a thread's first block after 10 ms without any, and of one block in N "
                      "of the rest, chosen at random (default 16; 1: every block's); every block is still timed "
                      "and counted, and each thread's exact time and count are shared among its sampled stacks"),
+        Arg("stack_rate", "--stack-rate", "int",
+            "with --stack-every N: at most about this many stack walks a second per CPU (N raised under load; 0: no cap)",
+            default=500, minimum=0, maximum=1000000, metavar="R",
+            cli_help="with --stack-every N > 1: where one block in N would take more than R stack walks a "
+                     "second on a CPU, that CPU draws one in 2N, 4N... instead, each standing for as many "
+                     "(default 500; 0: N whatever the load)"),
         Arg("dwarf_min_us", "--dwarf-min-us", "int", "blocks this long (us) or longer get a DWARF user stack",
             default=1000, minimum=0, cli_help="blocks of at least this many us get a DWARF user stack (default 1000)"),
         Arg("stack_size", "--stack-size", "int", "dwarf: user stack bytes copied per block", default=16384,

@@ -68,3 +68,36 @@ def test_outstanding_pipes_estimated_from_kept_allocations():
     pipes = sum(s["outstanding_bytes"] for s in stacks if any("pipe" in f for f in s["kernel_frames"]))
     assert pipes >= 0.95 * rise, [s["kernel_frames"][:4] for s in stacks]
     assert abs(closed["outstanding_bytes"] - start["outstanding_bytes"]) <= 0.05 * TRUTH, closed
+
+
+SPREAD_S = 2.0     # the pipes opened 100 at a time over 2 s: ~4.6 MB/s of 1 KiB arrays
+BASE = 2048        # --sample-bytes: one in two arrays kept at the base, ~2,200 a second
+RATE = 300         # --stack-rate: the pace raises the bytes a kept one stands for to 8-16 KiB
+
+
+def test_paced_sampling_keeps_the_estimate_unbiased():
+    """--stack-rate (bpf/pace.h): the pipes opened at a steady ~4.6 MB/s would keep ~2,200 arrays a second
+    at one in 2 KiB; at most ~300 a second a CPU, the pace makes each kept one stand for 8 or 16 KiB
+    instead, and the estimate of the pipes' memory must still be right within 4 standard deviations of the
+    kept count at the largest of those (read without the paced weights it would be 4 to 8 times short),
+    the allocated figures exact."""
+    child = run_workload(pipes_child(PIPES, spread_s=SPREAD_S))
+    tool = MetricProcess("compmem", "-p", str(child.pid), "0.5", "--min-bytes", str(BUFFERS),
+                         "--sample-bytes", str(BASE), "--stack-rate", str(RATE), "--stacks", "5")
+    try:
+        tool.wait_meta()
+        start, _ = after(tool, child.pid, time.time())
+        assert next_line(child).strip() == "open"
+        opened, _ = after(tool, child.pid, time.time())
+        status, _ = tool.stop()
+        assert status == 0, tool.stderr
+    finally:
+        tool.kill()
+        end_workload(child)
+    paced = max(s["sample_bytes_paced"] for s in tool.of_kind("summary"))
+    rise = opened["outstanding_bytes"] - start["outstanding_bytes"]
+    allocated = opened["alloc_bytes"] - start["alloc_bytes"]
+    print(f"paced to {paced:,} bytes a kept allocation; rise {rise:,} bytes (truth {TRUTH:,}); allocated {allocated:,}")
+    assert paced >= 4 * BASE, "the pace did not raise the sampling bytes"
+    assert TRUTH <= allocated <= 1.05 * TRUTH
+    assert rise == pytest.approx(TRUTH, rel=4 / (TRUTH / paced) ** 0.5)

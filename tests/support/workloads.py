@@ -18,14 +18,17 @@ sys.stdin.readline()
 """   # exactly GETPPID_N getppid calls once released, then "done"
 
 
-def pipes_child(pipes: int, touch_mb: int = 0) -> str:
+def pipes_child(pipes: int, touch_mb: int = 0, spread_s: float = 0.0) -> str:
     """A run_workload child that raises its open-files limit and grows its descriptor table up front (2
     descriptors a pipe: the table's own kmalloc must not fall among the pipes'); then, a line from the
-    test each: touches `touch_mb` MiB of anonymous memory (a known RSS) and opens `pipes` pipes, printing
-    "open"; closes them, printing "closed"; waits for a last line. Each pipe holds a pipe_inode_info and
-    an array of 16 pipe buffers (640 bytes, from kmalloc-1k) until it is closed."""
+    test each: touches `touch_mb` MiB of anonymous memory (a known RSS) and opens `pipes` pipes (at once,
+    or 100 at a time spread over `spread_s` seconds: a steady allocation rate), printing "open"; closes
+    them, printing "closed"; waits for a last line. Each pipe holds a pipe_inode_info and an array of 16
+    pipe buffers (640 bytes, from kmalloc-1k) until it is closed."""
+    batch = 100 if spread_s else pipes
+    pause = spread_s * batch / pipes
     return f"""
-import mmap, os, resource, sys
+import mmap, os, resource, sys, time
 want = {pipes} * 2 + 200
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, want), hard), hard))   # hard: 20,000 here
@@ -35,7 +38,10 @@ sys.stdin.readline()
 m = mmap.mmap(-1, max({touch_mb}, 1) << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 for off in range(0, {touch_mb} << 20, 4096):
     m[off] = 1
-fds = [os.pipe() for _ in range({pipes})]
+fds = []
+for first in range(0, {pipes}, {batch}):
+    fds += [os.pipe() for _ in range(min({batch}, {pipes} - first))]
+    time.sleep({pause})
 print("open", flush=True)
 sys.stdin.readline()
 for r, w in fds:
