@@ -79,6 +79,7 @@ MISSED_FREE, UCOPIES = 3, 5
 from bcctool.kstacks import StoredStacks, Walked, WalkFigures, walks_line  # noqa: E402
 from bcctool.kunwind import stop_tables, tracepoint_tables  # noqa: E402
 from bcctool.maps import value_of  # noqa: E402
+from bcctool.pace import largest_divisor  # noqa: E402
 from bcctool.symbols import UNKNOWN, Symbolizer  # noqa: E402 - pyelftools; --help works without it
 from bcctool.unwind import Unwinder, default_cache_dir  # noqa: E402
 
@@ -395,8 +396,7 @@ for _ in tool.intervals():
                "processes": sum(r.get("processes", 1) for r in rows), "missed_frees": counts[MISSED_FREE] - missed_before,
                "interval_s": round(elapsed, 3)}
     if args.sample_bytes:   # the bytes one kept allocation stands for now, on the CPU that keeps fewest
-        summary["sample_bytes_paced"] = max([p.every for p in pace[pace.Key(0)]] if pace is not None else [],
-                                            default=0) or args.sample_bytes
+        summary["sample_bytes_paced"] = largest_divisor(pace, args.sample_bytes) if pace is not None else args.sample_bytes
     missed_before = counts[MISSED_FREE]
     if dwarf:   # this interval's copies, their unwinds by outcome, and the copies the ring had no room for
         now_counts = {**user.outcomes(), "copies": counts[UCOPIES], "not_copied": counts[4]}

@@ -76,6 +76,7 @@ from bcctool.blockfigures import UNSAMPLED, merge, one_block, open_part, shared_
 from bcctool.kstacks import StoredStacks, Walked, WalkFigures, walks_line  # noqa: E402
 from bcctool.kunwind import stop_tables, tracepoint_tables  # noqa: E402
 from bcctool.maps import value_of  # noqa: E402
+from bcctool.pace import largest_divisor  # noqa: E402
 from bcctool.procmaps import ProcessMaps  # noqa: E402
 from bcctool.procnames import ProcessNames  # noqa: E402
 from bcctool.pyframes import KIND as PYTHON_KIND  # noqa: E402
@@ -406,9 +407,7 @@ def paced_every() -> int:
     doubled under load; bpf/pace.h); 1 for every block's."""
     if args.stack_every == 1:
         return 1
-    if pace is None:
-        return args.stack_every
-    return max([p.every for p in pace[pace.Key(0)]] + [args.stack_every])
+    return largest_divisor(pace, args.stack_every) if pace is not None else args.stack_every
 
 
 # --- loop ------------------------------------------------------------------------------------------
