@@ -8,9 +8,9 @@ walk per allocating syscall, each stack stored once); --user-stacks dwarf: a cop
 stack, unwound with the same CFI in user space; --user-stacks fp: the kernel's frame-pointer walk. By
 default one allocation in about every 64 KiB is kept, with its stacks (--sample-bytes: each standing for
 that many bytes, or its size if larger; allocated figures stay exact, outstanding ones are estimates;
-0 keeps every one; under load paced: a CPU that would keep more than --stack-rate a second, default 500,
-keeps one in about 2, 4... times as many bytes there). Each interval: the system overview (/proc/meminfo), the top processes, outstanding
-allocations by stack.
+0 keeps every one; under load paced: a CPU that would keep more than --stack-rate a second, default
+500, keeps one in about 2, 4... times as many bytes there). Each interval: the system overview
+(/proc/meminfo), the top processes, outstanding allocations by stack.
 """
 
 import ctypes
