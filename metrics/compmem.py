@@ -396,7 +396,7 @@ for _ in tool.intervals():
                "processes": sum(r.get("processes", 1) for r in rows), "missed_frees": counts[MISSED_FREE] - missed_before,
                "interval_s": round(elapsed, 3)}
     if args.sample_bytes:   # the bytes one kept allocation stands for now, on the CPU that keeps fewest
-        summary["sample_bytes_paced"] = largest_divisor(pace, args.sample_bytes) if pace is not None else args.sample_bytes
+        summary["sample_bytes_paced"] = largest_divisor(pace, args.sample_bytes)
     missed_before = counts[MISSED_FREE]
     if dwarf:   # this interval's copies, their unwinds by outcome, and the copies the ring had no room for
         now_counts = {**user.outcomes(), "copies": counts[UCOPIES], "not_copied": counts[4]}

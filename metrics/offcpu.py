@@ -402,14 +402,6 @@ def print_tables(summary: dict, threads: list[dict], top_stacks: list[dict]) -> 
         bcctool.print_stack(s["kernel_frames"][: args.stack_depth], s["user_frames"][: args.stack_depth], "    ")
 
 
-def paced_every() -> int:
-    """One block in how many draws its stacks now, on the CPU that draws fewest (--stack-rate: N, or N
-    doubled under load; bpf/pace.h); 1 for every block's."""
-    if args.stack_every == 1:
-        return 1
-    return largest_divisor(pace, args.stack_every) if pace is not None else args.stack_every
-
-
 # --- loop ------------------------------------------------------------------------------------------
 pace = b["pace"] if args.stack_every > 1 and args.stack_rate > 0 else None
 symbols = Symbols()
@@ -488,7 +480,7 @@ for _interval in tool.intervals():
     by_stacks = shared_among_sampled(blocks, per_thread) if args.stack_every > 1 else blocks
     by_time = sorted(by_stacks.items(), key=lambda kv: kv[1]["total_ns"], reverse=True)
     summary = {"total_time_ns": grand, "total_events": events, "stack_every": args.stack_every,
-               "stack_every_paced": paced_every(),
+               "stack_every_paced": largest_divisor(pace, args.stack_every),   # N doubled under load (pace.h)
                "avg_time_ns": sum(v["length_ns"] for v in per_thread.values()) // events if events else 0,
                "min_time_ns": min((v["min_ns"] for v in per_thread.values() if v["count"]), default=0),
                "max_time_ns": max((v["max_ns"] for v in per_thread.values()), default=0),
