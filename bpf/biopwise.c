@@ -12,8 +12,13 @@
  * skipped when its event fires in an interrupt while any other BPF program or bpf() map call runs on the
  * CPU (fdinfo recursion_misses): 1-6 of 200 completions were lost that way beside a writing and deleting
  * `dd`. A raw tracepoint program is skipped only when it would nest in itself.
- * Kernels without block_io_start: block_rq_issue names the owner (the issuing task) and counts, and
- * block_rq_complete adds the latency, both classic tracepoints matched by (dev, sector).
+ * Kernels without block_io_start: the request's first issue is its start, so the issuing task owns it;
+ * the same pair of programs on block_rq_issue (the fields, then the address) makes its entry and counts
+ * it, and the raw completion adds the latency and drops the entry with the last byte completed. Matched
+ * by address, not by (dev, sector) through classic programs as before: a completion those skipped (a
+ * bpf() map call on the CPU, the reader's each interval) left its entry behind, and the next request
+ * at that sector (a read of what was just written) passed for its re-issue and went uncounted: 1-2 of
+ * 63 reads of 1 MiB beside two processes making map calls.
  * Totals are never cleared while the process lives: the user side takes deltas. A request of the
  * profiler's own processes (-DSKIP_OWN) is not counted, one map lookup per request. */
 #include "common.h"
@@ -119,20 +124,25 @@ static __always_inline void add_latency(struct val_t *v, u64 lat)
         (*bucket)++;
 }
 
-#ifdef HAVE_IO_START
 struct req_t {
     u64 issue_ns;    /* 0 until issued; the last issue when re-issued */
-    u32 tgid;        /* owner: the task that submitted the request */
+    u32 tgid;        /* owner: the task that submitted (or, without block_io_start, issued) the request */
     u32 dev;
     u64 cgid;        /* the owner's cgroup (v2) */
     u8 kind;         /* 1 read, 2 write */
     u8 sync;
     u8 counted;      /* its I/O is in `stats`: 1 at its issue, 2 at its completion (fields not had at issue) */
     u8 timed;        /* its latency is in `stats` (a completion in parts times its first) */
+#ifndef HAVE_IO_START
+    u32 left;        /* bytes not yet completed: the entry goes with the last part */
+    u64 sector;      /* where the part not yet completed starts: a re-issue starts there */
+#else
     u8 pad[4];
+#endif
     char comm[TASK_COMM_LEN];
 };
 
+#ifdef HAVE_IO_START
 /* Keyed by the request's address; made at block_io_start, gone at block_io_done (and overwritten or
  * deleted by the next block_io_start of the same struct, should that end be missed). */
 BPF_HASH(requests, u64, struct req_t, 32768);
@@ -151,16 +161,27 @@ LOST_COUNTER(unpaired);    /* block_io_start raw runs that found no fields: requ
  * are counted at issue). Seen here, rarely, with no skip counted: 1-5 of 200 reads in about 1 run in 50
  * beside a dd churning files; not explained yet. */
 LOST_COUNTER(completion_unseen);
+#else
+/* Keyed by the request's address; made at its first issue, gone with its last completed byte (LRU: a
+ * completion the kernel ran no program for ages out, and a new request in that struct is told from a
+ * re-issue by where it starts). */
+BPF_TABLE("lru_hash", u64, struct req_t, requests, 32768);
+LOST_COUNTER(unpaired);    /* block_rq_issue raw runs that found no fields: requests not counted */
+#endif
 
 /* What block_rq_issue's tracepoint program read, for the raw tracepoint program of the same event, run
  * right after it on the same CPU (attached after it, as block_io_start's pair) */
 struct issuing_t {
+    u64 sector;
     u32 bytes;
+    u32 dev;
+    char rwbs[10];   /* block_rq_issue's (8 bytes on older kernels) */
     u32 tid;
     u32 full;        /* 1 = set and not yet taken */
 };
 BPF_PERCPU_ARRAY(issuing, struct issuing_t, 1);
 
+#ifdef HAVE_IO_START
 /* an entry's request was issued and its completion never timed */
 static __always_inline void check_completion_seen(struct req_t *r)
 {
@@ -236,6 +257,33 @@ int io_start_request(struct bpf_raw_tracepoint_args *ctx)
     }
     return 0;
 }
+#else
+/* Without block_io_start the issuer owns the request: its entry is made here, at the first issue. */
+static __always_inline void start_request(u64 addr, struct issuing_t *f)
+{
+    if (f->bytes == 0)
+        return;    /* an empty flush */
+#ifdef FILTER_DEV
+    if (f->dev != FILTER_DEV)
+        return;
+#endif
+    u32 owner = bpf_get_current_pid_tgid() >> 32;
+    if (skip_ids(owner, owner) || skip_cgroup())
+        return;
+#ifdef SKIP_OWN
+    if (own_tgids.lookup(&owner))
+        return;    /* the profiler's own (common.h) */
+#endif
+    int sync = 0;
+    int kind = rwbs_kind(f->rwbs, &sync);
+    if (!kind)
+        return;    /* a discard or flush */
+    struct req_t r = {.tgid = owner, .dev = f->dev, .cgid = bpf_get_current_cgroup_id(), .kind = kind,
+                      .sync = sync, .left = f->bytes, .sector = f->sector};
+    bpf_get_current_comm(&r.comm, sizeof(r.comm));
+    requests.update(&addr, &r);
+}
+#endif
 
 TRACEPOINT_PROBE(block, block_rq_issue)
 {
@@ -243,6 +291,12 @@ TRACEPOINT_PROBE(block, block_rq_issue)
     struct issuing_t *p = issuing.lookup(&zero);
     if (p) {
         p->bytes = args->bytes;
+#ifndef HAVE_IO_START
+        p->sector = args->sector;
+        p->dev = args->dev;
+        _Static_assert(sizeof(args->rwbs) <= sizeof(p->rwbs), "rwbs grew");
+        __builtin_memcpy(p->rwbs, args->rwbs, sizeof(args->rwbs));
+#endif
         p->tid = (u32)bpf_get_current_pid_tgid();
         p->full = 1;
     }
@@ -251,16 +305,30 @@ TRACEPOINT_PROBE(block, block_rq_issue)
 
 int issue_request(struct bpf_raw_tracepoint_args *ctx)
 {
-    u64 addr = ctx->args[0];
+    u64 addr = ctx->args[ISSUE_RQ_ARG];
     int zero = 0;
     u32 bytes = 0;
     struct issuing_t *p = issuing.lookup(&zero);
-    if (p) {
-        if (p->full && p->tid == (u32)bpf_get_current_pid_tgid())
-            bytes = p->bytes;
-        p->full = 0;
-    }
+    if (!p)
+        return 0;
+    if (p->full && p->tid == (u32)bpf_get_current_pid_tgid())
+        bytes = p->bytes;
+    p->full = 0;
     struct req_t *r = requests.lookup(&addr);
+#ifndef HAVE_IO_START
+    if (r && bytes && r->sector != p->sector)
+        r = 0;    /* a new request in the struct of one whose end was missed, not a re-issue */
+    if (!r) {
+        if (!bytes) {
+            u64 *lost = unpaired.lookup(&zero);
+            if (lost)
+                (*lost)++;
+            return 0;
+        }
+        start_request(addr, p);
+        r = requests.lookup(&addr);
+    }
+#endif
     if (!r)
         return 0;
     r->issue_ns = bpf_ktime_get_ns();    /* a re-issue: latency from the last try */
@@ -281,26 +349,41 @@ RAW_TRACEPOINT_PROBE(block_rq_complete)
     struct req_t *r = requests.lookup(&addr);
     if (!r)
         return 0;
+    u32 bytes = ctx->args[2];
+#ifndef HAVE_IO_START
+    /* no block_io_done before 6.5: the entry goes with its last byte; a part leaves where the rest starts */
+    if (bytes < r->left) {
+        r->left -= bytes;
+        r->sector += bytes >> 9;
+    } else {
+        r->left = 0;
+    }
+#endif
     if (r->counted == 1 && r->timed)
-        return 0;    /* the rest of a request counted at issue, completed in parts */
+        goto done;    /* the rest of a request counted at issue, completed in parts */
     struct key_t key = {.tgid = r->tgid, .dev = r->dev, .cgid = r->cgid};
     struct val_t *v = owner_totals(&key, r->comm);
     if (!v)
-        return 0;
-    u32 bytes = ctx->args[2];
+        goto done;
     if (!r->counted) {
         count_request(v, r->kind, r->sync, bytes);
         r->counted = 2;
     } else if (r->counted == 2) {
         add_bytes(v, r->kind, bytes);    /* the rest of a request counted here, completed in parts */
     }
-    if (r->timed || !r->issue_ns)
-        return 0;
-    r->timed = 1;
-    add_latency(v, bpf_ktime_get_ns() - r->issue_ns);
+    if (!r->timed && r->issue_ns) {
+        r->timed = 1;
+        add_latency(v, bpf_ktime_get_ns() - r->issue_ns);
+    }
+done:
+#ifndef HAVE_IO_START
+    if (!r->left)
+        requests.delete(&addr);
+#endif
     return 0;
 }
 
+#ifdef HAVE_IO_START
 /* The request's end (once, after its last part): its entry goes, so none outlives its request. */
 RAW_TRACEPOINT_PROBE(block_io_done)
 {
@@ -311,76 +394,5 @@ RAW_TRACEPOINT_PROBE(block_io_done)
     check_completion_seen(r);
     requests.delete(&addr);
     return 0;
-}
-
-#else
-struct rq_key {
-    u32 dev;
-    u32 pad;
-    u64 sector;
-};
-
-struct rq_val {
-    u64 issue_ns;
-    u32 tgid;        /* owner: the task at issue */
-    u32 pad;
-    char comm[TASK_COMM_LEN];
-    u64 cgid;
-};
-
-/* LRU: a request whose completion we never see (started before tracing, front-merged) ages out. */
-BPF_TABLE("lru_hash", struct rq_key, struct rq_val, inflight, 32768);
-
-TRACEPOINT_PROBE(block, block_rq_issue)
-{
-    if (args->bytes == 0)
-        return PASS_ON;
-#ifdef FILTER_DEV
-    if (args->dev != FILTER_DEV)
-        return PASS_ON;
-#endif
-    struct rq_key rk = {.dev = args->dev, .sector = args->sector};
-    u64 now = bpf_ktime_get_ns();
-    struct rq_val *rq = inflight.lookup(&rk);
-    if (rq) {
-        rq->issue_ns = now;    /* a re-issue: counted already, latency from the last try */
-        return PASS_ON;
-    }
-    u32 owner = bpf_get_current_pid_tgid() >> 32;
-    if (skip_ids(owner, owner) || skip_cgroup())
-        return PASS_ON;
-#ifdef SKIP_OWN
-    if (own_tgids.lookup(&owner))
-        return PASS_ON;   /* the profiler's own (common.h): not issued by our books, so its completion adds nothing */
-#endif
-    int sync = 0;
-    int kind = rwbs_kind(args->rwbs, &sync);
-    if (!kind)
-        return PASS_ON;
-    struct rq_val val = {.issue_ns = now, .tgid = owner, .cgid = bpf_get_current_cgroup_id()};
-    bpf_get_current_comm(&val.comm, sizeof(val.comm));
-    inflight.update(&rk, &val);
-
-    struct key_t key = {.tgid = owner, .dev = args->dev, .cgid = val.cgid};
-    struct val_t *v = owner_totals(&key, val.comm);
-    if (!v)
-        return PASS_ON;
-    count_request(v, kind, sync, args->bytes);
-    return PASS_ON;
-}
-
-TRACEPOINT_PROBE(block, block_rq_complete)
-{
-    struct rq_key rk = {.dev = args->dev, .sector = args->sector};
-    struct rq_val *rq = inflight.lookup(&rk);
-    if (!rq)
-        return PASS_ON;
-    u64 issued = rq->issue_ns;
-    struct key_t key = {.tgid = rq->tgid, .dev = args->dev, .cgid = rq->cgid};
-    inflight.delete(&rk);
-    struct val_t *v = stats.lookup(&key);
-    if (v)
-        add_latency(v, bpf_ktime_get_ns() - issued);
-    return PASS_ON;
 }
 #endif

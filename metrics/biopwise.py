@@ -69,15 +69,18 @@ cflags = tool.filter_cflags(filter_pid=args.pid, filter_dev=device)
 # a test builds it as on a kernel without the tracepoint (BCCTOOL_FAULTS, bcctool/tool.py)
 has_io_start = (kernelfeatures.tracepoint_exists("block", "block_io_start")
                 and "-DFAULT_NO_IO_START=1" not in fault_cflags())
-b = tool.load(cflags + (["-DHAVE_IO_START"] if has_io_start else []))
+# block_rq_issue's request is its first argument since 5.11, its second (after the queue) before
+issue_rq_arg = 0 if kernelfeatures.kernel_version() >= (5, 11) else 1
+b = tool.load(cflags + [f"-DISSUE_RQ_ARG={issue_rq_arg}"] + (["-DHAVE_IO_START"] if has_io_start else []))
 if has_io_start:
     # after block_io_start's tracepoint program (attached by load), so it runs second and finds its fields
     b.attach_raw_tracepoint(tp="block_io_start", fn_name="io_start_request")
-    b.attach_raw_tracepoint(tp="block_rq_issue", fn_name="issue_request")   # likewise, after its fields
     # a skipped tracepoint run leaves its raw partner without fields: counted once, as io_start_unpaired
     tool.skips_counted_by_metric.add("tracepoint__block__block_io_start")
-    # a skipped issue run leaves its raw partner without bytes: that request is counted at completion
-    tool.skips_counted_by_metric.add("tracepoint__block__block_rq_issue")
+b.attach_raw_tracepoint(tp="block_rq_issue", fn_name="issue_request")   # likewise, after its fields
+# a skipped issue run leaves its raw partner without fields: that request is counted at completion (or,
+# without block_io_start, where the issue is its start, not counted: issue_unpaired)
+tool.skips_counted_by_metric.add("tracepoint__block__block_rq_issue")
 stats, comms, full = b["stats"], b["comms"], b["full"]
 # Without block_io_start (kernels before 6.5) the owner is the task that issues the request.
 tool.meta(attribution="submitter (block_io_start)" if has_io_start else "issuer (block_rq_issue)",
@@ -184,8 +187,8 @@ for interval in tool.intervals():
     else:
         print_human(interval, rows, t)
     tool.set_lost_total("stats_map_full", sum(full[full.Key(0)]))
+    tool.set_lost_total("io_start_unpaired" if has_io_start else "issue_unpaired", sum(b["unpaired"][0]))
     if has_io_start:
-        tool.set_lost_total("io_start_unpaired", sum(b["unpaired"][0]))
         tool.set_lost_total("completion_unseen", sum(b["completion_unseen"][0]))
 
 tool.finish()
