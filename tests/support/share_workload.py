@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-# the thread's CPU clock, and hot_a: a hot loop calling keep() (test_cpuprofile's workload has them too)
+# the thread's CPU clock, a call's length drawn at random, and hot_a: a hot loop calling keep() (test_cpuprofile's workload has them too)
 HOT_A_C = r"""
 static double cpu(clockid_t clock)
 {
@@ -22,6 +22,13 @@ static double cpu(clockid_t clock)
 }
 
 volatile unsigned long sink = 88172645463325252UL;
+
+/* A call's length: `mean` iterations times 0.4 .. 1.6, drawn at random for each call. */
+static long drawn(unsigned long *r, long mean)
+{
+    *r = *r * 6364136223846793005UL + 1;
+    return mean / 1000 * (400 + (long)(*r >> 33) % 1200);
+}
 
 /* a call makes each hot function a non-leaf: gcc keeps a leaf's frame pointer only with
  * -mno-omit-leaf-frame-pointer, which this gcc ignores at -O1 */
@@ -70,21 +77,23 @@ __attribute__((noinline)) void hot_c(long n)
     keep(x);
 }
 
-/* one thread: hot_a, hot_b, hot_c in turn, each call timed on the thread's own CPU clock; call lengths
- * vary at random (+-30 %) so a sampler with a fixed period cannot fall in step with the loop */
+/* one thread: hot_a, hot_b, hot_c in turn, each call timed on the thread's own CPU clock. Each call's
+ * length is drawn on its own, and a turn of the loop (~3.9 ms) varies by about a sampler's period at
+ * 1 kHz (sd ~1 ms), so the samples fall at random places in the turn: with one draw for all three calls
+ * and a ~1 ms turn beside the sampler's 1.003 ms, a phase stayed for dozens of samples and a 3-s run's
+ * shares strayed from the clock's by up to 3 points (sd ~2). */
 __attribute__((noinline)) void work(double seconds, double own[3])
 {
     double start = cpu(CLOCK_THREAD_CPUTIME_ID), t0, t1, t2, t3;
     unsigned long r = 12345;
     do {
-        r = r * 6364136223846793005UL + 1;
-        long vary = (long)(r >> 33) % 600 - 300;   /* -300 .. 299 per mille / 1000 */
+        long a = drawn(&r, 2400000), b = drawn(&r, 600000), c = drawn(&r, 400000);
         t0 = cpu(CLOCK_THREAD_CPUTIME_ID);
-        hot_a(600000 + 600 * vary);
+        hot_a(a);
         t1 = cpu(CLOCK_THREAD_CPUTIME_ID);
-        hot_b(150000 + 150 * vary);
+        hot_b(b);
         t2 = cpu(CLOCK_THREAD_CPUTIME_ID);
-        hot_c(100000 - 100 * vary);
+        hot_c(c);
         t3 = cpu(CLOCK_THREAD_CPUTIME_ID);
         own[0] += t1 - t0;
         own[1] += t2 - t1;
@@ -219,8 +228,7 @@ __attribute__((noinline)) void work(long a_permille, double seconds, double own[
     double start = cpu(CLOCK_THREAD_CPUTIME_ID), t0, t1, t2;
     unsigned long r = 12345;
     do {
-        r = r * 6364136223846793005UL + 1;
-        long n = 1000000 + (long)(r >> 33) % 600000 - 300000;   /* +-30 %: no lockstep with the sampler */
+        long n = drawn(&r, 4000000);   /* a turn ~4.3 ms, sd ~1.5: no lockstep with a 1 kHz sampler */
         t0 = cpu(CLOCK_THREAD_CPUTIME_ID);
         hot_a(n * a_permille / 1000);
         t1 = cpu(CLOCK_THREAD_CPUTIME_ID);
