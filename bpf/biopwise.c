@@ -307,19 +307,20 @@ int issue_request(struct bpf_raw_tracepoint_args *ctx)
 {
     u64 addr = ctx->args[ISSUE_RQ_ARG];
     int zero = 0;
-    u32 bytes = 0;
     struct issuing_t *p = issuing.lookup(&zero);
     if (!p)
         return 0;
-    if (p->full && p->tid == (u32)bpf_get_current_pid_tgid())
-        bytes = p->bytes;
+    int have = p->full && p->tid == (u32)bpf_get_current_pid_tgid();    /* the fields of this issue */
+    u32 bytes = have ? p->bytes : 0;
     p->full = 0;
     struct req_t *r = requests.lookup(&addr);
 #ifndef HAVE_IO_START
-    if (r && bytes && r->sector != p->sector)
-        r = 0;    /* a new request in the struct of one whose end was missed, not a re-issue */
+    if (r && have && r->sector != p->sector) {
+        requests.delete(&addr);    /* a new request in the struct of one whose end was missed, not a re-issue */
+        r = 0;
+    }
     if (!r) {
-        if (!bytes) {
+        if (!have) {
             u64 *lost = unpaired.lookup(&zero);
             if (lost)
                 (*lost)++;
