@@ -77,7 +77,7 @@ if has_io_start:
     b.attach_raw_tracepoint(tp="block_io_start", fn_name="io_start_request")
     # a skipped tracepoint run leaves its raw partner without fields: counted once, as io_start_unpaired
     tool.skips_counted_by_metric.add("tracepoint__block__block_io_start")
-b.attach_raw_tracepoint(tp="block_rq_issue", fn_name="issue_request")   # likewise, after its fields
+b.attach_raw_tracepoint(tp="block_rq_issue", fn_name="issue_request")   # after its tracepoint program: its fields
 # a skipped issue run leaves its raw partner without fields: that request is counted at completion (or,
 # without block_io_start, where the issue is its start, not counted: issue_unpaired)
 tool.skips_counted_by_metric.add("tracepoint__block__block_rq_issue")

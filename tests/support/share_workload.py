@@ -12,7 +12,8 @@ import subprocess
 
 import pytest
 
-# the thread's CPU clock, a call's length drawn at random, and hot_a: a hot loop calling keep() (test_cpuprofile's workload has them too)
+# the thread's CPU clock, a call's length drawn at random, and hot_a: a hot loop calling keep()
+# (test_cpuprofile's workload has them too)
 HOT_A_C = r"""
 static double cpu(clockid_t clock)
 {
@@ -78,7 +79,7 @@ __attribute__((noinline)) void hot_c(long n)
 }
 
 /* one thread: hot_a, hot_b, hot_c in turn, each call timed on the thread's own CPU clock. Each call's
- * length is drawn on its own, and a turn of the loop (~3.9 ms) varies by about a sampler's period at
+ * length is drawn on its own, and a turn of the loop (~3.7 ms) varies by about a sampler's period at
  * 1 kHz (sd ~1 ms), so the samples fall at random places in the turn: with one draw for all three calls
  * and a ~1 ms turn beside the sampler's 1.003 ms, a phase stayed for dozens of samples and a 3-s run's
  * shares strayed from the clock's by up to 3 points (sd ~2). */
