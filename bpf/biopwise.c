@@ -142,6 +142,26 @@ struct req_t {
     char comm[TASK_COMM_LEN];
 };
 
+/* Whether `owner`'s request of `bytes` to `dev` with flags `rwbs` is counted, and as what (*kind,
+ * *sync): not an empty flush, a discard, another device, a process filtered out or the profiler's own. */
+static __always_inline int counted_request(u32 owner, u32 dev, u32 bytes, const char *rwbs, int *kind, int *sync)
+{
+    if (bytes == 0)
+        return 0;    /* an empty flush */
+#ifdef FILTER_DEV
+    if (dev != FILTER_DEV)
+        return 0;
+#endif
+    if (skip_ids(owner, owner) || skip_cgroup())
+        return 0;
+#ifdef SKIP_OWN
+    if (own_tgids.lookup(&owner))
+        return 0;    /* the profiler's own (common.h) */
+#endif
+    *kind = rwbs_kind(rwbs, sync);
+    return *kind != 0;    /* 0: a discard or flush */
+}
+
 #ifdef HAVE_IO_START
 /* Keyed by the request's address; made at block_io_start, gone at block_io_done (and overwritten or
  * deleted by the next block_io_start of the same struct, should that end be missed). */
@@ -202,23 +222,10 @@ TRACEPOINT_PROBE(block, block_io_start)
     u64 pid_tgid = bpf_get_current_pid_tgid();
     p->tid = (u32)pid_tgid;
     p->full = 2;
-    if (args->bytes == 0)
-        return PASS_ON;    /* an empty flush */
-#ifdef FILTER_DEV
-    if (args->dev != FILTER_DEV)
-        return PASS_ON;
-#endif
     u32 owner = pid_tgid >> 32;
-    if (skip_ids(owner, owner) || skip_cgroup())
+    int kind = 0, sync = 0;
+    if (!counted_request(owner, args->dev, args->bytes, args->rwbs, &kind, &sync))
         return PASS_ON;
-#ifdef SKIP_OWN
-    if (own_tgids.lookup(&owner))
-        return PASS_ON;    /* the profiler's own (common.h) */
-#endif
-    int sync = 0;
-    int kind = rwbs_kind(args->rwbs, &sync);
-    if (!kind)
-        return PASS_ON;    /* a discard or flush */
     struct req_t *r = &p->req;
     r->issue_ns = 0;
     r->tgid = owner;
@@ -261,23 +268,10 @@ int io_start_request(struct bpf_raw_tracepoint_args *ctx)
 /* Without block_io_start the issuer owns the request: its entry is made here, at the first issue. */
 static __always_inline void start_request(u64 addr, struct issuing_t *f)
 {
-    if (f->bytes == 0)
-        return;    /* an empty flush */
-#ifdef FILTER_DEV
-    if (f->dev != FILTER_DEV)
-        return;
-#endif
     u32 owner = bpf_get_current_pid_tgid() >> 32;
-    if (skip_ids(owner, owner) || skip_cgroup())
+    int kind = 0, sync = 0;
+    if (!counted_request(owner, f->dev, f->bytes, f->rwbs, &kind, &sync))
         return;
-#ifdef SKIP_OWN
-    if (own_tgids.lookup(&owner))
-        return;    /* the profiler's own (common.h) */
-#endif
-    int sync = 0;
-    int kind = rwbs_kind(f->rwbs, &sync);
-    if (!kind)
-        return;    /* a discard or flush */
     struct req_t r = {.tgid = owner, .dev = f->dev, .cgid = bpf_get_current_cgroup_id(), .kind = kind,
                       .sync = sync, .left = f->bytes, .sector = f->sector};
     bpf_get_current_comm(&r.comm, sizeof(r.comm));
