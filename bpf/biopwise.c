@@ -17,8 +17,8 @@
  * it, and the raw completion adds the latency and drops the entry with the last byte completed. Matched
  * by address, not by (dev, sector) through classic programs as before: a completion those skipped (a
  * bpf() map call on the CPU, the reader's each interval) left its entry behind, and the next request
- * at that sector (a read of what was just written) passed for its re-issue and went uncounted: 1-2 of
- * 63 reads of 1 MiB beside two processes making map calls.
+ * at that sector (a read of what was just written) passed for its re-issue and went uncounted: 8 KiB to
+ * 5 MiB of a 32-MiB O_DIRECT read in each of 6 runs beside two processes making map calls.
  * Totals are never cleared while the process lives: the user side takes deltas. A request of the
  * profiler's own processes (-DSKIP_OWN) is not counted, one map lookup per request. */
 #include "common.h"
